@@ -1,0 +1,45 @@
+# deduplicate_keep_first: PGXS build.
+#
+#   make && make install          build and install (as root)
+#   make installcheck             pg_regress, isolation and TAP tests, each
+#                                 against a throwaway server (run as a
+#                                 non-root user; test/run does all of it)
+
+EXTENSION   = deduplicate_keep_first
+MODULE_big  = deduplicate_keep_first
+DATA        = extension/deduplicate_keep_first--1.0.sql
+
+OBJS = \
+	src/ptf.o \
+	src/catalog.o \
+	src/frame.o \
+	src/functions/common.o \
+	src/functions/deduplicate_keep_first.o \
+	src/functions/state_functions.o \
+	src/input/sql_input.o \
+	src/operators/dedup.o \
+	src/state/durable.o \
+	src/state/key.o \
+	src/state/keyed_state.o
+
+PG_CPPFLAGS = -I$(srcdir)/src
+PG_CFLAGS   = -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Werror
+
+# pg_regress suites (sql/, expected/), run on a temporary server with our configuration
+REGRESS      = $(patsubst sql/%.sql,%,$(sort $(wildcard sql/*.sql)))
+REGRESS_OPTS = --temp-instance=./tmp_check --temp-config=test/ptf.conf \
+               --load-extension=$(EXTENSION)
+
+# isolation specs (test/specs, test/expected)
+ISOLATION      = $(patsubst test/specs/%.spec,%,$(sort $(wildcard test/specs/*.spec)))
+ISOLATION_OPTS = --inputdir=test --outputdir=test/output_iso \
+                 --temp-instance=./tmp_check_iso --temp-config=test/ptf.conf \
+                 --load-extension=$(EXTENSION)
+
+# TAP tests (test/t/*.pl)
+TAP_TESTS   = 1
+PROVE_TESTS = test/t/*.pl
+
+PG_CONFIG = pg_config
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)

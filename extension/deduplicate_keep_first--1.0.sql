@@ -1,0 +1,177 @@
+-- deduplicate_keep_first 1.0: Flink SQL's stateful table functions (PTFs) for PostgreSQL.
+-- This is the one install script; every object lives in schema ptf.
+
+\echo Use "CREATE EXTENSION deduplicate_keep_first" to load this file. \quit
+
+CREATE SCHEMA ptf;
+COMMENT ON SCHEMA ptf IS 'Flink-style stateful table functions (deduplicate_keep_first extension)';
+GRANT USAGE ON SCHEMA ptf TO PUBLIC;
+
+-------------------------------------------------------------------------------
+-- Durable state (calls with uid).  Only the extension's functions read and
+-- write these tables; callers see them through the ptf.state view.
+-------------------------------------------------------------------------------
+
+CREATE SEQUENCE ptf.state_table_seq;
+CREATE SEQUENCE ptf.state_version_seq;
+
+CREATE TABLE ptf.uid_registry (
+    uid             text PRIMARY KEY,
+    function        text NOT NULL,
+    owner           regrole NOT NULL,
+    row_type        regtype NOT NULL,
+    key_columns     text[] NOT NULL,
+    on_time         text,
+    time_type       regtype NOT NULL,
+    state_table     regclass,
+    max_event_time  bigint,             -- microseconds since 2000-01-01
+    watermark       bigint,             -- microseconds since 2000-01-01
+    last_lsn        pg_lsn,
+    version         bigint NOT NULL DEFAULT 0,
+    keys            bigint NOT NULL DEFAULT 0,
+    rows_in         bigint NOT NULL DEFAULT 0,
+    rows_out        bigint NOT NULL DEFAULT 0,
+    rows_late       bigint NOT NULL DEFAULT 0,
+    rows_skipped    bigint NOT NULL DEFAULT 0,
+    created_at      timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
+    updated_at      timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp()
+);
+COMMENT ON TABLE ptf.uid_registry IS 'One row per uid of durable state; its keys are in table state_table';
+REVOKE ALL ON ptf.uid_registry FROM PUBLIC;
+REVOKE ALL ON SEQUENCE ptf.state_table_seq, ptf.state_version_seq FROM PUBLIC;
+
+-- pg_dump keeps durable state: the registry rows here, the state tables
+-- themselves as ordinary tables of schema ptf.
+SELECT pg_catalog.pg_extension_config_dump('ptf.uid_registry', '');
+SELECT pg_catalog.pg_extension_config_dump('ptf.state_table_seq', '');
+
+-- Renders a time kept in microseconds since 2000-01-01 in the type of the
+-- column it came from.
+CREATE FUNCTION ptf._time_text(us bigint, time_type regtype) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT CASE
+        WHEN us IS NULL THEN NULL
+        WHEN time_type = 'pg_catalog.int8'::pg_catalog.regtype
+            THEN ((us + 946684800000000) / 1000)::pg_catalog.text
+        WHEN time_type = 'pg_catalog.timestamp'::pg_catalog.regtype
+            THEN (timestamp '2000-01-01 00:00:00' + us * interval '1 microsecond')::pg_catalog.text
+        ELSE (timestamptz '2000-01-01 00:00:00+00' + us * interval '1 microsecond')::pg_catalog.text
+    END
+$$;
+
+CREATE VIEW ptf.state AS
+SELECT r.uid,
+       r.function,
+       r.owner,
+       r.row_type,
+       r.key_columns AS partition_by,
+       r.on_time,
+       r.keys,
+       pg_catalog.pg_total_relation_size(r.state_table) AS bytes,
+       ptf._time_text(r.watermark, r.time_type) AS watermark,
+       r.last_lsn AS lsn,
+       r.rows_in,
+       r.rows_out,
+       r.rows_late,
+       r.rows_skipped,
+       r.state_table,
+       r.created_at,
+       r.updated_at
+  FROM ptf.uid_registry r
+ WHERE pg_catalog.pg_has_role(r.owner, 'USAGE');
+COMMENT ON VIEW ptf.state IS 'Durable state per uid, for the uids of roles the current user belongs to';
+GRANT SELECT ON ptf.state TO PUBLIC;
+
+CREATE FUNCTION ptf.drop_state(uid text) RETURNS boolean
+AS 'MODULE_PATHNAME', 'ptf_drop_state'
+LANGUAGE C VOLATILE STRICT;
+COMMENT ON FUNCTION ptf.drop_state(text) IS 'Forget the durable state of a uid; false if it had none';
+
+-------------------------------------------------------------------------------
+-- Declared watermarks: Flink's WATERMARK FOR col AS col - INTERVAL ...
+-------------------------------------------------------------------------------
+
+CREATE TABLE ptf.watermarks (
+    relid   regclass PRIMARY KEY,
+    on_time text NOT NULL,
+    delay   interval NOT NULL CHECK (delay >= interval '0')
+);
+COMMENT ON TABLE ptf.watermarks IS 'Watermark declared per table: on_time column and out-of-orderness delay';
+SELECT pg_catalog.pg_extension_config_dump('ptf.watermarks', '');
+
+-- Anyone may read declarations; only a table's owner may change its own.
+GRANT SELECT, INSERT, UPDATE, DELETE ON ptf.watermarks TO PUBLIC;
+ALTER TABLE ptf.watermarks ENABLE ROW LEVEL SECURITY;
+CREATE POLICY read_all ON ptf.watermarks FOR SELECT USING (true);
+CREATE POLICY owner_writes ON ptf.watermarks FOR ALL
+    USING (pg_catalog.pg_has_role((SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid = relid), 'USAGE'))
+    WITH CHECK (pg_catalog.pg_has_role((SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid = relid), 'USAGE'));
+
+CREATE FUNCTION ptf.set_watermark(tbl regclass, on_time text, delay interval)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    coltype regtype;
+BEGIN
+    IF tbl IS NULL OR on_time IS NULL OR delay IS NULL THEN
+        RAISE EXCEPTION 'set_watermark needs tbl, on_time and delay'
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF delay < interval '0' THEN
+        RAISE EXCEPTION 'watermark delay must not be negative'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    SELECT a.atttypid INTO coltype
+      FROM pg_attribute a
+     WHERE a.attrelid = tbl AND a.attname = on_time AND a.attnum > 0 AND NOT a.attisdropped;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'column "%" of table % does not exist', on_time, tbl
+            USING ERRCODE = 'undefined_column';
+    END IF;
+    IF coltype NOT IN ('timestamp'::regtype, 'timestamptz'::regtype, 'bigint'::regtype) THEN
+        RAISE EXCEPTION 'column "%" has type %, not a time type', on_time, coltype
+            USING ERRCODE = 'datatype_mismatch',
+                  HINT = 'Time columns are timestamp, timestamptz, or bigint milliseconds since 1970.';
+    END IF;
+    IF NOT pg_has_role((SELECT relowner FROM pg_class WHERE oid = tbl), 'USAGE') THEN
+        RAISE EXCEPTION 'must be owner of table % to declare its watermark', tbl
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    INSERT INTO ptf.watermarks AS w (relid, on_time, delay) VALUES (tbl, on_time, delay)
+        ON CONFLICT (relid) DO UPDATE SET on_time = excluded.on_time, delay = excluded.delay;
+END
+$$;
+COMMENT ON FUNCTION ptf.set_watermark(regclass, text, interval) IS
+    'Declare the watermark of a table: WATERMARK FOR on_time AS on_time - delay';
+
+CREATE FUNCTION ptf.drop_watermark(tbl regclass) RETURNS boolean
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    WITH d AS (DELETE FROM ptf.watermarks w WHERE w.relid = tbl RETURNING 1)
+    SELECT count(*) > 0 FROM d
+$$;
+COMMENT ON FUNCTION ptf.drop_watermark(regclass) IS 'Remove the watermark declared on a table';
+
+-------------------------------------------------------------------------------
+-- DEDUPLICATE_KEEP_FIRST
+-------------------------------------------------------------------------------
+
+CREATE FUNCTION ptf.deduplicate_keep_first(
+    input                  anyelement,
+    partition_by           text[]   DEFAULT NULL,
+    on_time                text     DEFAULT NULL,
+    state_ttl              interval DEFAULT NULL,
+    reset_ttl_on_duplicate boolean  DEFAULT true,
+    uid                    text     DEFAULT NULL,
+    query                  text     DEFAULT NULL,
+    changes                boolean  DEFAULT false,
+    watermark_delay        interval DEFAULT NULL,
+    proc_time              text     DEFAULT NULL)
+RETURNS SETOF anyelement
+AS 'MODULE_PATHNAME', 'ptf_deduplicate_keep_first'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+COMMENT ON FUNCTION ptf.deduplicate_keep_first(anyelement, text[], text, interval, boolean, text, text, boolean, interval, text) IS
+    'Keep the first row per key (Flink DEDUPLICATE_KEEP_FIRST): by arrival, or by event time with watermarks';

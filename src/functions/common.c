@@ -1,0 +1,144 @@
+/*-------------------------------------------------------------------------
+ *
+ * common.c
+ *	  Argument handling shared by the SQL-callable table functions.
+ *
+ * Each helper checks one argument and fails with the SQLSTATE DESIGN 2
+ * asks for; all of them run before a single input row is read.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_class.h"
+#include "catalog/pg_type.h"
+#include "parser/parse_type.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/tuplestore.h"
+#include "utils/typcache.h"
+
+#include "functions/common.h"
+
+void
+ptf_input_arg(FunctionCallInfo fcinfo, int argno, PtfInputArg *in)
+{
+	Oid			rowtype = get_fn_expr_argtype(fcinfo->flinfo, argno);
+	char		relkind;
+
+	if (!OidIsValid(rowtype))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("could not determine the input row type")));
+	if (get_typtype(rowtype) != TYPTYPE_COMPOSITE || rowtype == RECORDOID)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("input must be a table's row type, such as NULL::tablename, not %s",
+						format_type_be(rowtype))));
+
+	in->rowtype = rowtype;
+	in->rowdesc = lookup_rowtype_tupdesc_copy(rowtype, -1);
+	in->relid = typeidTypeRelid(rowtype);
+	relkind = OidIsValid(in->relid) ? get_rel_relkind(in->relid) : '\0';
+	in->readable = (relkind == RELKIND_RELATION ||
+					relkind == RELKIND_PARTITIONED_TABLE ||
+					relkind == RELKIND_VIEW ||
+					relkind == RELKIND_MATVIEW ||
+					relkind == RELKIND_FOREIGN_TABLE);
+}
+
+bool
+ptf_bool_arg(FunctionCallInfo fcinfo, int argno, const char *name)
+{
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("%s must not be NULL", name)));
+	return PG_GETARG_BOOL(argno);
+}
+
+char *
+ptf_text_arg(FunctionCallInfo fcinfo, int argno)
+{
+	if (PG_ARGISNULL(argno))
+		return NULL;
+	return text_to_cstring(PG_GETARG_TEXT_PP(argno));
+}
+
+KeySpec *
+ptf_keys_arg(FunctionCallInfo fcinfo, int argno, TupleDesc rowdesc,
+			 const char *name)
+{
+	if (PG_ARGISNULL(argno))
+		return key_spec_from_attnos(rowdesc, 0, NULL);
+	return key_spec_build(rowdesc, PG_GETARG_DATUM(argno), name);
+}
+
+AttrNumber
+ptf_time_column_arg(FunctionCallInfo fcinfo, int argno, TupleDesc rowdesc,
+					const char *name, Oid *typid)
+{
+	char	   *col = ptf_text_arg(fcinfo, argno);
+	AttrNumber	attno;
+
+	*typid = InvalidOid;
+	if (col == NULL)
+		return InvalidAttrNumber;
+	attno = ptf_column_attno(rowdesc, col, name);
+	*typid = TupleDescAttr(rowdesc, attno - 1)->atttypid;
+	if (!ptf_is_time_type(*typid))
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("%s column \"%s\" has type %s, not a time type",
+						name, col, format_type_be(*typid)),
+				 errhint("Time columns are timestamp, timestamptz, or bigint milliseconds since 1970.")));
+	return attno;
+}
+
+int64
+ptf_interval_arg(FunctionCallInfo fcinfo, int argno, const char *name)
+{
+	if (PG_ARGISNULL(argno))
+		return -1;
+	return ptf_interval_to_us(PG_GETARG_DATUM(argno), name);
+}
+
+int64
+ptf_state_ttl_arg(FunctionCallInfo fcinfo, int argno)
+{
+	int64		ttl = ptf_interval_arg(fcinfo, argno, "state_ttl");
+
+	return ttl >= 0 ? ttl : ptf_state_ttl_us;
+}
+
+char *
+ptf_uid_arg(FunctionCallInfo fcinfo, int argno)
+{
+	char	   *uid = ptf_text_arg(fcinfo, argno);
+
+	if (uid != NULL && uid[0] == '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("uid must not be empty")));
+	return uid;
+}
+
+void
+ptf_output_init(FunctionCallInfo fcinfo, PtfOutput *out)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+
+	InitMaterializedSRF(fcinfo, 0);
+	out->store = rsinfo->setResult;
+	out->desc = rsinfo->setDesc;
+	out->rows = 0;
+}
+
+void
+ptf_output_emit_row(void *arg, RowKind kind, TupleTableSlot *row)
+{
+	PtfOutput  *out = (PtfOutput *) arg;
+
+	tuplestore_puttupleslot(out->store, row);
+	out->rows++;
+}

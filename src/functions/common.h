@@ -1,0 +1,64 @@
+/*-------------------------------------------------------------------------
+ *
+ * common.h
+ *	  Argument handling shared by the SQL-callable table functions: the
+ *	  typed-NULL input, key and time column names, intervals, the output
+ *	  tuplestore.  Everything here runs before any input row is read.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef PTF_FUNCTIONS_COMMON_H
+#define PTF_FUNCTIONS_COMMON_H
+
+#include "fmgr.h"
+#include "funcapi.h"
+
+#include "frame.h"
+#include "state/key.h"
+
+typedef struct PtfInputArg
+{
+	Oid			rowtype;
+	TupleDesc	rowdesc;
+	Oid			relid;			/* the relation of the row type, if any */
+	bool		readable;		/* relid is a relation one can SELECT from */
+} PtfInputArg;
+
+/* input => NULL::tbl: the row type, and its relation when it has one */
+extern void ptf_input_arg(FunctionCallInfo fcinfo, int argno, PtfInputArg *in);
+
+/* NULL is an error for arguments that need a value (22004) */
+extern bool ptf_bool_arg(FunctionCallInfo fcinfo, int argno, const char *name);
+extern char *ptf_text_arg(FunctionCallInfo fcinfo, int argno);	/* NULL ok */
+
+/* partition_by: NULL or '{}' is one global partition */
+extern KeySpec *ptf_keys_arg(FunctionCallInfo fcinfo, int argno,
+							 TupleDesc rowdesc, const char *name);
+
+/* a column that must hold time (timestamp, timestamptz, bigint epoch ms) */
+extern AttrNumber ptf_time_column_arg(FunctionCallInfo fcinfo, int argno,
+									  TupleDesc rowdesc, const char *name,
+									  Oid *typid);
+
+/* state_ttl: NULL means the ptf.state_ttl GUC; negative is an error */
+extern int64 ptf_state_ttl_arg(FunctionCallInfo fcinfo, int argno);
+
+/* an interval argument in microseconds, -1 when NULL */
+extern int64 ptf_interval_arg(FunctionCallInfo fcinfo, int argno,
+							  const char *name);
+
+/* uid: NULL for none; empty is an error */
+extern char *ptf_uid_arg(FunctionCallInfo fcinfo, int argno);
+
+/* materialized SRF output and the emit callback that fills it */
+typedef struct PtfOutput
+{
+	Tuplestorestate *store;
+	TupleDesc	desc;
+	uint64		rows;
+} PtfOutput;
+
+extern void ptf_output_init(FunctionCallInfo fcinfo, PtfOutput *out);
+extern void ptf_output_emit_row(void *arg, RowKind kind, TupleTableSlot *row);
+
+#endif							/* PTF_FUNCTIONS_COMMON_H */

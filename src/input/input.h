@@ -1,0 +1,51 @@
+/*-------------------------------------------------------------------------
+ *
+ * input.h
+ *	  Input adapters: where an operator's rows come from.
+ *
+ * Every adapter hands rows to a PtfRowSink as (kind, slot), the slot in
+ * the layout of the input row type.  Relation and query inputs run through
+ * the executor (SPI with a DestReceiver of ours), so privileges and
+ * row-level security hold exactly as for the same SELECT, and rows stream
+ * into the operator without being materialized.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef PTF_INPUT_H
+#define PTF_INPUT_H
+
+#include "access/tupconvert.h"
+#include "executor/spi.h"
+#include "executor/tuptable.h"
+
+#include "ptf.h"
+
+typedef void (*PtfRowSink) (void *arg, RowKind kind, TupleTableSlot *row);
+
+typedef struct PtfSqlInput
+{
+	/* what to read: a relation, or a query returning its row type */
+	Oid			relid;
+	const char *query;
+	TupleDesc	rowdesc;
+
+	/* filled by sql_input_prepare() */
+	SPIPlanPtr	plan;
+	bool		changelog;		/* the query returns (kind, data) */
+	TupleConversionMap *map;	/* result columns -> row type, if needed */
+} PtfSqlInput;
+
+/*
+ * Plan the input and check its shape, before any row is read.  SPI must be
+ * connected.  Errors: a query whose result is neither the row type nor
+ * (kind text, data rowtype).
+ */
+extern void sql_input_prepare(PtfSqlInput *in);
+
+/* Run it, handing every row to sink. */
+extern void sql_input_run(PtfSqlInput *in, PtfRowSink sink, void *arg);
+
+/* Name of a relation for messages and SQL text, schema-qualified, quoted. */
+extern char *ptf_relation_sql_name(Oid relid);
+
+#endif							/* PTF_INPUT_H */

@@ -1,0 +1,244 @@
+/*-------------------------------------------------------------------------
+ *
+ * sql_input.c
+ *	  Relation and query inputs, run by the executor through SPI.
+ *
+ * A relation input is "SELECT * FROM rel", so arrival order is the order
+ * of a plain scan.  A query input is the user's query, planned first so
+ * its result shape is checked before it runs.  Rows reach the frame
+ * through a DestReceiver (SPI_execute_plan_extended with options.dest):
+ * no tuplestore between the executor and the operator.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_type.h"
+#include "executor/executor.h"
+#include "tcop/dest.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/plancache.h"
+
+#include "input/input.h"
+
+typedef struct SqlInputDest
+{
+	DestReceiver pub;
+	PtfSqlInput *in;
+	PtfRowSink	sink;
+	void	   *sink_arg;
+	TupleTableSlot *conv_slot;	/* row type layout, when converting */
+	TupleTableSlot *data_slot;	/* the data column of (kind, data) rows */
+	AttrNumber	kind_attno;
+	AttrNumber	data_attno;
+	MemoryContext rowcxt;		/* reset for every row */
+} SqlInputDest;
+
+char *
+ptf_relation_sql_name(Oid relid)
+{
+	char	   *relname = get_rel_name(relid);
+
+	if (relname == NULL)
+		elog(ERROR, "cache lookup failed for relation %u", relid);
+	return quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
+									  relname);
+}
+
+/* Non-dropped columns of a descriptor, for shape checks. */
+static int
+visible_columns(TupleDesc desc, AttrNumber *attnos, int max)
+{
+	int			n = 0;
+	int			i;
+
+	for (i = 0; i < desc->natts; i++)
+	{
+		if (TupleDescAttr(desc, i)->attisdropped)
+			continue;
+		if (n < max)
+			attnos[n] = i + 1;
+		n++;
+	}
+	return n;
+}
+
+/* Is the result (kind text, data <rowtype>)? */
+static bool
+is_changelog_shape(TupleDesc result, TupleDesc rowdesc)
+{
+	AttrNumber	cols[2];
+
+	if (visible_columns(result, cols, 2) != 2)
+		return false;
+	return TupleDescAttr(result, cols[0] - 1)->atttypid == TEXTOID &&
+		TupleDescAttr(result, cols[1] - 1)->atttypid == rowdesc->tdtypeid;
+}
+
+void
+sql_input_prepare(PtfSqlInput *in)
+{
+	const char *sql;
+	List	   *sources;
+	CachedPlanSource *src;
+	TupleDesc	result;
+
+	if (in->query != NULL)
+		sql = in->query;
+	else
+		sql = psprintf("SELECT * FROM %s", ptf_relation_sql_name(in->relid));
+
+	in->plan = SPI_prepare(sql, 0, NULL);
+	if (in->plan == NULL)
+		elog(ERROR, "SPI_prepare failed for input: %s",
+			 SPI_result_code_string(SPI_result));
+
+	sources = SPI_plan_get_plan_sources(in->plan);
+	if (list_length(sources) != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("query must be a single statement")));
+	src = (CachedPlanSource *) linitial(sources);
+	result = src->resultDesc;
+	if (result == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("query must return rows"),
+				 errdetail("The input query is: %s", sql)));
+
+	in->changelog = (in->query != NULL && is_changelog_shape(result, in->rowdesc));
+	if (!in->changelog)
+	{
+		/* errors (42804) naming the first column that does not match */
+		in->map = convert_tuples_by_position(result, in->rowdesc,
+											 in->query != NULL ?
+											 "query result does not match the input row type" :
+											 "relation columns do not match the input row type");
+	}
+}
+
+static void
+dest_startup(DestReceiver *self, int operation, TupleDesc typeinfo)
+{
+	SqlInputDest *d = (SqlInputDest *) self;
+
+	if (d->in->changelog)
+	{
+		AttrNumber	cols[2];
+
+		visible_columns(typeinfo, cols, 2);
+		d->kind_attno = cols[0];
+		d->data_attno = cols[1];
+		d->data_slot = MakeSingleTupleTableSlot(d->in->rowdesc,
+												&TTSOpsHeapTuple);
+	}
+	else if (d->in->map != NULL)
+		d->conv_slot = MakeSingleTupleTableSlot(d->in->rowdesc, &TTSOpsVirtual);
+}
+
+static RowKind
+changelog_kind(TupleTableSlot *slot, AttrNumber attno)
+{
+	bool		isnull;
+	Datum		d = slot_getattr(slot, attno, &isnull);
+	char	   *s;
+	RowKind		kind;
+
+	if (isnull)
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("input changelog row has a NULL kind")));
+	s = TextDatumGetCString(d);
+	if (!rowkind_parse(s, &kind))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("input changelog row has unknown kind \"%s\"", s),
+				 errhint("Kinds are +I, -U, +U, -D (or INSERT, UPDATE_BEFORE, UPDATE_AFTER, DELETE).")));
+	return kind;
+}
+
+static bool
+dest_receive(TupleTableSlot *slot, DestReceiver *self)
+{
+	SqlInputDest *d = (SqlInputDest *) self;
+	MemoryContext old;
+
+	MemoryContextReset(d->rowcxt);
+	old = MemoryContextSwitchTo(d->rowcxt);
+
+	if (d->in->changelog)
+	{
+		RowKind		kind = changelog_kind(slot, d->kind_attno);
+		bool		isnull;
+		Datum		data = slot_getattr(slot, d->data_attno, &isnull);
+		HeapTupleHeader th;
+		HeapTupleData tuple;
+
+		if (isnull)
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("input changelog row has a NULL data row")));
+		th = DatumGetHeapTupleHeader(data);
+		tuple.t_len = HeapTupleHeaderGetDatumLength(th);
+		ItemPointerSetInvalid(&tuple.t_self);
+		tuple.t_tableOid = InvalidOid;
+		tuple.t_data = th;
+		ExecStoreHeapTuple(&tuple, d->data_slot, false);
+		d->sink(d->sink_arg, kind, d->data_slot);
+		ExecClearTuple(d->data_slot);
+	}
+	else if (d->conv_slot != NULL)
+	{
+		execute_attr_map_slot(d->in->map->attrMap, slot, d->conv_slot);
+		d->sink(d->sink_arg, ROWKIND_INSERT, d->conv_slot);
+	}
+	else
+		d->sink(d->sink_arg, ROWKIND_INSERT, slot);
+
+	MemoryContextSwitchTo(old);
+	return true;
+}
+
+static void
+dest_shutdown(DestReceiver *self)
+{
+}
+
+static void
+dest_destroy(DestReceiver *self)
+{
+}
+
+void
+sql_input_run(PtfSqlInput *in, PtfRowSink sink, void *arg)
+{
+	SqlInputDest dest;
+	SPIExecuteOptions options;
+	int			rc;
+
+	memset(&dest, 0, sizeof(dest));
+	dest.pub.receiveSlot = dest_receive;
+	dest.pub.rStartup = dest_startup;
+	dest.pub.rShutdown = dest_shutdown;
+	dest.pub.rDestroy = dest_destroy;
+	dest.pub.mydest = DestNone;
+	dest.in = in;
+	dest.sink = sink;
+	dest.sink_arg = arg;
+	dest.rowcxt = AllocSetContextCreate(CurrentMemoryContext, "ptf input row",
+										ALLOCSET_DEFAULT_SIZES);
+
+	memset(&options, 0, sizeof(options));
+	options.read_only = false;
+	options.dest = &dest.pub;
+
+	rc = SPI_execute_plan_extended(in->plan, &options);
+	if (rc < 0)
+		elog(ERROR, "input query failed: %s", SPI_result_code_string(rc));
+
+	MemoryContextDelete(dest.rowcxt);
+}

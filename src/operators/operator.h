@@ -1,0 +1,88 @@
+/*-------------------------------------------------------------------------
+ *
+ * operator.h
+ *	  The contract between the frame and an operator.
+ *
+ * An operator is pure per-row logic.  It is fed (kind, row, event time,
+ * processing time) with the current watermark, is told when the watermark
+ * advances, keeps whatever it needs in a KeyedState, and emits rows
+ * through a callback.  It knows nothing of SPI, tables, slots' origins or
+ * where its output goes.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef PTF_OPERATOR_H
+#define PTF_OPERATOR_H
+
+#include "access/htup.h"
+#include "executor/tuptable.h"
+
+#include "ptf.h"
+#include "state/keyed_state.h"
+
+/* Where an operator's output goes. */
+typedef void (*PtfEmitFn) (void *arg, RowKind kind, TupleTableSlot *row);
+
+typedef enum PtfRowResult
+{
+	PTF_ROW_DONE,				/* consumed (emitted, kept or dropped) */
+	PTF_ROW_LATE,				/* dropped: event time below the watermark */
+	PTF_ROW_SPILL				/* state is full: the frame must spill it */
+} PtfRowResult;
+
+/*
+ * A record's value as durable state stores it: an optional row image and
+ * its event time and arrival sequence.  The image is the row type itself.
+ */
+typedef struct PtfStoredValue
+{
+	bool		has_image;
+	MinimalTuple image;
+	bool		has_time;
+	PtfTime		event_time;
+	int64		seq;
+} PtfStoredValue;
+
+typedef struct PtfOperator PtfOperator;
+
+typedef struct PtfOperatorMethods
+{
+	const char *name;
+	PtfRowResult (*on_row) (PtfOperator *op, RowKind kind, TupleTableSlot *row,
+							PtfTime event_time, PtfTime proc_time,
+							PtfTime watermark);
+	void		(*on_watermark) (PtfOperator *op, PtfTime watermark,
+								 PtfTime proc_time);
+	void		(*save_value) (PtfOperator *op, StateRecord *rec,
+							   PtfStoredValue *out);
+	void		(*restore_value) (PtfOperator *op, StateRecord *rec,
+								  const PtfStoredValue *in);
+} PtfOperatorMethods;
+
+struct PtfOperator
+{
+	const PtfOperatorMethods *methods;
+	KeyedState *state;
+	PtfEmitFn	emit;
+	void	   *emit_arg;
+};
+
+static inline void
+ptf_operator_emit(PtfOperator *op, RowKind kind, TupleTableSlot *row)
+{
+	op->emit(op->emit_arg, kind, row);
+}
+
+/* dedup.c: DEDUPLICATE_KEEP_FIRST */
+typedef struct DedupOptions
+{
+	TupleDesc	rowdesc;
+	bool		event_time;		/* on_time given */
+	bool		reset_ttl_on_duplicate;
+} DedupOptions;
+
+extern Size dedup_value_size(bool event_time);
+extern PtfOperator *dedup_create(const DedupOptions *opts, KeyedState *state,
+								 PtfEmitFn emit, void *emit_arg);
+
+#endif							/* PTF_OPERATOR_H */

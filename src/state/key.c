@@ -1,0 +1,401 @@
+/*-------------------------------------------------------------------------
+ *
+ * key.c
+ *	  Partition keys: resolution of key columns, hashing, equality and the
+ *	  packed form kept in state.
+ *
+ * A packed key is the key columns in heap-tuple data layout (aligned
+ * datums, short varlena headers), preceded by a null bitmap only when the
+ * key has a NULL.  It is a few bytes for common keys, where a MinimalTuple
+ * would add a 16-byte header to every key in state.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/detoast.h"
+#include "access/tupmacs.h"
+#include "catalog/pg_type.h"
+#include "common/hashfn.h"
+#include "port/pg_bitutils.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/typcache.h"
+
+#include "state/key.h"
+
+static bool
+type_equality_is_bitwise(Oid typid)
+{
+	switch (typid)
+	{
+		case INT2OID:
+		case INT4OID:
+		case INT8OID:
+		case OIDOID:
+		case BOOLOID:
+		case CHAROID:
+		case DATEOID:
+		case TIMEOID:
+		case TIMESTAMPOID:
+		case TIMESTAMPTZOID:
+		case UUIDOID:
+			return true;
+		default:
+			return false;
+	}
+}
+
+AttrNumber
+ptf_column_attno(TupleDesc desc, const char *colname, const char *argname)
+{
+	int			i;
+
+	for (i = 0; i < desc->natts; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, i);
+
+		if (!att->attisdropped && strcmp(NameStr(att->attname), colname) == 0)
+			return att->attnum;
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_UNDEFINED_COLUMN),
+			 errmsg("column \"%s\" named in %s does not exist in the input row type %s",
+					colname, argname, format_type_be(desc->tdtypeid))));
+	return InvalidAttrNumber;	/* keep compiler quiet */
+}
+
+static void
+key_column_init(KeyColumn *col, TupleDesc rowdesc, AttrNumber attno)
+{
+	Form_pg_attribute att = TupleDescAttr(rowdesc, attno - 1);
+	TypeCacheEntry *tce;
+
+	col->attno = attno;
+	col->typid = att->atttypid;
+	col->collation = att->attcollation;
+	col->typlen = att->attlen;
+	col->typbyval = att->attbyval;
+	col->typalign = att->attalign;
+
+	tce = lookup_type_cache(col->typid,
+							TYPECACHE_HASH_PROC_FINFO | TYPECACHE_EQ_OPR);
+	if (!OidIsValid(tce->hash_proc) || !OidIsValid(tce->eq_opr))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_FUNCTION),
+				 errmsg("key column \"%s\" has type %s, which has no hash equality",
+						NameStr(att->attname), format_type_be(col->typid)),
+				 errhint("Key columns need a type with a default hash operator class, as GROUP BY with hashing does.")));
+
+	fmgr_info(get_opcode(tce->eq_opr), &col->eq);
+	fmgr_info_copy(&col->hash, &tce->hash_proc_finfo, CurrentMemoryContext);
+	col->bitwise_eq = type_equality_is_bitwise(col->typid);
+}
+
+static KeySpec *
+key_spec_alloc(TupleDesc rowdesc, int ncols)
+{
+	KeySpec    *spec = palloc0(sizeof(KeySpec));
+
+	spec->ncols = ncols;
+	spec->cols = palloc0(sizeof(KeyColumn) * Max(ncols, 1));
+	spec->probe_values = palloc0(sizeof(Datum) * Max(ncols, 1));
+	spec->probe_nulls = palloc0(sizeof(bool) * Max(ncols, 1));
+	spec->desc = CreateTemplateTupleDesc(ncols);
+	return spec;
+}
+
+static void
+key_spec_finish(KeySpec *spec, TupleDesc rowdesc)
+{
+	int			i;
+
+	for (i = 0; i < spec->ncols; i++)
+		TupleDescCopyEntry(spec->desc, i + 1, rowdesc, spec->cols[i].attno);
+}
+
+KeySpec *
+key_spec_from_attnos(TupleDesc rowdesc, int ncols, const AttrNumber *attnos)
+{
+	KeySpec    *spec = key_spec_alloc(rowdesc, ncols);
+	int			i;
+
+	for (i = 0; i < ncols; i++)
+		key_column_init(&spec->cols[i], rowdesc, attnos[i]);
+	key_spec_finish(spec, rowdesc);
+	return spec;
+}
+
+KeySpec *
+key_spec_build(TupleDesc rowdesc, Datum names_array, const char *argname)
+{
+	ArrayType  *arr = DatumGetArrayTypeP(names_array);
+	Datum	   *elems;
+	bool	   *nulls;
+	int			n;
+	int			i;
+	AttrNumber *attnos;
+
+	if (ARR_NDIM(arr) > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must be a one-dimensional array of column names", argname)));
+	deconstruct_array(arr, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &n);
+
+	attnos = palloc(sizeof(AttrNumber) * Max(n, 1));
+	for (i = 0; i < n; i++)
+	{
+		char	   *name;
+		int			j;
+
+		if (nulls[i])
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("%s must not contain NULL", argname)));
+		name = TextDatumGetCString(elems[i]);
+		attnos[i] = ptf_column_attno(rowdesc, name, argname);
+		for (j = 0; j < i; j++)
+			if (attnos[j] == attnos[i])
+				ereport(ERROR,
+						(errcode(ERRCODE_DUPLICATE_COLUMN),
+						 errmsg("column \"%s\" is named twice in %s", name, argname)));
+	}
+	return key_spec_from_attnos(rowdesc, n, attnos);
+}
+
+static inline uint32
+key_hash_one(KeyColumn *col, Datum value)
+{
+	return DatumGetUInt32(FunctionCall1Coll(&col->hash, col->collation, value));
+}
+
+/* Same combination as execGrouping.c, so NULL contributes nothing. */
+uint32
+key_hash_values(KeySpec *spec, Datum *values, bool *nulls)
+{
+	uint32		hashkey = 0;
+	int			i;
+
+	for (i = 0; i < spec->ncols; i++)
+	{
+		hashkey = pg_rotate_left32(hashkey, 1);
+		if (!nulls[i])
+			hashkey ^= key_hash_one(&spec->cols[i], values[i]);
+	}
+	return murmurhash32(hashkey);
+}
+
+void
+key_probe_values(KeySpec *spec, Datum *values, bool *nulls)
+{
+	int			i;
+
+	spec->probe_has_nulls = false;
+	for (i = 0; i < spec->ncols; i++)
+	{
+		spec->probe_values[i] = values[i];
+		spec->probe_nulls[i] = nulls[i];
+		if (nulls[i])
+			spec->probe_has_nulls = true;
+	}
+}
+
+uint32
+key_probe(KeySpec *spec, TupleTableSlot *row)
+{
+	int			i;
+
+	spec->probe_has_nulls = false;
+	for (i = 0; i < spec->ncols; i++)
+	{
+		spec->probe_values[i] = slot_getattr(row, spec->cols[i].attno,
+											 &spec->probe_nulls[i]);
+		if (spec->probe_nulls[i])
+			spec->probe_has_nulls = true;
+	}
+	return key_hash_values(spec, spec->probe_values, spec->probe_nulls);
+}
+
+/*
+ * Lay the probe out at dst, or only measure it when dst is NULL.  dst must
+ * be MAXALIGNed and zeroed, so padding bytes read as pad bytes.
+ */
+static Size
+key_layout(KeySpec *spec, char *dst)
+{
+	Size		off = 0;
+	int			i;
+
+	if (spec->probe_has_nulls)
+		off = (spec->ncols + 7) / 8;
+
+	for (i = 0; i < spec->ncols; i++)
+	{
+		KeyColumn  *col = &spec->cols[i];
+		Datum		v = spec->probe_values[i];
+
+		if (spec->probe_nulls[i])
+		{
+			if (dst)
+				dst[i / 8] |= (1 << (i % 8));
+			continue;
+		}
+		if (col->typlen == -1)
+		{
+			struct varlena *p = (struct varlena *) DatumGetPointer(v);
+
+			/* state outlives the row: no toast pointers, no compression */
+			if (VARATT_IS_EXTENDED(p) && !VARATT_IS_SHORT(p))
+			{
+				p = detoast_attr(p);
+				spec->probe_values[i] = PointerGetDatum(p);
+			}
+			if (VARATT_IS_SHORT(p))
+			{
+				if (dst)
+					memcpy(dst + off, p, VARSIZE_SHORT(p));
+				off += VARSIZE_SHORT(p);
+			}
+			else if (VARATT_CAN_MAKE_SHORT(p))
+			{
+				Size		sz = VARATT_CONVERTED_SHORT_SIZE(p);
+
+				if (dst)
+				{
+					SET_VARSIZE_SHORT(dst + off, sz);
+					memcpy(dst + off + 1, VARDATA(p), sz - 1);
+				}
+				off += sz;
+			}
+			else
+			{
+				off = att_align_nominal(off, col->typalign);
+				if (dst)
+					memcpy(dst + off, p, VARSIZE(p));
+				off += VARSIZE(p);
+			}
+		}
+		else if (col->typlen == -2)
+		{
+			Size		sz = strlen(DatumGetCString(v)) + 1;
+
+			if (dst)
+				memcpy(dst + off, DatumGetPointer(v), sz);
+			off += sz;
+		}
+		else
+		{
+			off = att_align_nominal(off, col->typalign);
+			if (dst)
+			{
+				if (col->typbyval)
+					store_att_byval(dst + off, v, col->typlen);
+				else
+					memcpy(dst + off, DatumGetPointer(v), col->typlen);
+			}
+			off += col->typlen;
+		}
+	}
+	return off;
+}
+
+Size
+key_packed_size(KeySpec *spec)
+{
+	return key_layout(spec, NULL);
+}
+
+void
+key_pack(KeySpec *spec, char *dst)
+{
+	key_layout(spec, dst);
+}
+
+/*
+ * Read a packed key back into datums pointing into it.  has_nulls says
+ * whether the packed key starts with a null bitmap (the record keeps it).
+ */
+void
+key_unpack(KeySpec *spec, const char *packed, bool has_nulls,
+		   Datum *values, bool *nulls)
+{
+	Size		off = has_nulls ? (spec->ncols + 7) / 8 : 0;
+	int			i;
+
+	for (i = 0; i < spec->ncols; i++)
+	{
+		KeyColumn  *col = &spec->cols[i];
+		const char *p;
+
+		if (has_nulls && (packed[i / 8] & (1 << (i % 8))))
+		{
+			values[i] = (Datum) 0;
+			nulls[i] = true;
+			continue;
+		}
+		nulls[i] = false;
+		if (col->typlen == -1)
+			off = att_align_pointer(off, col->typalign, -1, packed + off);
+		else if (col->typlen > 0)
+			off = att_align_nominal(off, col->typalign);
+		p = packed + off;
+		values[i] = fetch_att(p, col->typbyval, col->typlen);
+		off = att_addlength_pointer(off, col->typlen, p);
+	}
+}
+
+/*
+ * Does the packed key equal the probe?  NULL equals NULL.
+ */
+bool
+key_packed_equals_probe(KeySpec *spec, const char *packed, bool has_nulls)
+{
+	Size		off;
+	int			i;
+
+	if (has_nulls != spec->probe_has_nulls)
+		return false;
+	off = has_nulls ? (spec->ncols + 7) / 8 : 0;
+
+	for (i = 0; i < spec->ncols; i++)
+	{
+		KeyColumn  *col = &spec->cols[i];
+		const char *p;
+		Datum		stored;
+
+		if (has_nulls)
+		{
+			bool		stored_null = (packed[i / 8] & (1 << (i % 8))) != 0;
+
+			if (stored_null != spec->probe_nulls[i])
+				return false;
+			if (stored_null)
+				continue;
+		}
+		if (col->typlen == -1)
+			off = att_align_pointer(off, col->typalign, -1, packed + off);
+		else if (col->typlen > 0)
+			off = att_align_nominal(off, col->typalign);
+		p = packed + off;
+		stored = fetch_att(p, col->typbyval, col->typlen);
+		off = att_addlength_pointer(off, col->typlen, p);
+
+		if (col->bitwise_eq)
+		{
+			if (col->typbyval)
+			{
+				if (stored != spec->probe_values[i])
+					return false;
+			}
+			else if (memcmp(DatumGetPointer(stored),
+							DatumGetPointer(spec->probe_values[i]),
+							col->typlen) != 0)
+				return false;
+		}
+		else if (!DatumGetBool(FunctionCall2Coll(&col->eq, col->collation,
+												 spec->probe_values[i], stored)))
+			return false;
+	}
+	return true;
+}
