@@ -123,6 +123,10 @@ BEGIN
         RAISE EXCEPTION 'watermark delay must not be negative'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    IF NOT pg_has_role((SELECT relowner FROM pg_class WHERE oid = tbl), 'USAGE') THEN
+        RAISE EXCEPTION 'must be owner of table % to declare its watermark', tbl
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
     SELECT a.atttypid INTO coltype
       FROM pg_attribute a
      WHERE a.attrelid = tbl AND a.attname = on_time AND a.attnum > 0 AND NOT a.attisdropped;
@@ -135,16 +139,27 @@ BEGIN
             USING ERRCODE = 'datatype_mismatch',
                   HINT = 'Time columns are timestamp, timestamptz, or bigint milliseconds since 1970.';
     END IF;
-    IF NOT pg_has_role((SELECT relowner FROM pg_class WHERE oid = tbl), 'USAGE') THEN
-        RAISE EXCEPTION 'must be owner of table % to declare its watermark', tbl
-            USING ERRCODE = 'insufficient_privilege';
-    END IF;
     INSERT INTO ptf.watermarks AS w (relid, on_time, delay) VALUES (tbl, on_time, delay)
         ON CONFLICT (relid) DO UPDATE SET on_time = excluded.on_time, delay = excluded.delay;
 END
 $$;
 COMMENT ON FUNCTION ptf.set_watermark(regclass, text, interval) IS
     'Declare the watermark of a table: WATERMARK FOR on_time AS on_time - delay';
+
+-- A dropped table takes its declaration along (regclass holds no dependency).
+CREATE FUNCTION ptf._forget_dropped_tables() RETURNS event_trigger
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    DELETE FROM ptf.watermarks w
+     USING pg_event_trigger_dropped_objects() d
+     WHERE d.classid = 'pg_class'::regclass AND d.objid = w.relid;
+END
+$$;
+REVOKE ALL ON FUNCTION ptf._forget_dropped_tables() FROM PUBLIC;
+CREATE EVENT TRIGGER ptf_forget_dropped_tables ON sql_drop
+    EXECUTE FUNCTION ptf._forget_dropped_tables();
 
 CREATE FUNCTION ptf.drop_watermark(tbl regclass) RETURNS boolean
 LANGUAGE sql VOLATILE

@@ -47,6 +47,8 @@ typedef struct SpillFile
 
 struct PtfFrame
 {
+	MemoryContext cxt;			/* lives as long as the frame; rows come in
+								 * short-lived contexts */
 	PtfOperator *op;
 	TupleDesc	rowdesc;
 	PtfFrameTimeSpec time;
@@ -79,6 +81,7 @@ frame_create(PtfOperator *op, TupleDesc rowdesc, const PtfFrameTimeSpec *time,
 {
 	PtfFrame   *frame = palloc0(sizeof(PtfFrame));
 
+	frame->cxt = CurrentMemoryContext;
 	frame->op = op;
 	frame->rowdesc = rowdesc;
 	frame->time = *time;
@@ -98,8 +101,10 @@ frame_restore_watermark(PtfFrame *frame, PtfTime max_event_time,
 	frame->watermark = watermark;
 }
 
+/* names come from the row type: a query's result columns may be named otherwise */
 static PtfTime
-row_time(TupleTableSlot *row, AttrNumber attno, Oid typid, const char *what)
+row_time(PtfFrame *frame, TupleTableSlot *row, AttrNumber attno, Oid typid,
+		 const char *what)
 {
 	bool		isnull;
 	Datum		d = slot_getattr(row, attno, &isnull);
@@ -108,7 +113,7 @@ row_time(TupleTableSlot *row, AttrNumber attno, Oid typid, const char *what)
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("%s column \"%s\" is NULL in an input row", what,
-						NameStr(TupleDescAttr(row->tts_tupleDescriptor, attno - 1)->attname))));
+						NameStr(TupleDescAttr(frame->rowdesc, attno - 1)->attname))));
 	return ptf_time_from_datum(d, typid);
 }
 
@@ -117,6 +122,7 @@ spill_setup(PtfFrame *frame)
 {
 	int			natts = frame->rowdesc->natts;
 	int			i;
+	MemoryContext old = MemoryContextSwitchTo(frame->cxt);
 
 	frame->spilldesc = CreateTemplateTupleDesc(natts + SPILL_EXTRA);
 	for (i = 1; i <= natts; i++)
@@ -129,6 +135,7 @@ spill_setup(PtfFrame *frame)
 												 &TTSOpsVirtual);
 	frame->values = palloc(sizeof(Datum) * (natts + SPILL_EXTRA));
 	frame->nulls = palloc(sizeof(bool) * (natts + SPILL_EXTRA));
+	MemoryContextSwitchTo(old);
 }
 
 static void
@@ -147,10 +154,13 @@ spill_row(PtfFrame *frame, RowKind kind, TupleTableSlot *row,
 	part = (hash >> (frame->depth * SPILL_FANOUT_BITS)) & (SPILL_FANOUT - 1);
 	if (frame->parts[part] == NULL)
 	{
+		MemoryContext old = MemoryContextSwitchTo(frame->cxt);
+
 		/* each partition may keep a share of work_mem before using disk */
 		frame->parts[part] = tuplestore_begin_heap(false, false,
 												   Max(64, work_mem / SPILL_FANOUT));
 		frame->spill_partitions++;
+		MemoryContextSwitchTo(old);
 	}
 
 	slot_getallattrs(row);
@@ -193,12 +203,12 @@ frame_push(void *arg, RowKind kind, TupleTableSlot *row)
 
 	frame->rows_in++;
 	if (frame->time.on_time_attno != InvalidAttrNumber)
-		event_time = row_time(row, frame->time.on_time_attno,
+		event_time = row_time(frame, row, frame->time.on_time_attno,
 							  frame->time.on_time_type, "on_time");
 	if (frame->time.need_proc_time)
 	{
 		if (frame->time.proc_time_attno != InvalidAttrNumber)
-			proc_time = row_time(row, frame->time.proc_time_attno,
+			proc_time = row_time(frame, row, frame->time.proc_time_attno,
 								 frame->time.proc_time_type, "proc_time");
 		else
 			proc_time = GetCurrentTimestamp();
@@ -275,7 +285,7 @@ replay(PtfFrame *frame, SpillFile *f)
 		proc_time = DatumGetInt64(frame->spillslot->tts_values[natts + 1]);
 		row_wm = DatumGetInt64(frame->spillslot->tts_values[natts + 2]);
 		if (frame->time.on_time_attno != InvalidAttrNumber)
-			event_time = row_time(frame->replayslot, frame->time.on_time_attno,
+			event_time = row_time(frame, frame->replayslot, frame->time.on_time_attno,
 								  frame->time.on_time_type, "on_time");
 		if (row_wm > wm)
 		{

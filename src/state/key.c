@@ -246,7 +246,7 @@ key_layout(KeySpec *spec, char *dst)
 			struct varlena *p = (struct varlena *) DatumGetPointer(v);
 
 			/* state outlives the row: no toast pointers, no compression */
-			if (VARATT_IS_EXTENDED(p) && !VARATT_IS_SHORT(p))
+			if (VARATT_IS_EXTERNAL(p) || VARATT_IS_COMPRESSED(p))
 			{
 				p = detoast_attr(p);
 				spec->probe_values[i] = PointerGetDatum(p);

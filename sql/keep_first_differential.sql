@@ -1,0 +1,100 @@
+-- Differential tests on generated data: keep-first equals its plain-SQL
+-- formulation (DISTINCT ON), by arrival and by event time, with NULL keys and
+-- ties; in memory, spilled to disk, and incrementally with a uid.
+
+CREATE SCHEMA kf_diff;
+SET search_path = kf_diff, ptf;
+
+SELECT setseed(0.42);
+CREATE TABLE gen AS
+SELECT i AS seq,
+       CASE WHEN random() < 0.05 THEN NULL ELSE (random() * 20000)::int END AS k,
+       CASE WHEN random() < 0.05 THEN NULL ELSE (random() * 3)::int END AS k2,
+       timestamptz '2024-01-01 00:00+00' + (random() * 200)::int * interval '1 minute' AS ts,
+       md5(i::text) AS payload
+FROM generate_series(1, 100000) i;
+-- plenty of ties in event time
+SELECT count(*) - count(DISTINCT (k, ts)) > 500 AS has_ties FROM gen;
+
+-- compares got with expected: both counts and both differences
+CREATE FUNCTION compare(got_sql text, expected_sql text)
+RETURNS TABLE (got bigint, expected bigint, missing bigint, extra bigint)
+LANGUAGE plpgsql AS $$
+BEGIN
+    EXECUTE format('CREATE TEMP TABLE g AS %s', got_sql);
+    EXECUTE format('CREATE TEMP TABLE e AS %s', expected_sql);
+    RETURN QUERY SELECT (SELECT count(*) FROM g), (SELECT count(*) FROM e),
+        (SELECT count(*) FROM (TABLE e EXCEPT ALL TABLE g) x),
+        (SELECT count(*) FROM (TABLE g EXCEPT ALL TABLE e) x);
+    DROP TABLE g, e;
+END $$;
+
+-- by arrival, one key
+SELECT * FROM compare(
+    $$SELECT * FROM ptf.deduplicate_keep_first(NULL::kf_diff.gen, partition_by => '{k}',
+        query => 'SELECT * FROM kf_diff.gen ORDER BY seq')$$,
+    $$SELECT DISTINCT ON (k) * FROM kf_diff.gen ORDER BY k, seq$$);
+-- by arrival, two keys
+SELECT * FROM compare(
+    $$SELECT * FROM ptf.deduplicate_keep_first(NULL::kf_diff.gen, partition_by => '{k2,k}',
+        query => 'SELECT * FROM kf_diff.gen ORDER BY seq')$$,
+    $$SELECT DISTINCT ON (k, k2) * FROM kf_diff.gen ORDER BY k, k2, seq$$);
+-- by event time, ties by arrival
+SELECT * FROM compare(
+    $$SELECT * FROM ptf.deduplicate_keep_first(NULL::kf_diff.gen, partition_by => '{k}', on_time => 'ts',
+        query => 'SELECT * FROM kf_diff.gen ORDER BY seq')$$,
+    $$SELECT DISTINCT ON (k) * FROM kf_diff.gen ORDER BY k, ts, seq$$);
+-- ROW_NUMBER() = 1 is the same thing
+SELECT * FROM compare(
+    $$SELECT * FROM ptf.deduplicate_keep_first(NULL::kf_diff.gen, partition_by => '{k,k2}', on_time => 'ts',
+        query => 'SELECT * FROM kf_diff.gen ORDER BY seq')$$,
+    $$SELECT seq, k, k2, ts, payload FROM (
+        SELECT *, row_number() OVER (PARTITION BY k, k2 ORDER BY ts, seq) AS rn FROM kf_diff.gen) r
+      WHERE rn = 1$$);
+
+-- keys beyond work_mem spill to disk and give the same results
+SET work_mem = '64kB';
+SELECT * FROM compare(
+    $$SELECT * FROM ptf.deduplicate_keep_first(NULL::kf_diff.gen, partition_by => '{k}',
+        query => 'SELECT * FROM kf_diff.gen ORDER BY seq')$$,
+    $$SELECT DISTINCT ON (k) * FROM kf_diff.gen ORDER BY k, seq$$);
+SELECT * FROM compare(
+    $$SELECT * FROM ptf.deduplicate_keep_first(NULL::kf_diff.gen, partition_by => '{k}', on_time => 'ts',
+        query => 'SELECT * FROM kf_diff.gen ORDER BY seq')$$,
+    $$SELECT DISTINCT ON (k) * FROM kf_diff.gen ORDER BY k, ts, seq$$);
+-- whole-row keys, spilled
+SELECT * FROM compare(
+    $$SELECT * FROM ptf.deduplicate_keep_first(NULL::kf_diff.gen,
+        partition_by => '{seq,k,k2,ts,payload}')$$,
+    $$SELECT * FROM kf_diff.gen$$);
+-- watermarks and TTL replay identically from spill files: same as in memory
+RESET work_mem;
+CREATE TABLE wm_mem AS SELECT * FROM deduplicate_keep_first(NULL::gen, partition_by => '{k}',
+    on_time => 'ts', watermark_delay => '2 hours', state_ttl => '1 hour', proc_time => 'ts',
+    query => 'SELECT * FROM kf_diff.gen ORDER BY seq');
+-- late rows and expired keys make it differ from the plain DISTINCT ON
+SELECT count(*) AS rows, count(DISTINCT k) < count(*) AS keys_reemitted FROM wm_mem;
+SET work_mem = '64kB';
+SELECT * FROM compare(
+    $$SELECT * FROM ptf.deduplicate_keep_first(NULL::kf_diff.gen, partition_by => '{k}',
+        on_time => 'ts', watermark_delay => '2 hours', state_ttl => '1 hour', proc_time => 'ts',
+        query => 'SELECT * FROM kf_diff.gen ORDER BY seq')$$,
+    $$TABLE kf_diff.wm_mem$$);
+RESET work_mem;
+
+-- by arrival through ten incremental calls with a uid: the union of their
+-- outputs is the one-shot result
+CREATE TABLE incremental (LIKE gen);
+DO $$
+BEGIN
+    FOR b IN 0..9 LOOP
+        INSERT INTO kf_diff.incremental
+        SELECT * FROM ptf.deduplicate_keep_first(NULL::kf_diff.gen, partition_by => '{k}',
+            uid => 'diff-arrival',
+            query => format('SELECT * FROM kf_diff.gen WHERE seq %% 10 = %s ORDER BY seq', b));
+    END LOOP;
+END $$;
+SELECT * FROM compare($$TABLE kf_diff.incremental$$,
+    $$SELECT DISTINCT ON (k) * FROM kf_diff.gen ORDER BY k, seq % 10, seq$$);
+SELECT keys, rows_in FROM state WHERE uid = 'diff-arrival';
+SELECT drop_state('diff-arrival');

@@ -1,0 +1,132 @@
+-- Durable state (uid): incremental calls, transactions, identity checks,
+-- watermark and pending candidates carried across calls, ptf.state, drop_state.
+
+CREATE SCHEMA kf_uid;
+SET search_path = kf_uid, ptf;
+SET TIME ZONE 'UTC';
+
+CREATE TABLE events (batch int, user_id text, amount numeric, ts timestamptz);
+INSERT INTO events VALUES
+    (1, 'alice', 1.0, '2024-01-01 10:00'), (1, 'bob', 2, '2024-01-01 10:01'),
+    (1, 'alice', 3, '2024-01-01 10:02'),
+    (2, 'bob', 4, '2024-01-01 10:03'), (2, 'carol', 5, '2024-01-01 10:04'),
+    (2, NULL, 6, '2024-01-01 10:05'), (2, 'carol', 7, '2024-01-01 10:06'),
+    (3, NULL, 8, '2024-01-01 10:07'), (3, 'dave', 9, '2024-01-01 10:08'),
+    (3, 'alice', 10, '2024-01-01 10:09');
+
+-- each call is one step of the stream: only keys not seen before come out
+SELECT * FROM deduplicate_keep_first(NULL::events, partition_by => '{user_id}',
+    uid => 'users', query => 'SELECT * FROM events WHERE batch = 1');
+SELECT * FROM deduplicate_keep_first(NULL::events, partition_by => '{user_id}',
+    uid => 'users', query => 'SELECT * FROM events WHERE batch = 2');
+SELECT uid, function, partition_by, on_time, keys, bytes > 0 AS has_bytes, watermark,
+       rows_in, rows_out, rows_late
+  FROM state;
+
+-- state changes in the caller's transaction: ROLLBACK undoes them
+BEGIN;
+SELECT * FROM deduplicate_keep_first(NULL::events, partition_by => '{user_id}',
+    uid => 'users', query => 'SELECT * FROM events WHERE batch = 3');
+SELECT keys, rows_in FROM state WHERE uid = 'users';
+ROLLBACK;
+SELECT keys, rows_in FROM state WHERE uid = 'users';
+-- a savepoint rolled back too
+BEGIN;
+SAVEPOINT s;
+SELECT * FROM deduplicate_keep_first(NULL::events, partition_by => '{user_id}',
+    uid => 'users', query => 'SELECT * FROM events WHERE batch = 3');
+ROLLBACK TO SAVEPOINT s;
+SELECT * FROM deduplicate_keep_first(NULL::events, partition_by => '{user_id}',
+    uid => 'users', query => 'SELECT * FROM events WHERE batch = 3');
+-- a second call in the same transaction sees the first one's state
+SELECT * FROM deduplicate_keep_first(NULL::events, partition_by => '{user_id}',
+    uid => 'users', query => 'SELECT * FROM events WHERE batch = 3');
+COMMIT;
+SELECT keys, rows_in, rows_out FROM state WHERE uid = 'users';
+
+-- the kept keys are plain rows of the uid's state table
+SELECT state_table AS users_table FROM state WHERE uid = 'users' \gset
+SELECT user_id, expires_at FROM :users_table ORDER BY user_id NULLS FIRST;
+
+-- key equality in durable state is the type's own, as in memory: 1.0 = 1.00
+SELECT * FROM deduplicate_keep_first(NULL::events, partition_by => '{amount}',
+    uid => 'amounts', query => 'SELECT * FROM events WHERE amount = 1');
+SELECT * FROM deduplicate_keep_first(NULL::events, partition_by => '{amount}',
+    uid => 'amounts', query => $$SELECT 9, 'x', 1.000, now()$$);
+
+-- a uid is bound to its function, keys, on_time and row type
+SELECT * FROM deduplicate_keep_first(NULL::events, partition_by => '{batch}',
+    uid => 'users', query => 'SELECT * FROM events WHERE false');
+SELECT * FROM deduplicate_keep_first(NULL::events, partition_by => '{user_id}',
+    on_time => 'ts', uid => 'users', query => 'SELECT * FROM events WHERE false');
+CREATE TABLE other_events (batch int, user_id text, amount numeric, ts timestamptz);
+SELECT * FROM deduplicate_keep_first(NULL::other_events, partition_by => '{user_id}',
+    uid => 'users');
+
+-- unkeyed with a uid: one row ever
+SELECT * FROM deduplicate_keep_first(NULL::events, uid => 'first-ever',
+    query => 'SELECT * FROM events WHERE batch = 2');
+SELECT * FROM deduplicate_keep_first(NULL::events, uid => 'first-ever',
+    query => 'SELECT * FROM events WHERE batch = 1');
+
+-- TTL across calls, processing time from a column
+CREATE TABLE logins (user_name text, arrived timestamptz);
+INSERT INTO logins VALUES ('Vas', '2024-01-01 10:00'), ('Vas', '2024-01-01 10:03');
+SELECT * FROM deduplicate_keep_first(NULL::logins, partition_by => '{user_name}',
+    state_ttl => interval '5 minutes', reset_ttl_on_duplicate => false,
+    proc_time => 'arrived', uid => 'logins');
+SELECT * FROM deduplicate_keep_first(NULL::logins, partition_by => '{user_name}',
+    state_ttl => interval '5 minutes', reset_ttl_on_duplicate => false,
+    proc_time => 'arrived', uid => 'logins',
+    query => $$SELECT 'Vas', timestamptz '2024-01-01 10:04'$$);
+SELECT * FROM deduplicate_keep_first(NULL::logins, partition_by => '{user_name}',
+    state_ttl => interval '5 minutes', reset_ttl_on_duplicate => false,
+    proc_time => 'arrived', uid => 'logins',
+    query => $$SELECT 'Vas', timestamptz '2024-01-01 10:07'$$);
+
+-- event time across calls: seed 4.1.2.2.1 fed one row per call; the
+-- watermark and the pending candidate carry over
+CREATE TABLE user_events (user_id text, event text, rowtime timestamptz);
+SELECT set_watermark('user_events', 'rowtime', interval '5 minutes');
+SELECT * FROM deduplicate_keep_first(NULL::user_events, partition_by => '{user_id}',
+    on_time => 'rowtime', uid => 'seed',
+    query => $$VALUES ('u1', 'click', timestamptz '2024-01-01 10:02')$$);
+SELECT keys, watermark FROM state WHERE uid = 'seed';
+SELECT * FROM deduplicate_keep_first(NULL::user_events, partition_by => '{user_id}',
+    on_time => 'rowtime', uid => 'seed',
+    query => $$VALUES ('u1', 'view', timestamptz '2024-01-01 10:01')$$);
+SELECT state_table AS seed_table FROM state WHERE uid = 'seed' \gset
+SELECT user_id, event_time, (image).event FROM :seed_table;
+SELECT * FROM deduplicate_keep_first(NULL::user_events, partition_by => '{user_id}',
+    on_time => 'rowtime', uid => 'seed',
+    query => $$VALUES ('u1', 'scroll', timestamptz '2024-01-01 10:06')$$);
+SELECT keys, watermark, rows_out FROM state WHERE uid = 'seed';
+SELECT * FROM deduplicate_keep_first(NULL::user_events, partition_by => '{user_id}',
+    on_time => 'rowtime', uid => 'seed',
+    query => $$VALUES ('u1', 'signup', timestamptz '2024-01-01 10:00')$$);
+SELECT keys, watermark, rows_in, rows_out, rows_late FROM state WHERE uid = 'seed';
+-- a uid's input is a stream: its end emits nothing; pending stays pending
+SELECT * FROM deduplicate_keep_first(NULL::user_events, partition_by => '{user_id}',
+    on_time => 'rowtime', uid => 'seed',
+    query => $$VALUES ('u2', 'open', timestamptz '2024-01-01 10:04')$$);
+SELECT user_id, event_time, (image).event FROM :seed_table ORDER BY user_id;
+
+-- without any declared or given delay, a uid's watermark is max(event time):
+-- rows out of order within the stream are late
+CREATE TABLE readings (sensor int, ts timestamptz);
+SELECT * FROM deduplicate_keep_first(NULL::readings, partition_by => '{sensor}',
+    on_time => 'ts', uid => 'readings',
+    query => $$VALUES (1, timestamptz '2024-01-01 10:05'), (2, timestamptz '2024-01-01 10:01'),
+                      (2, timestamptz '2024-01-01 10:06')$$);
+SELECT keys, watermark, rows_late FROM state WHERE uid = 'readings';
+
+-- drop_state forgets everything, table included
+SELECT drop_state('users');
+SELECT drop_state('users');
+SELECT to_regclass(:'users_table');
+SELECT * FROM deduplicate_keep_first(NULL::events, partition_by => '{user_id}',
+    uid => 'users', query => 'SELECT * FROM events WHERE batch = 1');
+
+SELECT uid, keys FROM state ORDER BY uid;
+SELECT drop_state(uid) FROM state ORDER BY uid;
+SELECT count(*) FROM uid_registry;
