@@ -1,0 +1,107 @@
+-- demo/scenario.sql: ptf.deduplicate_keep_first on click events (run by demo/run,
+-- which has already done CREATE EXTENSION deduplicate_keep_first).
+SET timezone = 'UTC';
+
+\echo
+\echo '=== Click events: event 1 and event 8 were delivered twice; carol''s events'
+\echo '=== arrived out of order; bob''s 09:58 click arrived very late.'
+CREATE TABLE events (
+    event_id   int,
+    user_id    text,
+    event_type text,
+    event_time timestamptz,   -- when the click happened
+    arrived_at timestamptz,   -- when it reached us
+    batch      int            -- which load brought it (part d)
+);
+INSERT INTO events VALUES
+    (1, 'alice', 'view',  '2024-05-01 10:00', '2024-05-01 10:00:05', 1),
+    (2, 'bob',   'view',  '2024-05-01 10:01', '2024-05-01 10:01:02', 1),
+    (1, 'alice', 'view',  '2024-05-01 10:00', '2024-05-01 10:01:30', 1),
+    (3, 'alice', 'click', '2024-05-01 10:02', '2024-05-01 10:02:10', 1),
+    (4, 'carol', 'view',  '2024-05-01 10:04', '2024-05-01 10:06:00', 1),
+    (5, 'carol', 'click', '2024-05-01 10:03', '2024-05-01 10:07:00', 1),
+    (6, 'alice', 'buy',   '2024-05-01 10:12', '2024-05-01 10:12:05', 2),
+    (7, 'bob',   'click', '2024-05-01 09:58', '2024-05-01 10:12:30', 2),
+    (8, 'dave',  'view',  '2024-05-01 10:13', '2024-05-01 10:13:10', 2),
+    (8, 'dave',  'view',  '2024-05-01 10:13', '2024-05-01 10:13:40', 2),
+    (9, 'erin',  'view',  '2024-05-01 10:14', '2024-05-01 10:14:00', 2);
+
+\echo
+\echo '=== (a) First event per user in arrival order (query fixes the order) ...'
+SELECT event_id, user_id, event_type, event_time::time, arrived_at::time
+  FROM ptf.deduplicate_keep_first(NULL::events, partition_by => ARRAY['user_id'],
+           query => 'SELECT * FROM events ORDER BY arrived_at')
+ ORDER BY user_id;
+\echo '=== ... the same as plain SQL DISTINCT ON:'
+SELECT DISTINCT ON (user_id) event_id, user_id, event_type, event_time::time, arrived_at::time
+  FROM events
+ ORDER BY user_id, arrived_at;
+
+\echo
+\echo '=== (b) Earliest event per user by event time.  Declare a watermark of'
+\echo '===     5 minutes: the watermark is max(event_time seen) - 5 minutes.'
+SELECT ptf.set_watermark('events', 'event_time', interval '5 minutes');
+SELECT relid, on_time, delay FROM ptf.watermarks;
+\echo '=== When each row arrived, the watermark was (rows below it are late):'
+SELECT event_id, user_id, event_time::time, arrived_at::time,
+       (max(event_time) OVER w - interval '5 minutes')::time AS watermark,
+       event_time < coalesce(max(event_time) OVER w - interval '5 minutes', '-infinity') AS late
+  FROM events
+WINDOW w AS (ORDER BY arrived_at ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+ ORDER BY arrived_at;
+\echo '=== carol gets her 10:03 click (out of order but in time); bob''s 09:58'
+\echo '=== click was late and is dropped, so bob keeps his 10:01 view:'
+SELECT event_id, user_id, event_type, event_time::time, arrived_at::time
+  FROM ptf.deduplicate_keep_first(NULL::events, partition_by => ARRAY['user_id'],
+           on_time => 'event_time',
+           query => 'SELECT * FROM events ORDER BY arrived_at')
+ ORDER BY user_id;
+\echo '=== (plain SQL, which knows nothing of lateness, would pick bob''s 09:58 click)'
+SELECT DISTINCT ON (user_id) event_id, user_id, event_type, event_time::time
+  FROM events
+ ORDER BY user_id, event_time, arrived_at;
+
+\echo
+\echo '=== (c) State TTL: frank pings at 10:00, 10:03, 10:07 and 10:10; his state'
+\echo '===     lives 5 minutes of processing time (taken from column seen_at).'
+CREATE TABLE pings (user_id text, seen_at timestamptz);
+INSERT INTO pings VALUES ('frank', '2024-05-01 10:00'), ('frank', '2024-05-01 10:03'),
+                         ('frank', '2024-05-01 10:07'), ('frank', '2024-05-01 10:10');
+\echo '=== reset_ttl_on_duplicate => true: every duplicate restarts the 5 minutes,'
+\echo '=== so the state never expires: only 10:00.  false: it expires at 10:05,'
+\echo '=== 10:07 is a first row again (new state until 10:12): 10:00 and 10:07.'
+SELECT 'true' AS reset_ttl_on_duplicate, user_id, seen_at::time
+  FROM ptf.deduplicate_keep_first(NULL::pings, partition_by => ARRAY['user_id'],
+           state_ttl => interval '5 minutes', proc_time => 'seen_at',
+           reset_ttl_on_duplicate => true,
+           query => 'SELECT * FROM pings ORDER BY seen_at')
+UNION ALL
+SELECT 'false', user_id, seen_at::time
+  FROM ptf.deduplicate_keep_first(NULL::pings, partition_by => ARRAY['user_id'],
+           state_ttl => interval '5 minutes', proc_time => 'seen_at',
+           reset_ttl_on_duplicate => false,
+           query => 'SELECT * FROM pings ORDER BY seen_at')
+ ORDER BY 1 DESC, 3;
+
+\echo
+\echo '=== (d) Incremental: with a uid the state is kept between calls.'
+\echo '===     Batch 1: alice, bob and carol are new.'
+SELECT event_id, user_id, event_type, arrived_at::time
+  FROM ptf.deduplicate_keep_first(NULL::events, partition_by => ARRAY['user_id'],
+           uid => 'first_click',
+           query => 'SELECT * FROM events WHERE batch = 1 ORDER BY arrived_at')
+ ORDER BY user_id;
+\echo '=== Batch 2: only dave and erin are new; alice and bob were seen in batch 1'
+\echo '=== (without on_time there is no lateness: bob''s 09:58 click is a duplicate).'
+SELECT event_id, user_id, event_type, arrived_at::time
+  FROM ptf.deduplicate_keep_first(NULL::events, partition_by => ARRAY['user_id'],
+           uid => 'first_click',
+           query => 'SELECT * FROM events WHERE batch = 2 ORDER BY arrived_at')
+ ORDER BY user_id;
+\echo '=== The durable state of uid first_click:'
+SELECT uid, function, partition_by, keys, pg_size_pretty(bytes) AS size, watermark,
+       rows_in, rows_out
+  FROM ptf.state;
+\echo '=== Forget it:'
+SELECT ptf.drop_state('first_click');
+SELECT count(*) AS uids_left FROM ptf.state;
