@@ -63,7 +63,7 @@ make_operator(void *arg, bool unbounded)
 	ks = keyed_state_create(call->keys, dedup_value_size(call->opts.event_time),
 							call->ttl_us,
 							unbounded ? 0 : get_hash_memory_limit(),
-							call->cxt);
+							false, call->cxt);
 	return dedup_create(&call->opts, ks, ptf_output_emit_row, &call->out);
 }
 
@@ -167,7 +167,7 @@ ptf_deduplicate_keep_first(PG_FUNCTION_ARGS)
 		ds = durable_open(&id, &progress);
 
 		ks = keyed_state_create(call.keys, dedup_value_size(call.opts.event_time),
-								call.ttl_us, 0, call.cxt);
+								call.ttl_us, 0, true, call.cxt);
 		op = dedup_create(&call.opts, ks, ptf_output_emit_row, &call.out);
 		durable_load(ds, ks, op);
 	}

@@ -11,6 +11,14 @@
  * operator's value and the packed key, bump-allocated without chunk
  * headers; records never move, so operators can point at them.
  *
+ * Keys-only mode: when a record would hold nothing (no value, no TTL, not
+ * durable) and the key is one pass-by-value column compared bitwise
+ * (integers, dates, timestamps...), the state is a set of datums: an
+ * open-addressing array of 8-byte slots with linear probing.  A lookup
+ * touches one cache line of an array half the size of the general table's,
+ * and cache misses on that array are nearly all the cost of keep-first by
+ * arrival.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -21,14 +29,34 @@
 
 #include "state/keyed_state.h"
 
-typedef struct StateEntry
+typedef struct StateKey
 {
 	StateRecord *rec;
+} StateKey;
+
+typedef struct StateEntry
+{
+	StateKey	key;
 	uint32		hash;
 	char		status;
 } StateEntry;
 
 #define ARENA_BLOCK_SIZE	(64 * 1024)
+
+/* keys-only mode: a set of datums; these keys need no slot of their own */
+typedef struct DatumSet
+{
+	Datum	   *slots;
+	uint64		mask;			/* capacity - 1, capacity a power of two */
+	uint64		used;			/* occupied slots */
+	bool		has_marker;		/* the key whose datum is the empty marker */
+	bool		has_null;		/* the NULL key */
+	bool		has_global;		/* the one key of an unkeyed state */
+} DatumSet;
+
+/* an arbitrary value marks empty slots; a key equal to it is kept aside */
+#define DATUMSET_EMPTY		((Datum) UINT64CONST(0x9e3779b97f4a7c15))
+#define DATUMSET_MIN_SIZE	1024
 
 struct KeyedState
 {
@@ -37,6 +65,9 @@ struct KeyedState
 	Size		value_size;		/* MAXALIGNed */
 	int64		ttl_us;			/* 0: keep forever */
 	Size		mem_limit;		/* 0: unbounded */
+	bool		keys_only;		/* a DatumSet, no records */
+	DatumSet	set;
+	StateRecord keys_only_record;	/* what lookups return in keys-only mode */
 	struct keyed_hash *hash;
 
 	/* arena */
@@ -53,12 +84,14 @@ struct KeyedState
 	int			maxdead;
 };
 
-/* the probe is always the KeySpec's current probe, never a record */
+/* the probe is always the KeySpec's current probe, never a stored key */
 static inline bool
-record_matches_probe(KeyedState *ks, StateRecord *rec)
+entry_matches_probe(KeyedState *ks, const StateEntry *entry)
 {
-	const char *packed = (const char *) STATE_RECORD_VALUE(rec) + ks->value_size;
+	StateRecord *rec = entry->key.rec;
+	const char *packed;
 
+	packed = (const char *) STATE_RECORD_VALUE(rec) + ks->value_size;
 	return key_packed_equals_probe(ks->keys, packed,
 								   (rec->flags & RECORD_KEY_NULLS) != 0);
 }
@@ -73,11 +106,16 @@ probe_hash_unavailable(void)
 
 #define SH_PREFIX keyed
 #define SH_ELEMENT_TYPE StateEntry
-#define SH_KEY_TYPE StateRecord *
-#define SH_KEY rec
+#define SH_KEY_TYPE StateKey
+#define SH_KEY key
 #define SH_HASH_KEY(tb, key) probe_hash_unavailable()
-/* simplehash passes (stored key, looked-up key); the latter is always the probe */
-#define SH_EQUAL(tb, a, b) record_matches_probe((KeyedState *) (tb)->private_data, (a))
+/*
+ * simplehash calls SH_EQUAL(tb, entry->key, looked-up key), the latter
+ * always the probe; the entry is recovered from its key's address.
+ */
+#define SH_EQUAL(tb, a, b) \
+	entry_matches_probe((KeyedState *) (tb)->private_data, \
+						(const StateEntry *) ((const char *) &(a) - offsetof(StateEntry, key)))
 #define SH_SCOPE static inline
 #define SH_STORE_HASH
 #define SH_GET_HASH(tb, a) ((a)->hash)
@@ -85,9 +123,137 @@ probe_hash_unavailable(void)
 #define SH_DEFINE
 #include "lib/simplehash.h"
 
+/* murmur3's 64-bit finalizer */
+static inline uint64
+mix64(uint64 k)
+{
+	k ^= k >> 33;
+	k *= UINT64CONST(0xff51afd7ed558ccd);
+	k ^= k >> 33;
+	k *= UINT64CONST(0xc4ceb9fe1a85ec53);
+	k ^= k >> 33;
+	return k;
+}
+
+static void
+datumset_init(KeyedState *ks, uint64 size)
+{
+	uint64		i;
+
+	ks->set.slots = MemoryContextAllocHuge(ks->cxt, sizeof(Datum) * size);
+	for (i = 0; i < size; i++)
+		ks->set.slots[i] = DATUMSET_EMPTY;
+	ks->set.mask = size - 1;
+	ks->set.used = 0;
+}
+
+static void
+datumset_grow(KeyedState *ks)
+{
+	Datum	   *old = ks->set.slots;
+	uint64		oldsize = ks->set.mask + 1;
+	uint64		i;
+
+	datumset_init(ks, oldsize * 2);
+	for (i = 0; i < oldsize; i++)
+	{
+		uint64		j;
+
+		if (old[i] == DATUMSET_EMPTY)
+			continue;
+		j = mix64(old[i]) & ks->set.mask;
+		while (ks->set.slots[j] != DATUMSET_EMPTY)
+			j = (j + 1) & ks->set.mask;
+		ks->set.slots[j] = old[i];
+		ks->set.used++;
+	}
+	pfree(old);
+}
+
+static StateRecord *
+keys_only_lookup(KeyedState *ks, TupleTableSlot *row, bool create,
+				 KeyedLookup *result)
+{
+	DatumSet   *set = &ks->set;
+	bool	   *flag = NULL;
+	Datum		d = (Datum) 0;
+	uint64		i;
+
+	if (ks->keys->ncols == 0)
+		flag = &set->has_global;
+	else
+	{
+		bool		isnull;
+
+		d = slot_getattr(row, ks->keys->cols[0].attno, &isnull);
+		if (isnull)
+			flag = &set->has_null;
+		else if (d == DATUMSET_EMPTY)
+			flag = &set->has_marker;
+	}
+
+	if (flag != NULL)
+	{
+		if (*flag)
+			*result = KS_FOUND;
+		else if (!create)
+			*result = KS_ABSENT;
+		else if (ks->mem_limit > 0 && keyed_state_memory(ks) >= ks->mem_limit)
+			*result = KS_FULL;
+		else
+		{
+			*flag = true;
+			*result = KS_CREATED;
+		}
+		return *result == KS_FOUND || *result == KS_CREATED ? &ks->keys_only_record : NULL;
+	}
+
+	for (i = mix64(d) & set->mask;; i = (i + 1) & set->mask)
+	{
+		Datum		slot = set->slots[i];
+
+		if (slot == d)
+		{
+			*result = KS_FOUND;
+			return &ks->keys_only_record;
+		}
+		if (slot == DATUMSET_EMPTY)
+			break;
+	}
+
+	if (!create)
+	{
+		*result = KS_ABSENT;
+		return NULL;
+	}
+	/* at most 3/4 full: probe runs stay short */
+	if ((set->used + 1) * 4 > (set->mask + 1) * 3)
+	{
+		if (ks->mem_limit > 0 &&
+			keyed_state_memory(ks) + sizeof(Datum) * 2 * (set->mask + 1) > ks->mem_limit)
+		{
+			*result = KS_FULL;
+			return NULL;
+		}
+		datumset_grow(ks);
+		for (i = mix64(d) & set->mask; set->slots[i] != DATUMSET_EMPTY;
+			 i = (i + 1) & set->mask)
+			;
+	}
+	else if (ks->mem_limit > 0 && keyed_state_memory(ks) >= ks->mem_limit)
+	{
+		*result = KS_FULL;
+		return NULL;
+	}
+	set->slots[i] = d;
+	set->used++;
+	*result = KS_CREATED;
+	return &ks->keys_only_record;
+}
+
 KeyedState *
 keyed_state_create(KeySpec *keys, Size value_size, int64 ttl_us,
-				   Size mem_limit, MemoryContext parent)
+				   Size mem_limit, bool need_records, MemoryContext parent)
 {
 	MemoryContext cxt;
 	KeyedState *ks;
@@ -100,7 +266,16 @@ keyed_state_create(KeySpec *keys, Size value_size, int64 ttl_us,
 	ks->value_size = MAXALIGN(value_size);
 	ks->ttl_us = ttl_us;
 	ks->mem_limit = mem_limit;
-	ks->hash = keyed_create(cxt, 1024, ks);
+	ks->keys_only = (!need_records && value_size == 0 && ttl_us == 0 &&
+					 (keys->ncols == 0 ||
+					  (keys->ncols == 1 && keys->cols[0].typbyval &&
+					   keys->cols[0].bitwise_eq)));
+	ks->keys_only_record.expires_at = PTF_TIME_MAX;
+	ItemPointerSetInvalid(&ks->keys_only_record.tid);
+	if (ks->keys_only)
+		datumset_init(ks, DATUMSET_MIN_SIZE);
+	else
+		ks->hash = keyed_create(cxt, 1024, ks);
 	return ks;
 }
 
@@ -170,14 +345,19 @@ StateRecord *
 keyed_state_lookup(KeyedState *ks, TupleTableSlot *row, PtfTime now,
 				   bool create, KeyedLookup *result)
 {
-	uint32		hash = key_probe(ks->keys, row);
+	uint32		hash;
 	StateEntry *entry;
+	StateKey	nokey = {0};
 	bool		found;
 
-	entry = keyed_lookup_hash(ks->hash, NULL, hash);
+	if (ks->keys_only)
+		return keys_only_lookup(ks, row, create, result);
+
+	hash = key_probe(ks->keys, row);
+	entry = keyed_lookup_hash(ks->hash, nokey, hash);
 	if (entry)
 	{
-		StateRecord *rec = entry->rec;
+		StateRecord *rec = entry->key.rec;
 
 		if (rec->expires_at > now)
 		{
@@ -208,12 +388,12 @@ keyed_state_lookup(KeyedState *ks, TupleTableSlot *row, PtfTime now,
 		return NULL;
 	}
 
-	entry = keyed_insert_hash(ks->hash, NULL, hash, &found);
+	entry = keyed_insert_hash(ks->hash, nokey, hash, &found);
 	Assert(!found);
-	entry->rec = record_create(ks);
-	note_changed(ks, entry->rec);
+	entry->key.rec = record_create(ks);
+	note_changed(ks, entry->key.rec);
 	*result = KS_CREATED;
-	return entry->rec;
+	return entry->key.rec;
 }
 
 /* Processing-time TTL starts (again) now. */
@@ -254,11 +434,14 @@ keyed_state_remove(KeyedState *ks, StateRecord *rec)
 	uint32		hash;
 	StateEntry *entry;
 
+	StateKey	nokey = {0};
+
+	Assert(!ks->keys_only);
 	keyed_state_record_key(ks, rec, values, nulls);
 	key_probe_values(ks->keys, values, nulls);
 	hash = key_hash_values(ks->keys, values, nulls);
-	entry = keyed_lookup_hash(ks->hash, NULL, hash);
-	if (entry == NULL || entry->rec != rec)
+	entry = keyed_lookup_hash(ks->hash, nokey, hash);
+	if (entry == NULL || entry->key.rec != rec)
 		elog(ERROR, "keyed state record to remove is not in the table");
 	keyed_delete_item(ks->hash, entry);
 
@@ -296,6 +479,9 @@ keyed_state_memory(KeyedState *ks)
 uint64
 keyed_state_count(KeyedState *ks)
 {
+	if (ks->keys_only)
+		return ks->set.used + ks->set.has_null + ks->set.has_marker +
+			ks->set.has_global;
 	return ks->hash->members;
 }
 
@@ -323,9 +509,10 @@ keyed_state_foreach(KeyedState *ks, StateRecordCallback cb, void *arg)
 	keyed_iterator it;
 	StateEntry *entry;
 
+	Assert(!ks->keys_only);
 	keyed_start_iterate(ks->hash, &it);
 	while ((entry = keyed_iterate(ks->hash, &it)) != NULL)
-		cb(entry->rec, arg);
+		cb(entry->key.rec, arg);
 }
 
 /* Remove every record expired at now (durable state, before writing back). */
@@ -337,10 +524,12 @@ keyed_state_sweep(KeyedState *ks, PtfTime now)
 	List	   *expired = NIL;
 	ListCell   *lc;
 
+	if (ks->keys_only)
+		return;					/* nothing expires */
 	keyed_start_iterate(ks->hash, &it);
 	while ((entry = keyed_iterate(ks->hash, &it)) != NULL)
-		if (entry->rec->expires_at <= now)
-			expired = lappend(expired, entry->rec);
+		if (entry->key.rec->expires_at <= now)
+			expired = lappend(expired, entry->key.rec);
 	foreach(lc, expired)
 		keyed_state_remove(ks, (StateRecord *) lfirst(lc));
 	list_free(expired);
@@ -352,18 +541,20 @@ keyed_state_restore(KeyedState *ks, Datum *keyvalues, bool *keynulls,
 {
 	uint32		hash;
 	StateEntry *entry;
+	StateKey	nokey = {0};
 	bool		found;
 
+	Assert(!ks->keys_only);
 	key_probe_values(ks->keys, keyvalues, keynulls);
 	hash = key_hash_values(ks->keys, keyvalues, keynulls);
-	entry = keyed_insert_hash(ks->hash, NULL, hash, &found);
+	entry = keyed_insert_hash(ks->hash, nokey, hash, &found);
 	if (found)
 		elog(ERROR, "durable state holds the same key twice");
-	entry->rec = record_create(ks);
-	entry->rec->expires_at = expires_at;
-	entry->rec->tid = *tid;
-	entry->rec->flags |= RECORD_STORED;
-	return entry->rec;
+	entry->key.rec = record_create(ks);
+	entry->key.rec->expires_at = expires_at;
+	entry->key.rec->tid = *tid;
+	entry->key.rec->flags |= RECORD_STORED;
+	return entry->key.rec;
 }
 
 void

@@ -53,10 +53,14 @@ typedef enum KeyedLookup
 
 typedef struct KeyedState KeyedState;
 
-/* Memory implementation.  mem_limit 0: unbounded. */
+/*
+ * Memory implementation.  mem_limit 0: unbounded.  need_records: every key
+ * gets a record even when it would hold nothing (durable state stores
+ * them); otherwise records may be elided (keys-only mode).
+ */
 extern KeyedState *keyed_state_create(KeySpec *keys, Size value_size,
 									  int64 ttl_us, Size mem_limit,
-									  MemoryContext parent);
+									  bool need_records, MemoryContext parent);
 extern void keyed_state_destroy(KeyedState *ks);
 
 extern StateRecord *keyed_state_lookup(KeyedState *ks, TupleTableSlot *row,
