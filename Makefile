@@ -20,7 +20,8 @@ OBJS = \
 	src/operators/dedup.o \
 	src/state/durable.o \
 	src/state/key.o \
-	src/state/keyed_state.o
+	src/state/keyed_state.o \
+	src/state/tuple_pool.o
 
 PG_CPPFLAGS = -I$(srcdir)/src
 PG_CFLAGS   = -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Werror

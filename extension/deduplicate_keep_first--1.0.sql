@@ -87,6 +87,15 @@ AS 'MODULE_PATHNAME', 'ptf_drop_state'
 LANGUAGE C VOLATILE STRICT;
 COMMENT ON FUNCTION ptf.drop_state(text) IS 'Forget the durable state of a uid; false if it had none';
 
+CREATE FUNCTION ptf.last_call_stats(
+    OUT function text, OUT rows_in bigint, OUT rows_out bigint, OUT rows_late bigint,
+    OUT keys bigint, OUT state_bytes bigint, OUT rows_spilled bigint, OUT spill_partitions int)
+RETURNS record
+AS 'MODULE_PATHNAME', 'ptf_last_call_stats'
+LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION ptf.last_call_stats() IS
+    'What the last table-function call of this session did: rows, keys, state memory, spilling';
+
 -------------------------------------------------------------------------------
 -- Declared watermarks: Flink's WATERMARK FOR col AS col - INTERVAL ...
 -------------------------------------------------------------------------------

@@ -52,21 +52,36 @@ SELECT * FROM compare(
         SELECT *, row_number() OVER (PARTITION BY k, k2 ORDER BY ts, seq) AS rn FROM kf_diff.gen) r
       WHERE rn = 1$$);
 
+-- in memory: the state's size per key
+SELECT count(*) FROM deduplicate_keep_first(NULL::gen, partition_by => '{k}');
+SELECT keys, rows_spilled, state_bytes / keys < 64 AS under_64_bytes_a_key FROM last_call_stats();
+
 -- keys beyond work_mem spill to disk and give the same results
 SET work_mem = '64kB';
 SELECT * FROM compare(
     $$SELECT * FROM ptf.deduplicate_keep_first(NULL::kf_diff.gen, partition_by => '{k}',
         query => 'SELECT * FROM kf_diff.gen ORDER BY seq')$$,
     $$SELECT DISTINCT ON (k) * FROM kf_diff.gen ORDER BY k, seq$$);
+SELECT keys, rows_spilled > 0 AS spilled,
+       state_bytes <= 2 * 128 * 1024 AS within_hash_mem FROM last_call_stats();
 SELECT * FROM compare(
     $$SELECT * FROM ptf.deduplicate_keep_first(NULL::kf_diff.gen, partition_by => '{k}', on_time => 'ts',
         query => 'SELECT * FROM kf_diff.gen ORDER BY seq')$$,
     $$SELECT DISTINCT ON (k) * FROM kf_diff.gen ORDER BY k, ts, seq$$);
--- whole-row keys, spilled
+SELECT keys, rows_spilled > 0 AS spilled FROM last_call_stats();
+-- whole-row keys (the record layout), spilled, partitions spilled again
 SELECT * FROM compare(
     $$SELECT * FROM ptf.deduplicate_keep_first(NULL::kf_diff.gen,
         partition_by => '{seq,k,k2,ts,payload}')$$,
     $$SELECT * FROM kf_diff.gen$$);
+SELECT keys, rows_spilled > 100000 AS spilled_twice, spill_partitions > 16 AS partitions_split
+  FROM last_call_stats();
+-- updating input, spilled: each row's kind travels with it
+SELECT * FROM compare(
+    $$SELECT * FROM ptf.deduplicate_keep_first(NULL::kf_diff.gen, partition_by => '{k}',
+        query => 'SELECT CASE WHEN seq % 3 = 0 THEN ''-D'' ELSE ''+I'' END, g FROM kf_diff.gen g ORDER BY seq')$$,
+    $$SELECT DISTINCT ON (k) * FROM kf_diff.gen WHERE seq % 3 <> 0 ORDER BY k, seq$$);
+SELECT rows_spilled > 0 AS spilled FROM last_call_stats();
 -- watermarks and TTL replay identically from spill files: same as in memory
 RESET work_mem;
 CREATE TABLE wm_mem AS SELECT * FROM deduplicate_keep_first(NULL::gen, partition_by => '{k}',
@@ -80,6 +95,7 @@ SELECT * FROM compare(
         on_time => 'ts', watermark_delay => '2 hours', state_ttl => '1 hour', proc_time => 'ts',
         query => 'SELECT * FROM kf_diff.gen ORDER BY seq')$$,
     $$TABLE kf_diff.wm_mem$$);
+SELECT rows_spilled > 0 AS spilled, rows_late > 0 AS late FROM last_call_stats();
 RESET work_mem;
 
 -- by arrival through ten incremental calls with a uid: the union of their

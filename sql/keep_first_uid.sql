@@ -63,6 +63,13 @@ CREATE TABLE other_events (batch int, user_id text, amount numeric, ts timestamp
 SELECT * FROM deduplicate_keep_first(NULL::other_events, partition_by => '{user_id}',
     uid => 'users');
 
+-- a uid of another function is refused too (the registry is edited by hand
+-- here only because no other function exists yet)
+UPDATE uid_registry SET function = 'to_changelog' WHERE uid = 'amounts';
+SELECT * FROM deduplicate_keep_first(NULL::events, partition_by => '{amount}',
+    uid => 'amounts', query => 'SELECT * FROM events WHERE false');
+UPDATE uid_registry SET function = 'deduplicate_keep_first' WHERE uid = 'amounts';
+
 -- unkeyed with a uid: one row ever
 SELECT * FROM deduplicate_keep_first(NULL::events, uid => 'first-ever',
     query => 'SELECT * FROM events WHERE batch = 2');
@@ -83,6 +90,14 @@ SELECT * FROM deduplicate_keep_first(NULL::logins, partition_by => '{user_name}'
     state_ttl => interval '5 minutes', reset_ttl_on_duplicate => false,
     proc_time => 'arrived', uid => 'logins',
     query => $$SELECT 'Vas', timestamptz '2024-01-01 10:07'$$);
+
+-- state_ttl may change between calls; without a TTL, kept keys never expire
+SELECT * FROM deduplicate_keep_first(NULL::logins, partition_by => '{user_name}',
+    proc_time => 'arrived', uid => 'logins',
+    query => $$SELECT 'Vas', timestamptz '2024-02-01 10:00'$$);
+SELECT * FROM deduplicate_keep_first(NULL::logins, partition_by => '{user_name}',
+    state_ttl => interval '5 minutes', proc_time => 'arrived', uid => 'logins',
+    query => $$SELECT 'Vas', timestamptz '2024-02-01 10:00'$$);
 
 -- event time across calls: seed 4.1.2.2.1 fed one row per call; the
 -- watermark and the pending candidate carry over

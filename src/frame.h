@@ -33,8 +33,9 @@ typedef struct PtfFrameTimeSpec
 
 typedef struct PtfFrame PtfFrame;
 
+/* changelog_input: rows may have other kinds than +I */
 extern PtfFrame *frame_create(PtfOperator *op, TupleDesc rowdesc,
-							  const PtfFrameTimeSpec *time,
+							  const PtfFrameTimeSpec *time, bool changelog_input,
 							  PtfOperatorFactory factory, void *factory_arg);
 
 /* the watermark carried over from the previous call of a uid */
@@ -56,6 +57,8 @@ typedef struct PtfFrameStats
 	uint64		rows_late;
 	uint64		rows_spilled;
 	int			spill_partitions;
+	uint64		keys;			/* in state at the end, spilled ones included */
+	Size		state_bytes;	/* peak memory of state at any one time */
 	PtfTime		max_event_time;
 	PtfTime		watermark;
 } PtfFrameStats;

@@ -142,3 +142,21 @@ ptf_output_emit_row(void *arg, RowKind kind, TupleTableSlot *row)
 	tuplestore_puttupleslot(out->store, row);
 	out->rows++;
 }
+
+static PtfCallStats last_call;
+static bool have_last_call = false;
+
+void
+ptf_record_call_stats(const char *function, PtfFrame *frame, uint64 rows_out)
+{
+	last_call.function = function;
+	frame_stats(frame, &last_call.frame);
+	last_call.rows_out = rows_out;
+	have_last_call = true;
+}
+
+const PtfCallStats *
+ptf_get_last_call_stats(void)
+{
+	return have_last_call ? &last_call : NULL;
+}

@@ -61,4 +61,16 @@ typedef struct PtfOutput
 extern void ptf_output_init(FunctionCallInfo fcinfo, PtfOutput *out);
 extern void ptf_output_emit_row(void *arg, RowKind kind, TupleTableSlot *row);
 
+/* what the last call of this backend did: ptf.last_call_stats() */
+typedef struct PtfCallStats
+{
+	const char *function;
+	PtfFrameStats frame;
+	uint64		rows_out;
+} PtfCallStats;
+
+extern void ptf_record_call_stats(const char *function, PtfFrame *frame,
+								  uint64 rows_out);
+extern const PtfCallStats *ptf_get_last_call_stats(void);
+
 #endif							/* PTF_FUNCTIONS_COMMON_H */

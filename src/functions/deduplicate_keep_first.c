@@ -59,11 +59,14 @@ make_operator(void *arg, bool unbounded)
 {
 	DedupCall  *call = (DedupCall *) arg;
 	KeyedState *ks;
+	Size		hot;
+	Size		cold;
 
-	ks = keyed_state_create(call->keys, dedup_value_size(call->opts.event_time),
-							call->ttl_us,
+	dedup_value_sizes(&call->opts, &hot, &cold);
+	ks = keyed_state_create(call->keys, hot, cold, call->ttl_us,
 							unbounded ? 0 : get_hash_memory_limit(),
-							false, call->cxt);
+							call->opts.live_timers ? KEYED_STATE_STABLE : 0,
+							call->cxt);
 	return dedup_create(&call->opts, ks, ptf_output_emit_row, &call->out);
 }
 
@@ -149,6 +152,7 @@ ptf_deduplicate_keep_first(PG_FUNCTION_ARGS)
 			delay = 0;
 		call.time.has_delay = (delay >= 0);
 		call.time.delay_us = Max(delay, 0);
+		call.opts.live_timers = call.time.has_delay;
 	}
 
 	/* ---- state and operator ---- */
@@ -156,6 +160,8 @@ ptf_deduplicate_keep_first(PG_FUNCTION_ARGS)
 	{
 		DurableIdentity id;
 		KeyedState *ks;
+		Size		hot;
+		Size		cold;
 
 		id.uid = call.uid;
 		id.function = "deduplicate_keep_first";
@@ -166,15 +172,19 @@ ptf_deduplicate_keep_first(PG_FUNCTION_ARGS)
 		id.keeps_images = call.opts.event_time;
 		ds = durable_open(&id, &progress);
 
-		ks = keyed_state_create(call.keys, dedup_value_size(call.opts.event_time),
-								call.ttl_us, 0, true, call.cxt);
+		dedup_value_sizes(&call.opts, &hot, &cold);
+		ks = keyed_state_create(call.keys, hot, cold, call.ttl_us, 0,
+								KEYED_STATE_DURABLE |
+								(call.opts.live_timers ? KEYED_STATE_STABLE : 0),
+								call.cxt);
 		op = dedup_create(&call.opts, ks, ptf_output_emit_row, &call.out);
 		durable_load(ds, ks, op);
 	}
 	else
 		op = make_operator(&call, false);
 
-	frame = frame_create(op, call.input.rowdesc, &call.time, make_operator, &call);
+	frame = frame_create(op, call.input.rowdesc, &call.time, in.changelog,
+						 make_operator, &call);
 	if (ds != NULL)
 		frame_restore_watermark(frame, progress.max_event_time, progress.watermark);
 
@@ -194,6 +204,7 @@ ptf_deduplicate_keep_first(PG_FUNCTION_ARGS)
 			keyed_state_sweep(op->state, frame_processing_time(frame));
 		durable_commit(ds, op->state, op, &progress);
 	}
+	ptf_record_call_stats("deduplicate_keep_first", frame, call.out.rows);
 
 	SPI_finish();
 	MemoryContextDelete(call.cxt);

@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * state_functions.c
- *	  SQL entry points that manage durable state: ptf.drop_state().
+ *	  SQL entry points about state: ptf.drop_state() forgets a uid's durable
+ *	  state, ptf.last_call_stats() tells what the last call did in memory.
  *
  *-------------------------------------------------------------------------
  */
@@ -9,11 +10,14 @@
 
 #include "executor/spi.h"
 #include "fmgr.h"
+#include "funcapi.h"
+#include "utils/builtins.h"
 
 #include "functions/common.h"
 #include "state/durable.h"
 
 PG_FUNCTION_INFO_V1(ptf_drop_state);
+PG_FUNCTION_INFO_V1(ptf_last_call_stats);
 
 Datum
 ptf_drop_state(PG_FUNCTION_ARGS)
@@ -30,4 +34,27 @@ ptf_drop_state(PG_FUNCTION_ARGS)
 	dropped = durable_drop(uid);
 	SPI_finish();
 	PG_RETURN_BOOL(dropped);
+}
+
+Datum
+ptf_last_call_stats(PG_FUNCTION_ARGS)
+{
+	const PtfCallStats *st = ptf_get_last_call_stats();
+	TupleDesc	desc;
+	Datum		values[8];
+	bool		nulls[8] = {0};
+
+	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	if (st == NULL)
+		PG_RETURN_NULL();
+	values[0] = CStringGetTextDatum(st->function);
+	values[1] = Int64GetDatum((int64) st->frame.rows_in);
+	values[2] = Int64GetDatum((int64) st->rows_out);
+	values[3] = Int64GetDatum((int64) st->frame.rows_late);
+	values[4] = Int64GetDatum((int64) st->frame.keys);
+	values[5] = Int64GetDatum((int64) st->frame.state_bytes);
+	values[6] = Int64GetDatum((int64) st->frame.rows_spilled);
+	values[7] = Int32GetDatum(st->frame.spill_partitions);
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(desc), values, nulls)));
 }

@@ -65,6 +65,8 @@ struct PtfOperator
 	KeyedState *state;
 	PtfEmitFn	emit;
 	void	   *emit_arg;
+	/* start fetching the state a row will need; NULL when it would not help */
+	void		(*prefetch) (PtfOperator *op, TupleTableSlot *row);
 };
 
 static inline void
@@ -78,10 +80,11 @@ typedef struct DedupOptions
 {
 	TupleDesc	rowdesc;
 	bool		event_time;		/* on_time given */
+	bool		live_timers;	/* the watermark may move before the end */
 	bool		reset_ttl_on_duplicate;
 } DedupOptions;
 
-extern Size dedup_value_size(bool event_time);
+extern void dedup_value_sizes(const DedupOptions *opts, Size *hot, Size *cold);
 extern PtfOperator *dedup_create(const DedupOptions *opts, KeyedState *state,
 								 PtfEmitFn emit, void *emit_arg);
 

@@ -342,6 +342,7 @@ durable_load(DurableState *ds, KeyedState *ks, PtfOperator *op)
 	MemoryContext rowcxt = AllocSetContextCreate(CurrentMemoryContext,
 												 "ptf state load",
 												 ALLOCSET_DEFAULT_SIZES);
+	bool		keep_expiry = keyed_state_ttl(ks) > 0;
 
 	while (table_scan_getnextslot(scan, ForwardScanDirection, slot))
 	{
@@ -352,10 +353,17 @@ durable_load(DurableState *ds, KeyedState *ks, PtfOperator *op)
 
 		CHECK_FOR_INTERRUPTS();
 		slot_getallattrs(slot);
-		expires = slot->tts_isnull[ds->att_expires - 1] ? PTF_TIME_MAX :
+		/* without a TTL now, state is kept forever, whatever it was kept for */
+		expires = (slot->tts_isnull[ds->att_expires - 1] || !keep_expiry) ? PTF_TIME_MAX :
 			DatumGetInt64(slot->tts_values[ds->att_expires - 1]);
 		rec = keyed_state_restore(ks, slot->tts_values, slot->tts_isnull,
 								  expires, &slot->tts_tid);
+		if (rec == NULL)
+		{
+			/* inline layout: a key and nothing else */
+			MemoryContextSwitchTo(old);
+			continue;
+		}
 
 		memset(&sv, 0, sizeof(sv));
 		if (!slot->tts_isnull[ds->att_event_time - 1])
@@ -438,6 +446,40 @@ insert_batch(Relation rel, TupleTableSlot **slots, StateRecord **batch, int n,
 	}
 }
 
+/* Inline state (keys without values, no TTL) only ever gains keys. */
+static void
+write_new_inline_keys(DurableState *ds, KeyedState *ks, Relation rel,
+					  TupleTableSlot **slots, CommandId cid,
+					  BulkInsertState bistate)
+{
+	Datum	   *keys;
+	bool	   *nulls;
+	int			n = keyed_state_new_inline_keys(ks, &keys, &nulls);
+	int			natts = RelationGetDescr(rel)->natts;
+	int			nbatch = 0;
+	int			i;
+
+	for (i = 0; i < n; i++)
+	{
+		TupleTableSlot *slot = slots[nbatch++];
+
+		ExecClearTuple(slot);
+		memset(slot->tts_isnull, true, sizeof(bool) * natts);
+		if (ds->nkeys == 1)
+		{
+			slot->tts_values[0] = keys[i];
+			slot->tts_isnull[0] = nulls[i];
+		}
+		ExecStoreVirtualTuple(slot);
+		if (nbatch == INSERT_BATCH || i == n - 1)
+		{
+			table_multi_insert(rel, slots, nbatch, cid, 0, bistate);
+			while (nbatch > 0)
+				ExecClearTuple(slots[--nbatch]);
+		}
+	}
+}
+
 void
 durable_commit(DurableState *ds, KeyedState *ks, PtfOperator *op,
 			   const DurableProgress *progress)
@@ -469,6 +511,9 @@ durable_commit(DurableState *ds, KeyedState *ks, PtfOperator *op,
 	dead = keyed_state_dead_tids(ks, &ndead);
 	for (i = 0; i < ndead; i++)
 		simple_heap_delete(rel, &dead[i]);
+
+	if (keyed_state_is_inline(ks))
+		write_new_inline_keys(ds, ks, rel, slots, cid, bistate);
 
 	changed = keyed_state_changed(ks, &nchanged);
 	old = MemoryContextSwitchTo(cxt);

@@ -1,23 +1,28 @@
 /*-------------------------------------------------------------------------
  *
  * keyed_state.c
- *	  Keyed state in backend memory: an open-addressing hash table of
- *	  pointers to records carved from an arena.
+ *	  Keyed state in backend memory.
  *
- * Why not TupleHashTable (execGrouping.c)?  It keeps a MinimalTuple and a
- * separately palloc'd "additional" area per key: two chunk headers, a
- * tuple header and power-of-two rounding, well over a hundred bytes per
- * key.  Here a hash slot is 16 bytes and a record is a 16-byte header, the
- * operator's value and the packed key, bump-allocated without chunk
- * headers; records never move, so operators can point at them.
+ * Two layouts behind one interface:
  *
- * Keys-only mode: when a record would hold nothing (no value, no TTL, not
- * durable) and the key is one pass-by-value column compared bitwise
- * (integers, dates, timestamps...), the state is a set of datums: an
- * open-addressing array of 8-byte slots with linear probing.  A lookup
- * touches one cache line of an array half the size of the general table's,
- * and cache misses on that array are nearly all the cost of keep-first by
- * arrival.
+ * Records: an open-addressing hash table (simplehash) of pointers to
+ * records carved from an arena.  A record is a 16-byte header (expiry,
+ * the TID durable state stored it under, flags), the operator's value and
+ * the packed key, bump-allocated without chunk headers.  Records never
+ * move, so operators may point at them (timers), and durable state can
+ * write back exactly the records that changed.  Why not TupleHashTable
+ * (execGrouping.c)?  It keeps a MinimalTuple and a separately palloc'd
+ * "additional" area per key: two chunk headers, a tuple header and
+ * power-of-two rounding, well over a hundred bytes per key.
+ *
+ * Inline: when nothing needs records (no TTL, not durable, no pointers
+ * into values) and the key is one pass-by-value column compared bitwise
+ * (integers, dates, timestamps...), the state is one array of slots, each
+ * the key datum followed by the hot part of the operator's value, probed
+ * linearly; the cold part lives in a parallel array.  A lookup then
+ * touches a single cache line of an array as small as it can be, where
+ * the record layout touches two (slot, then record); on large states
+ * those cache misses are nearly all the cost of keep-first.
  *
  *-------------------------------------------------------------------------
  */
@@ -28,6 +33,8 @@
 #include "utils/memutils.h"
 
 #include "state/keyed_state.h"
+
+/* ---- record layout: simplehash over record pointers ---- */
 
 typedef struct StateKey
 {
@@ -43,39 +50,56 @@ typedef struct StateEntry
 
 #define ARENA_BLOCK_SIZE	(64 * 1024)
 
-/* keys-only mode: a set of datums; these keys need no slot of their own */
-typedef struct DatumSet
-{
-	Datum	   *slots;
-	uint64		mask;			/* capacity - 1, capacity a power of two */
-	uint64		used;			/* occupied slots */
-	bool		has_marker;		/* the key whose datum is the empty marker */
-	bool		has_null;		/* the NULL key */
-	bool		has_global;		/* the one key of an unkeyed state */
-} DatumSet;
+/* ---- inline layout: slots of (key datum, value) ---- */
+
+#define INLINE_MAX_VALUE	24	/* a slot is at most half a cache line */
+#define INLINE_MIN_SIZE		1024
 
 /* an arbitrary value marks empty slots; a key equal to it is kept aside */
-#define DATUMSET_EMPTY		((Datum) UINT64CONST(0x9e3779b97f4a7c15))
-#define DATUMSET_MIN_SIZE	1024
+#define INLINE_EMPTY		((Datum) UINT64CONST(0x9e3779b97f4a7c15))
+
+/* keys that have no slot of their own */
+#define SIDE_NULL		0
+#define SIDE_MARKER		1
+#define SIDE_GLOBAL		2		/* the one key of an unkeyed state */
+#define SIDE_COUNT		3
+
+typedef struct InlineMap
+{
+	char	   *slots;			/* stride bytes each, cache-line aligned */
+	void	   *alloc;			/* what to pfree */
+	Size		stride;
+	char	   *cold;			/* cold_size bytes per slot */
+	uint64		mask;			/* capacity - 1, capacity a power of two */
+	uint64		used;
+	bool		side_used[SIDE_COUNT];
+	char	   *side_values;	/* SIDE_COUNT values, hot and cold */
+} InlineMap;
 
 struct KeyedState
 {
 	MemoryContext cxt;			/* everything below lives here */
 	KeySpec    *keys;
-	Size		value_size;		/* MAXALIGNed */
+	Size		value_size;		/* hot part, MAXALIGNed */
+	Size		cold_size;		/* cold part, MAXALIGNed */
 	int64		ttl_us;			/* 0: keep forever */
 	Size		mem_limit;		/* 0: unbounded */
-	bool		keys_only;		/* a DatumSet, no records */
-	DatumSet	set;
-	StateRecord keys_only_record;	/* what lookups return in keys-only mode */
-	struct keyed_hash *hash;
 
-	/* arena */
-	char	   *block;
+	bool		is_inline;
+	InlineMap	map;
+	StateRecord inline_record;	/* what refs carry in the inline layout */
+
+	struct keyed_hash *hash;
+	char	   *block;			/* arena */
 	Size		block_used;
 	Size		block_size;
 
 	/* changes since the last keyed_state_clear_changes() */
+	bool		durable;
+	Datum	   *new_keys;		/* inline layout: keys created */
+	bool	   *new_nulls;
+	int			nnew;
+	int			maxnew;
 	StateRecord **changed;
 	int			nchanged;
 	int			maxchanged;
@@ -89,9 +113,8 @@ static inline bool
 entry_matches_probe(KeyedState *ks, const StateEntry *entry)
 {
 	StateRecord *rec = entry->key.rec;
-	const char *packed;
+	const char *packed = (const char *) STATE_RECORD_VALUE(rec) + ks->value_size + ks->cold_size;
 
-	packed = (const char *) STATE_RECORD_VALUE(rec) + ks->value_size;
 	return key_packed_equals_probe(ks->keys, packed,
 								   (rec->flags & RECORD_KEY_NULLS) != 0);
 }
@@ -123,6 +146,20 @@ probe_hash_unavailable(void)
 #define SH_DEFINE
 #include "lib/simplehash.h"
 
+static bool
+over_budget(KeyedState *ks, Size more)
+{
+	return ks->mem_limit > 0 && keyed_state_memory(ks) + more > ks->mem_limit;
+}
+
+/* ---- inline layout ---- */
+
+#if defined(__GNUC__) || defined(__clang__)
+#define prefetch_line(p)	__builtin_prefetch(p)
+#else
+#define prefetch_line(p)	((void) (p))
+#endif
+
 /* murmur3's 64-bit finalizer */
 static inline uint64
 mix64(uint64 k)
@@ -135,155 +172,185 @@ mix64(uint64 k)
 	return k;
 }
 
+#define SLOT(map, i)		((map)->slots + (i) * (map)->stride)
+#define SLOT_KEY(map, i)	(*(Datum *) SLOT(map, i))
+#define SLOT_VALUE(map, i)	((void *) (SLOT(map, i) + sizeof(Datum)))
+#define SLOT_COLD(ks, i)	((void *) ((ks)->map.cold + (i) * (ks)->cold_size))
+
 static void
-datumset_init(KeyedState *ks, uint64 size)
+inline_alloc(KeyedState *ks, uint64 size)
 {
+	InlineMap  *map = &ks->map;
 	uint64		i;
 
-	ks->set.slots = MemoryContextAllocHuge(ks->cxt, sizeof(Datum) * size);
+	map->alloc = MemoryContextAllocHuge(ks->cxt, map->stride * size + PG_CACHE_LINE_SIZE);
+	map->slots = (char *) TYPEALIGN(PG_CACHE_LINE_SIZE, map->alloc);
+	map->mask = size - 1;
+	map->used = 0;
+	memset(map->slots, 0, map->stride * size);
+	map->cold = NULL;
+	if (ks->cold_size > 0)
+		map->cold = MemoryContextAllocExtended(ks->cxt, ks->cold_size * size,
+											   MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
 	for (i = 0; i < size; i++)
-		ks->set.slots[i] = DATUMSET_EMPTY;
-	ks->set.mask = size - 1;
-	ks->set.used = 0;
+		SLOT_KEY(map, i) = INLINE_EMPTY;
 }
 
 static void
-datumset_grow(KeyedState *ks)
+inline_grow(KeyedState *ks)
 {
-	Datum	   *old = ks->set.slots;
-	uint64		oldsize = ks->set.mask + 1;
+	InlineMap  *map = &ks->map;
+	char	   *old_slots = map->slots;
+	void	   *old_alloc = map->alloc;
+	char	   *old_cold = map->cold;
+	uint64		old_size = map->mask + 1;
 	uint64		i;
 
-	datumset_init(ks, oldsize * 2);
-	for (i = 0; i < oldsize; i++)
+	inline_alloc(ks, old_size * 2);
+	for (i = 0; i < old_size; i++)
 	{
+		char	   *slot = old_slots + i * map->stride;
+		Datum		key = *(Datum *) slot;
 		uint64		j;
 
-		if (old[i] == DATUMSET_EMPTY)
+		if (key == INLINE_EMPTY)
 			continue;
-		j = mix64(old[i]) & ks->set.mask;
-		while (ks->set.slots[j] != DATUMSET_EMPTY)
-			j = (j + 1) & ks->set.mask;
-		ks->set.slots[j] = old[i];
-		ks->set.used++;
+		for (j = mix64(key) & map->mask; SLOT_KEY(map, j) != INLINE_EMPTY;
+			 j = (j + 1) & map->mask)
+			;
+		memcpy(SLOT(map, j), slot, map->stride);
+		if (ks->cold_size > 0)
+			memcpy(SLOT_COLD(ks, j), old_cold + i * ks->cold_size, ks->cold_size);
+		map->used++;
 	}
-	pfree(old);
+	pfree(old_alloc);
+	if (old_cold)
+		pfree(old_cold);
 }
 
-static StateRecord *
-keys_only_lookup(KeyedState *ks, TupleTableSlot *row, bool create,
-				 KeyedLookup *result)
+/* Inline durable state writes back the keys it created, nothing else. */
+static void
+note_new_inline_key(KeyedState *ks, Datum d, bool isnull)
 {
-	DatumSet   *set = &ks->set;
-	bool	   *flag = NULL;
-	Datum		d = (Datum) 0;
+	if (!ks->durable)
+		return;
+	if (ks->nnew >= ks->maxnew)
+	{
+		ks->maxnew = Max(1024, ks->maxnew * 2);
+		ks->new_keys = ks->new_keys ?
+			repalloc_huge(ks->new_keys, sizeof(Datum) * ks->maxnew) :
+			MemoryContextAllocHuge(ks->cxt, sizeof(Datum) * ks->maxnew);
+		ks->new_nulls = ks->new_nulls ?
+			repalloc_huge(ks->new_nulls, sizeof(bool) * ks->maxnew) :
+			MemoryContextAllocHuge(ks->cxt, sizeof(bool) * ks->maxnew);
+	}
+	ks->new_keys[ks->nnew] = d;
+	ks->new_nulls[ks->nnew] = isnull;
+	ks->nnew++;
+}
+
+/* Find or insert the key d (not a side key); true if it was there. */
+static bool
+inline_find_or_insert(KeyedState *ks, Datum d, bool create, uint64 *pos,
+					  bool *full)
+{
+	InlineMap  *map = &ks->map;
 	uint64		i;
 
+	*full = false;
+	for (i = mix64(d) & map->mask;; i = (i + 1) & map->mask)
+	{
+		Datum		key = SLOT_KEY(map, i);
+
+		if (key == d)
+		{
+			*pos = i;
+			return true;
+		}
+		if (key == INLINE_EMPTY)
+			break;
+	}
+	if (!create)
+		return false;
+	/* at most 3/4 full: probe runs stay short */
+	if ((map->used + 1) * 4 > (map->mask + 1) * 3)
+	{
+		if (over_budget(ks, map->stride * 2 * (map->mask + 1)))
+		{
+			*full = true;
+			return false;
+		}
+		inline_grow(ks);
+		for (i = mix64(d) & map->mask; SLOT_KEY(map, i) != INLINE_EMPTY;
+			 i = (i + 1) & map->mask)
+			;
+	}
+	else if (over_budget(ks, 0))
+	{
+		*full = true;
+		return false;
+	}
+	SLOT_KEY(map, i) = d;
+	map->used++;
+	*pos = i;
+	return false;
+}
+
+static KeyedLookup
+inline_lookup(KeyedState *ks, TupleTableSlot *row, bool create, StateRef *ref)
+{
+	InlineMap  *map = &ks->map;
+	int			side = -1;
+	Datum		d = (Datum) 0;
+	uint64		i;
+	bool		full;
+
+	ref->rec = &ks->inline_record;
 	if (ks->keys->ncols == 0)
-		flag = &set->has_global;
+		side = SIDE_GLOBAL;
 	else
 	{
 		bool		isnull;
 
 		d = slot_getattr(row, ks->keys->cols[0].attno, &isnull);
 		if (isnull)
-			flag = &set->has_null;
-		else if (d == DATUMSET_EMPTY)
-			flag = &set->has_marker;
+			side = SIDE_NULL;
+		else if (d == INLINE_EMPTY)
+			side = SIDE_MARKER;
 	}
 
-	if (flag != NULL)
+	if (side >= 0)
 	{
-		if (*flag)
-			*result = KS_FOUND;
-		else if (!create)
-			*result = KS_ABSENT;
-		else if (ks->mem_limit > 0 && keyed_state_memory(ks) >= ks->mem_limit)
-			*result = KS_FULL;
-		else
-		{
-			*flag = true;
-			*result = KS_CREATED;
-		}
-		return *result == KS_FOUND || *result == KS_CREATED ? &ks->keys_only_record : NULL;
+		ref->value = map->side_values + side * (ks->value_size + ks->cold_size);
+		ref->cold = (char *) ref->value + ks->value_size;
+		if (map->side_used[side])
+			return KS_FOUND;
+		if (!create)
+			return KS_ABSENT;
+		if (over_budget(ks, 0))
+			return KS_FULL;
+		map->side_used[side] = true;
+		note_new_inline_key(ks, d, side == SIDE_NULL);
+		return KS_CREATED;
 	}
 
-	for (i = mix64(d) & set->mask;; i = (i + 1) & set->mask)
+	if (inline_find_or_insert(ks, d, create, &i, &full))
 	{
-		Datum		slot = set->slots[i];
-
-		if (slot == d)
-		{
-			*result = KS_FOUND;
-			return &ks->keys_only_record;
-		}
-		if (slot == DATUMSET_EMPTY)
-			break;
+		ref->value = SLOT_VALUE(map, i);
+		ref->cold = ks->cold_size > 0 ? SLOT_COLD(ks, i) : NULL;
+		return KS_FOUND;
 	}
-
+	if (full)
+		return KS_FULL;
 	if (!create)
-	{
-		*result = KS_ABSENT;
-		return NULL;
-	}
-	/* at most 3/4 full: probe runs stay short */
-	if ((set->used + 1) * 4 > (set->mask + 1) * 3)
-	{
-		if (ks->mem_limit > 0 &&
-			keyed_state_memory(ks) + sizeof(Datum) * 2 * (set->mask + 1) > ks->mem_limit)
-		{
-			*result = KS_FULL;
-			return NULL;
-		}
-		datumset_grow(ks);
-		for (i = mix64(d) & set->mask; set->slots[i] != DATUMSET_EMPTY;
-			 i = (i + 1) & set->mask)
-			;
-	}
-	else if (ks->mem_limit > 0 && keyed_state_memory(ks) >= ks->mem_limit)
-	{
-		*result = KS_FULL;
-		return NULL;
-	}
-	set->slots[i] = d;
-	set->used++;
-	*result = KS_CREATED;
-	return &ks->keys_only_record;
+		return KS_ABSENT;
+	note_new_inline_key(ks, d, false);
+	ref->value = SLOT_VALUE(map, i);
+	ref->cold = ks->cold_size > 0 ? SLOT_COLD(ks, i) : NULL;
+	return KS_CREATED;
 }
 
-KeyedState *
-keyed_state_create(KeySpec *keys, Size value_size, int64 ttl_us,
-				   Size mem_limit, bool need_records, MemoryContext parent)
-{
-	MemoryContext cxt;
-	KeyedState *ks;
-
-	cxt = AllocSetContextCreate(parent, "ptf keyed state",
-								ALLOCSET_DEFAULT_SIZES);
-	ks = MemoryContextAllocZero(cxt, sizeof(KeyedState));
-	ks->cxt = cxt;
-	ks->keys = keys;
-	ks->value_size = MAXALIGN(value_size);
-	ks->ttl_us = ttl_us;
-	ks->mem_limit = mem_limit;
-	ks->keys_only = (!need_records && value_size == 0 && ttl_us == 0 &&
-					 (keys->ncols == 0 ||
-					  (keys->ncols == 1 && keys->cols[0].typbyval &&
-					   keys->cols[0].bitwise_eq)));
-	ks->keys_only_record.expires_at = PTF_TIME_MAX;
-	ItemPointerSetInvalid(&ks->keys_only_record.tid);
-	if (ks->keys_only)
-		datumset_init(ks, DATUMSET_MIN_SIZE);
-	else
-		ks->hash = keyed_create(cxt, 1024, ks);
-	return ks;
-}
-
-void
-keyed_state_destroy(KeyedState *ks)
-{
-	MemoryContextDelete(ks->cxt);
-}
+/* ---- record layout ---- */
 
 static void *
 arena_alloc(KeyedState *ks, Size size)
@@ -308,6 +375,8 @@ arena_alloc(KeyedState *ks, Size size)
 static void
 note_changed(KeyedState *ks, StateRecord *rec)
 {
+	if (rec == &ks->inline_record)
+		return;					/* nothing to write back */
 	rec->flags |= RECORD_CHANGED;
 	if (rec->flags & RECORD_LISTED)
 		return;
@@ -332,68 +401,140 @@ record_create(KeyedState *ks)
 	Size		keysize = key_packed_size(ks->keys);
 	StateRecord *rec;
 
-	rec = arena_alloc(ks, sizeof(StateRecord) + ks->value_size + keysize);
+	rec = arena_alloc(ks, sizeof(StateRecord) + ks->value_size + ks->cold_size + keysize);
 	rec->expires_at = PTF_TIME_MAX;
 	ItemPointerSetInvalid(&rec->tid);
 	if (ks->keys->probe_has_nulls)
 		rec->flags |= RECORD_KEY_NULLS;
-	key_pack(ks->keys, (char *) STATE_RECORD_VALUE(rec) + ks->value_size);
+	key_pack(ks->keys, (char *) STATE_RECORD_VALUE(rec) + ks->value_size + ks->cold_size);
 	return rec;
 }
 
-StateRecord *
-keyed_state_lookup(KeyedState *ks, TupleTableSlot *row, PtfTime now,
-				   bool create, KeyedLookup *result)
+static inline void
+set_record_ref(KeyedState *ks, StateRecord *rec, StateRef *ref)
 {
-	uint32		hash;
-	StateEntry *entry;
+	ref->rec = rec;
+	ref->value = STATE_RECORD_VALUE(rec);
+	ref->cold = (char *) ref->value + ks->value_size;
+}
+
+static KeyedLookup
+record_lookup(KeyedState *ks, TupleTableSlot *row, PtfTime now, bool create,
+			  StateRef *ref)
+{
+	uint32		hash = key_probe(ks->keys, row);
 	StateKey	nokey = {0};
+	StateEntry *entry;
+	StateRecord *rec;
 	bool		found;
 
-	if (ks->keys_only)
-		return keys_only_lookup(ks, row, create, result);
-
-	hash = key_probe(ks->keys, row);
 	entry = keyed_lookup_hash(ks->hash, nokey, hash);
 	if (entry)
 	{
-		StateRecord *rec = entry->key.rec;
-
+		rec = entry->key.rec;
+		set_record_ref(ks, rec, ref);
 		if (rec->expires_at > now)
-		{
-			*result = KS_FOUND;
-			return rec;
-		}
+			return KS_FOUND;
 		if (!create)
-		{
-			*result = KS_ABSENT;
-			return NULL;
-		}
+			return KS_ABSENT;
 		/* expired: the key starts a new period in the same record */
-		memset(STATE_RECORD_VALUE(rec), 0, ks->value_size);
+		memset(ref->value, 0, ks->value_size + ks->cold_size);
 		rec->expires_at = PTF_TIME_MAX;
 		note_changed(ks, rec);
-		*result = KS_CREATED;
-		return rec;
+		return KS_CREATED;
 	}
 
 	if (!create)
-	{
-		*result = KS_ABSENT;
-		return NULL;
-	}
-	if (ks->mem_limit > 0 && keyed_state_memory(ks) >= ks->mem_limit)
-	{
-		*result = KS_FULL;
-		return NULL;
-	}
+		return KS_ABSENT;
+	if (over_budget(ks, 0))
+		return KS_FULL;
 
 	entry = keyed_insert_hash(ks->hash, nokey, hash, &found);
 	Assert(!found);
-	entry->key.rec = record_create(ks);
-	note_changed(ks, entry->key.rec);
-	*result = KS_CREATED;
-	return entry->key.rec;
+	rec = record_create(ks);
+	entry->key.rec = rec;
+	note_changed(ks, rec);
+	set_record_ref(ks, rec, ref);
+	return KS_CREATED;
+}
+
+/* ---- the interface ---- */
+
+KeyedState *
+keyed_state_create(KeySpec *keys, Size value_size, Size cold_size,
+				   int64 ttl_us, Size mem_limit, int flags,
+				   MemoryContext parent)
+{
+	MemoryContext cxt;
+	KeyedState *ks;
+
+	cxt = AllocSetContextCreate(parent, "ptf keyed state",
+								ALLOCSET_DEFAULT_SIZES);
+	ks = MemoryContextAllocZero(cxt, sizeof(KeyedState));
+	ks->cxt = cxt;
+	ks->keys = keys;
+	ks->value_size = MAXALIGN(value_size);
+	ks->cold_size = MAXALIGN(cold_size);
+	ks->ttl_us = ttl_us;
+	ks->mem_limit = mem_limit;
+	ks->inline_record.expires_at = PTF_TIME_MAX;
+	ItemPointerSetInvalid(&ks->inline_record.tid);
+
+	ks->durable = (flags & KEYED_STATE_DURABLE) != 0;
+	ks->is_inline = ((flags & KEYED_STATE_STABLE) == 0 &&
+					 (!ks->durable || ks->value_size + ks->cold_size == 0) &&
+					 ttl_us == 0 && ks->value_size <= INLINE_MAX_VALUE &&
+					 (keys->ncols == 0 ||
+					  (keys->ncols == 1 && keys->cols[0].typbyval &&
+					   keys->cols[0].bitwise_eq)));
+	if (ks->is_inline)
+	{
+		ks->map.stride = sizeof(Datum) + ks->value_size;
+		ks->map.side_values = MemoryContextAllocZero(cxt,
+													 Max(ks->value_size + ks->cold_size, 1) * SIDE_COUNT);
+		inline_alloc(ks, INLINE_MIN_SIZE);
+	}
+	else
+		ks->hash = keyed_create(cxt, 1024, ks);
+	return ks;
+}
+
+void
+keyed_state_destroy(KeyedState *ks)
+{
+	MemoryContextDelete(ks->cxt);
+}
+
+KeyedLookup
+keyed_state_lookup(KeyedState *ks, TupleTableSlot *row, PtfTime now,
+				   bool create, StateRef *ref)
+{
+	if (ks->is_inline)
+		return inline_lookup(ks, row, create, ref);
+	return record_lookup(ks, row, now, create, ref);
+}
+
+/* Only the inline layout knows where a key lives without hashing it. */
+bool
+keyed_state_can_prefetch(KeyedState *ks)
+{
+	return ks->is_inline && ks->keys->ncols == 1;
+}
+
+void
+keyed_state_prefetch(KeyedState *ks, TupleTableSlot *row)
+{
+	bool		isnull;
+	Datum		d = slot_getattr(row, ks->keys->cols[0].attno, &isnull);
+
+	if (!isnull)
+	{
+		uint64		i = mix64(d) & ks->map.mask;
+
+		prefetch_line(SLOT(&ks->map, i));
+		if (ks->cold_size > 0)
+			prefetch_line(SLOT_COLD(ks, i));
+	}
 }
 
 /* Processing-time TTL starts (again) now. */
@@ -431,12 +572,11 @@ keyed_state_remove(KeyedState *ks, StateRecord *rec)
 {
 	Datum	   *values = palloc(sizeof(Datum) * Max(ks->keys->ncols, 1));
 	bool	   *nulls = palloc(sizeof(bool) * Max(ks->keys->ncols, 1));
+	StateKey	nokey = {0};
 	uint32		hash;
 	StateEntry *entry;
 
-	StateKey	nokey = {0};
-
-	Assert(!ks->keys_only);
+	Assert(!ks->is_inline);
 	keyed_state_record_key(ks, rec, values, nulls);
 	key_probe_values(ks->keys, values, nulls);
 	hash = key_hash_values(ks->keys, values, nulls);
@@ -464,6 +604,26 @@ keyed_state_remove(KeyedState *ks, StateRecord *rec)
 	pfree(nulls);
 }
 
+/* Remove every record expired at now (durable state, before writing back). */
+void
+keyed_state_sweep(KeyedState *ks, PtfTime now)
+{
+	keyed_iterator it;
+	StateEntry *entry;
+	List	   *expired = NIL;
+	ListCell   *lc;
+
+	if (ks->is_inline)
+		return;					/* no TTL there */
+	keyed_start_iterate(ks->hash, &it);
+	while ((entry = keyed_iterate(ks->hash, &it)) != NULL)
+		if (entry->key.rec->expires_at <= now)
+			expired = lappend(expired, entry->key.rec);
+	foreach(lc, expired)
+		keyed_state_remove(ks, (StateRecord *) lfirst(lc));
+	list_free(expired);
+}
+
 MemoryContext
 keyed_state_context(KeyedState *ks)
 {
@@ -479,9 +639,9 @@ keyed_state_memory(KeyedState *ks)
 uint64
 keyed_state_count(KeyedState *ks)
 {
-	if (ks->keys_only)
-		return ks->set.used + ks->set.has_null + ks->set.has_marker +
-			ks->set.has_global;
+	if (ks->is_inline)
+		return ks->map.used + ks->map.side_used[SIDE_NULL] +
+			ks->map.side_used[SIDE_MARKER] + ks->map.side_used[SIDE_GLOBAL];
 	return ks->hash->members;
 }
 
@@ -498,41 +658,46 @@ keyed_state_ttl(KeyedState *ks)
 }
 
 void
-keyed_state_set_ttl(KeyedState *ks, int64 ttl_us)
+keyed_state_foreach(KeyedState *ks, StateRefCallback cb, void *arg)
 {
-	ks->ttl_us = ttl_us;
-}
+	StateRef	ref;
 
-void
-keyed_state_foreach(KeyedState *ks, StateRecordCallback cb, void *arg)
-{
-	keyed_iterator it;
-	StateEntry *entry;
+	if (ks->is_inline)
+	{
+		InlineMap  *map = &ks->map;
+		uint64		i;
+		int			side;
 
-	Assert(!ks->keys_only);
-	keyed_start_iterate(ks->hash, &it);
-	while ((entry = keyed_iterate(ks->hash, &it)) != NULL)
-		cb(entry->key.rec, arg);
-}
+		ref.rec = &ks->inline_record;
+		for (side = 0; side < SIDE_COUNT; side++)
+		{
+			if (!map->side_used[side])
+				continue;
+			ref.value = map->side_values + side * (ks->value_size + ks->cold_size);
+			ref.cold = (char *) ref.value + ks->value_size;
+			cb(&ref, arg);
+		}
+		for (i = 0; i <= map->mask; i++)
+		{
+			if (SLOT_KEY(map, i) == INLINE_EMPTY)
+				continue;
+			ref.value = SLOT_VALUE(map, i);
+			ref.cold = ks->cold_size > 0 ? SLOT_COLD(ks, i) : NULL;
+			cb(&ref, arg);
+		}
+	}
+	else
+	{
+		keyed_iterator it;
+		StateEntry *entry;
 
-/* Remove every record expired at now (durable state, before writing back). */
-void
-keyed_state_sweep(KeyedState *ks, PtfTime now)
-{
-	keyed_iterator it;
-	StateEntry *entry;
-	List	   *expired = NIL;
-	ListCell   *lc;
-
-	if (ks->keys_only)
-		return;					/* nothing expires */
-	keyed_start_iterate(ks->hash, &it);
-	while ((entry = keyed_iterate(ks->hash, &it)) != NULL)
-		if (entry->key.rec->expires_at <= now)
-			expired = lappend(expired, entry->key.rec);
-	foreach(lc, expired)
-		keyed_state_remove(ks, (StateRecord *) lfirst(lc));
-	list_free(expired);
+		keyed_start_iterate(ks->hash, &it);
+		while ((entry = keyed_iterate(ks->hash, &it)) != NULL)
+		{
+			set_record_ref(ks, entry->key.rec, &ref);
+			cb(&ref, arg);
+		}
+	}
 }
 
 StateRecord *
@@ -543,25 +708,50 @@ keyed_state_restore(KeyedState *ks, Datum *keyvalues, bool *keynulls,
 	StateEntry *entry;
 	StateKey	nokey = {0};
 	bool		found;
+	StateRecord *rec;
 
-	Assert(!ks->keys_only);
+	if (ks->is_inline)
+	{
+		int			side = -1;
+		uint64		pos;
+		bool		full;
+
+		if (ks->keys->ncols == 0)
+			side = SIDE_GLOBAL;
+		else if (keynulls[0])
+			side = SIDE_NULL;
+		else if (keyvalues[0] == INLINE_EMPTY)
+			side = SIDE_MARKER;
+		if (side >= 0)
+		{
+			found = ks->map.side_used[side];
+			ks->map.side_used[side] = true;
+		}
+		else
+			found = inline_find_or_insert(ks, keyvalues[0], true, &pos, &full);
+		if (found)
+			elog(ERROR, "durable state holds the same key twice");
+		return NULL;
+	}
+
 	key_probe_values(ks->keys, keyvalues, keynulls);
 	hash = key_hash_values(ks->keys, keyvalues, keynulls);
 	entry = keyed_insert_hash(ks->hash, nokey, hash, &found);
 	if (found)
 		elog(ERROR, "durable state holds the same key twice");
-	entry->key.rec = record_create(ks);
-	entry->key.rec->expires_at = expires_at;
-	entry->key.rec->tid = *tid;
-	entry->key.rec->flags |= RECORD_STORED;
-	return entry->key.rec;
+	rec = record_create(ks);
+	rec->expires_at = expires_at;
+	rec->tid = *tid;
+	rec->flags |= RECORD_STORED;
+	entry->key.rec = rec;
+	return rec;
 }
 
 void
 keyed_state_record_key(KeyedState *ks, StateRecord *rec,
 					   Datum *values, bool *nulls)
 {
-	key_unpack(ks->keys, (const char *) STATE_RECORD_VALUE(rec) + ks->value_size,
+	key_unpack(ks->keys, (const char *) STATE_RECORD_VALUE(rec) + ks->value_size + ks->cold_size,
 			   (rec->flags & RECORD_KEY_NULLS) != 0, values, nulls);
 }
 
@@ -570,6 +760,20 @@ keyed_state_changed(KeyedState *ks, int *n)
 {
 	*n = ks->nchanged;
 	return ks->changed;
+}
+
+bool
+keyed_state_is_inline(KeyedState *ks)
+{
+	return ks->is_inline;
+}
+
+int
+keyed_state_new_inline_keys(KeyedState *ks, Datum **values, bool **nulls)
+{
+	*values = ks->new_keys;
+	*nulls = ks->new_nulls;
+	return ks->nnew;
 }
 
 ItemPointer
@@ -588,4 +792,5 @@ keyed_state_clear_changes(KeyedState *ks)
 		ks->changed[i]->flags &= ~(RECORD_CHANGED | RECORD_LISTED);
 	ks->nchanged = 0;
 	ks->ndead = 0;
+	ks->nnew = 0;
 }

@@ -32,7 +32,7 @@ typedef struct StateRecord
 	ItemPointerData tid;		/* durable: the tuple storing it, if any */
 	uint8		flags;
 	uint8		pad;
-	/* value_size bytes of operator value, MAXALIGNed, then the packed key */
+	/* the operator's value (hot part, cold part), then the packed key */
 } StateRecord;
 
 #define RECORD_STORED		0x01	/* has a tuple (tid valid) */
@@ -54,18 +54,38 @@ typedef enum KeyedLookup
 typedef struct KeyedState KeyedState;
 
 /*
- * Memory implementation.  mem_limit 0: unbounded.  need_records: every key
- * gets a record even when it would hold nothing (durable state stores
- * them); otherwise records may be elided (keys-only mode).
+ * What a lookup gives: the key's record and its value, in two parts: the
+ * hot part, read for most rows, and the cold part, read rarely.  The
+ * inline layout keeps the hot part next to the key and the cold part
+ * apart, so most lookups touch one small array.
+ */
+typedef struct StateRef
+{
+	StateRecord *rec;			/* for touch, pin and mark_changed */
+	void	   *value;			/* value_size bytes, zeroed when created */
+	void	   *cold;			/* cold_size bytes, zeroed when created */
+} StateRef;
+
+/* keyed_state_create flags */
+#define KEYED_STATE_DURABLE	0x01	/* changes are written back (state/durable.c) */
+#define KEYED_STATE_STABLE	0x02	/* values must not move (pointed at) */
+
+/*
+ * Memory implementation.  mem_limit 0: unbounded.  Without TTL, a single
+ * pass-by-value key may be kept inline (values move as the table grows:
+ * valid until the next lookup); durable state is inline only when keys
+ * carry no value, so that the only change to write back is a new key.
  */
 extern KeyedState *keyed_state_create(KeySpec *keys, Size value_size,
-									  int64 ttl_us, Size mem_limit,
-									  bool need_records, MemoryContext parent);
+									  Size cold_size, int64 ttl_us,
+									  Size mem_limit, int flags,
+									  MemoryContext parent);
 extern void keyed_state_destroy(KeyedState *ks);
 
-extern StateRecord *keyed_state_lookup(KeyedState *ks, TupleTableSlot *row,
-									   PtfTime now, bool create,
-									   KeyedLookup *result);
+extern KeyedLookup keyed_state_lookup(KeyedState *ks, TupleTableSlot *row,
+									  PtfTime now, bool create, StateRef *ref);
+extern bool keyed_state_can_prefetch(KeyedState *ks);
+extern void keyed_state_prefetch(KeyedState *ks, TupleTableSlot *row);
 extern void keyed_state_touch(KeyedState *ks, StateRecord *rec, PtfTime now);
 extern void keyed_state_pin(KeyedState *ks, StateRecord *rec);
 extern void keyed_state_mark_changed(KeyedState *ks, StateRecord *rec);
@@ -78,18 +98,22 @@ extern Size keyed_state_memory(KeyedState *ks);
 extern uint64 keyed_state_count(KeyedState *ks);
 extern KeySpec *keyed_state_keys(KeyedState *ks);
 extern int64 keyed_state_ttl(KeyedState *ks);
-extern void keyed_state_set_ttl(KeyedState *ks, int64 ttl_us);
 
-typedef void (*StateRecordCallback) (StateRecord *rec, void *arg);
-extern void keyed_state_foreach(KeyedState *ks, StateRecordCallback cb, void *arg);
+typedef void (*StateRefCallback) (StateRef *ref, void *arg);
+extern void keyed_state_foreach(KeyedState *ks, StateRefCallback cb, void *arg);
 
-/* For the durable implementation: restoring and enumerating changes. */
+/*
+ * For the durable implementation: restoring and enumerating changes.
+ * restore returns NULL in the inline layout, which has no records.
+ */
 extern StateRecord *keyed_state_restore(KeyedState *ks, Datum *keyvalues,
 										bool *keynulls, PtfTime expires_at,
 										ItemPointer tid);
 extern void keyed_state_record_key(KeyedState *ks, StateRecord *rec,
 								   Datum *values, bool *nulls);
 extern StateRecord **keyed_state_changed(KeyedState *ks, int *n);
+extern bool keyed_state_is_inline(KeyedState *ks);
+extern int	keyed_state_new_inline_keys(KeyedState *ks, Datum **values, bool **nulls);
 extern ItemPointer keyed_state_dead_tids(KeyedState *ks, int *n);
 extern void keyed_state_clear_changes(KeyedState *ks);
 
