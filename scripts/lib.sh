@@ -5,8 +5,9 @@
 #                            the build/test tools with apt, unless all are present
 #   ptf_build_install        make -j2 && make install in the repo root (as root)
 #   ptf_pg_start DIR         throwaway cluster in DIR (owned by postgres), with
-#                            test/ptf.conf, a free port and its socket in DIR;
-#                            exports PGHOST, PGPORT, PGUSER, PGDATABASE
+#                            test/ptf.conf (plus $PTF_PG_CONF_EXTRA), a free port
+#                            and its socket in DIR; exports PGHOST, PGPORT,
+#                            PGUSER, PGDATABASE
 #   ptf_pg_stop DIR          stop it (-m fast)
 #   ptf_psql ARGS...         psql as the postgres OS user against that server
 #   ptf_as_postgres CMD...   any command as the postgres OS user
@@ -224,6 +225,8 @@ ptf_pg_start() {
         echo "listen_addresses = ''"
         echo "unix_socket_directories = '$dir'"
         echo "fsync = off"
+        # callers (bench/) may add settings of their own
+        [ -z "${PTF_PG_CONF_EXTRA:-}" ] || printf '%s\n' "$PTF_PG_CONF_EXTRA"
     } >>"$data/postgresql.conf"
     ptf_log "server: starting on port $port, socket in $dir, log $dir/server.log"
     if ! ptf_as_postgres "$PTF_BINDIR/pg_ctl" -D "$data" -l "$dir/server.log" -w -t 60 start >/dev/null; then
