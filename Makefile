@@ -44,3 +44,7 @@ PROVE_TESTS = test/t/*.pl
 PG_CONFIG = pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+# PGXS tracks no header dependencies (autodepend is off in packaged builds):
+# every object depends on every header of ours, so no stale struct layout.
+$(OBJS): $(wildcard $(srcdir)/src/*.h $(srcdir)/src/*/*.h)

@@ -47,10 +47,14 @@ SELECT pg_catalog.pg_extension_config_dump('ptf.state_table_seq', '');
 
 -- Renders a time kept in microseconds since 2000-01-01 in the type of the
 -- column it came from.
+-- Renders a time kept in microseconds since 2000-01-01 in the type of the
+-- column it came from (timestamptz depends on TimeZone: STABLE).
 CREATE FUNCTION ptf._time_text(us bigint, time_type regtype) RETURNS text
-LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+LANGUAGE sql STABLE PARALLEL SAFE AS $$
     SELECT CASE
         WHEN us IS NULL THEN NULL
+        WHEN us = 9223372036854775807 THEN 'infinity'
+        WHEN us = -9223372036854775808 THEN '-infinity'
         WHEN time_type = 'pg_catalog.int8'::pg_catalog.regtype
             THEN ((us + 946684800000000) / 1000)::pg_catalog.text
         WHEN time_type = 'pg_catalog.timestamp'::pg_catalog.regtype
@@ -59,7 +63,8 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     END
 $$;
 
-CREATE VIEW ptf.state AS
+-- security_barrier: the role filter runs before any function of the caller's
+CREATE VIEW ptf.state WITH (security_barrier) AS
 SELECT r.uid,
        r.function,
        r.owner,

@@ -83,6 +83,14 @@ ALTER TABLE docs_c ALTER COLUMN body SET STORAGE MAIN;
 INSERT INTO docs_c SELECT i, repeat(chr(97 + i % 2), 5000) FROM generate_series(1, 6) i;
 SELECT seq, length(body), left(body, 3) FROM deduplicate_keep_first(NULL::docs_c, partition_by => '{body}');
 
+-- varlena types stored plain (oidvector) keep their 4-byte headers in state
+CREATE TABLE ov (k oidvector, v int);
+INSERT INTO ov VALUES ('1 2 3', 1), ('1 2 3', 2), ('4 5', 3), ('4 5', 4);
+SELECT * FROM deduplicate_keep_first(NULL::ov, partition_by => '{k}');
+SELECT * FROM deduplicate_keep_first(NULL::ov, partition_by => '{k}', uid => 'oidvector');
+SELECT * FROM deduplicate_keep_first(NULL::ov, partition_by => '{k}', uid => 'oidvector');
+SELECT drop_state('oidvector');
+
 -- a column named like a time attribute is just data without on_time/proc_time
 CREATE TABLE timey (rowtime timestamptz, proctime timestamptz, k int);
 INSERT INTO timey VALUES ('2024-01-01 10:05+00', '2024-01-01 12:00+00', 1),

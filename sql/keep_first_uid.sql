@@ -135,6 +135,44 @@ SELECT * FROM deduplicate_keep_first(NULL::readings, partition_by => '{sensor}',
                       (2, timestamptz '2024-01-01 10:06')$$);
 SELECT keys, watermark, rows_late FROM state WHERE uid = 'readings';
 
+-- a call whose input calls the same uid is refused (it would load the keys
+-- before the inner call wrote them)
+SELECT * FROM deduplicate_keep_first(NULL::events, partition_by => '{user_id}', uid => 'nest',
+    query => $$SELECT * FROM events WHERE batch = 1
+               UNION ALL
+               SELECT * FROM ptf.deduplicate_keep_first(NULL::events, partition_by => '{user_id}',
+                   uid => 'nest')$$);
+-- and nothing is left over: the uid works afterwards, also after an error
+-- caught by a savepoint
+SELECT count(*) FROM deduplicate_keep_first(NULL::events, partition_by => '{user_id}', uid => 'nest');
+DO $$
+BEGIN
+    PERFORM * FROM ptf.deduplicate_keep_first(NULL::kf_uid.events, partition_by => '{user_id}',
+        uid => 'nest', query => 'SELECT * FROM kf_uid.events WHERE 1/0 = 1');
+EXCEPTION WHEN division_by_zero THEN
+    RAISE NOTICE 'caught';
+END $$;
+SELECT count(*) FROM deduplicate_keep_first(NULL::events, partition_by => '{user_id}', uid => 'nest');
+
+-- with proc_time, expiry is measured in the stream's own processing time: a
+-- call with no rows does not expire anything by the wall clock
+CREATE TABLE pings (user_name text, arrived timestamptz, batch int);
+INSERT INTO pings VALUES ('a', '2024-01-01 10:00', 1), ('b', '2024-01-01 10:01', 1),
+                         ('a', '2024-01-01 10:03', 3);
+SELECT * FROM deduplicate_keep_first(NULL::pings, partition_by => '{user_name}', state_ttl => '1 hour',
+    proc_time => 'arrived', uid => 'pings', query => 'SELECT * FROM pings WHERE batch = 1');
+SELECT * FROM deduplicate_keep_first(NULL::pings, partition_by => '{user_name}', state_ttl => '1 hour',
+    proc_time => 'arrived', uid => 'pings', query => 'SELECT * FROM pings WHERE batch = 2');
+SELECT keys FROM state WHERE uid = 'pings';
+SELECT * FROM deduplicate_keep_first(NULL::pings, partition_by => '{user_name}', state_ttl => '1 hour',
+    proc_time => 'arrived', uid => 'pings', query => 'SELECT * FROM pings WHERE batch = 3');
+
+-- an infinite event time is kept but moves no watermark
+CREATE TABLE inf (k int, ts timestamp);
+INSERT INTO inf VALUES (1, 'infinity'), (1, '2024-01-01'), (2, '-infinity'), (3, '2024-01-02');
+SELECT * FROM deduplicate_keep_first(NULL::inf, partition_by => '{k}', on_time => 'ts', uid => 'inf');
+SELECT keys, watermark, rows_late FROM state WHERE uid = 'inf';
+
 -- drop_state forgets everything, table included
 SELECT drop_state('users');
 SELECT drop_state('users');
@@ -145,3 +183,4 @@ SELECT * FROM deduplicate_keep_first(NULL::events, partition_by => '{user_id}',
 SELECT uid, keys FROM state ORDER BY uid;
 SELECT drop_state(uid) FROM state ORDER BY uid;
 SELECT count(*) FROM uid_registry;
+SELECT drop_watermark('user_events');

@@ -28,6 +28,7 @@
 #include "nodes/pg_list.h"
 #include "utils/builtins.h"
 #include "utils/datetime.h"
+#include "utils/memutils.h"
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
 
@@ -38,7 +39,8 @@
 #define SPILL_MAX_DEPTH		(32 / SPILL_FANOUT_BITS)
 
 /* extra columns of a spilled row, after the row's own */
-#define SPILL_EXTRA			3	/* kind, processing time, watermark */
+/* kind, processing time, watermark, processing time the watermark moved at */
+#define SPILL_EXTRA			4
 
 typedef struct SpillFile
 {
@@ -77,6 +79,9 @@ struct PtfFrame
 	PtfTime		max_event_time;
 	PtfTime		watermark;
 	PtfTime		last_proc_time;
+	PtfTime		watermark_proc_time;	/* when the watermark last moved */
+	uint64		main_keys;		/* main state, counted before it is freed */
+	Size		main_bytes;
 
 	uint64		rows_in;
 	uint64		rows_late;
@@ -194,7 +199,7 @@ spill_setup(PtfFrame *frame)
 
 static void
 spill_row(PtfFrame *frame, RowKind kind, TupleTableSlot *row,
-		  PtfTime proc_time, PtfTime watermark)
+		  PtfTime proc_time, PtfTime watermark, PtfTime watermark_proc_time)
 {
 	KeySpec    *keys = keyed_state_keys(frame->op->state);
 	int			natts = frame->rowdesc->natts;
@@ -227,7 +232,8 @@ spill_row(PtfFrame *frame, RowKind kind, TupleTableSlot *row,
 		frame->values[natts] = Int64GetDatum((int64) kind);
 		frame->values[natts + 1] = Int64GetDatum(proc_time);
 		frame->values[natts + 2] = Int64GetDatum(watermark);
-		frame->nulls[natts] = frame->nulls[natts + 1] = frame->nulls[natts + 2] = false;
+		frame->values[natts + 3] = Int64GetDatum(watermark_proc_time);
+		memset(frame->nulls + natts, false, sizeof(bool) * SPILL_EXTRA);
 		tuplestore_putvalues(frame->parts[part], frame->spilldesc,
 							 frame->values, frame->nulls);
 	}
@@ -236,7 +242,8 @@ spill_row(PtfFrame *frame, RowKind kind, TupleTableSlot *row,
 
 static void
 process_row(PtfFrame *frame, RowKind kind, TupleTableSlot *row,
-			PtfTime event_time, PtfTime proc_time, PtfTime watermark)
+			PtfTime event_time, PtfTime proc_time, PtfTime watermark,
+			PtfTime watermark_proc_time)
 {
 	PtfOperator *op = frame->op;
 
@@ -248,7 +255,7 @@ process_row(PtfFrame *frame, RowKind kind, TupleTableSlot *row,
 			frame->rows_late++;
 			break;
 		case PTF_ROW_SPILL:
-			spill_row(frame, kind, row, proc_time, watermark);
+			spill_row(frame, kind, row, proc_time, watermark, watermark_proc_time);
 			break;
 	}
 }
@@ -272,10 +279,12 @@ frame_process(PtfFrame *frame, RowKind kind, TupleTableSlot *row)
 		frame->last_proc_time = proc_time;
 	}
 
-	process_row(frame, kind, row, event_time, proc_time, frame->watermark);
+	process_row(frame, kind, row, event_time, proc_time, frame->watermark,
+				frame->watermark_proc_time);
 
+	/* an infinite event time is kept like any other but moves no watermark */
 	if (frame->time.on_time_attno != InvalidAttrNumber &&
-		event_time > frame->max_event_time)
+		event_time > frame->max_event_time && event_time != PTF_TIME_MAX)
 	{
 		frame->max_event_time = event_time;
 		if (frame->time.has_delay)
@@ -285,6 +294,7 @@ frame_process(PtfFrame *frame, RowKind kind, TupleTableSlot *row)
 			if (wm > frame->watermark)
 			{
 				frame->watermark = wm;
+				frame->watermark_proc_time = proc_time;
 				frame->op->methods->on_watermark(frame->op, wm, proc_time);
 			}
 		}
@@ -367,26 +377,39 @@ spill_close_level(PtfFrame *frame)
 	}
 }
 
+/*
+ * Replay a spilled partition through a fresh operator: each row with the
+ * watermark it arrived under, the watermark moving at the processing time
+ * it moved at in the main pass, so TTLs start where they would have.
+ */
 static void
 replay(PtfFrame *frame, SpillFile *f)
 {
 	int			natts = frame->rowdesc->natts;
 	PtfTime		wm = PTF_TIME_MIN;
-	PtfTime		proc_time = frame->last_proc_time;
+	PtfTime		wm_proc_time = 0;
 	PtfOperator *op;
+	MemoryContext rowcxt;
+	MemoryContext old;
 
 	op = frame->factory(frame->factory_arg, f->depth >= SPILL_MAX_DEPTH);
 	frame->op = op;
 	frame->depth = f->depth;
+	rowcxt = AllocSetContextCreate(CurrentMemoryContext, "ptf replay row",
+								   ALLOCSET_DEFAULT_SIZES);
 
 	while (tuplestore_gettupleslot(f->ts, true, false, frame->spillslot))
 	{
 		RowKind		kind = ROWKIND_INSERT;
 		PtfTime		event_time = 0;
+		PtfTime		proc_time = 0;
 		PtfTime		row_wm = PTF_TIME_MIN;
+		PtfTime		row_wm_proc_time = 0;
 		TupleTableSlot *row = frame->spillslot;
 
 		CHECK_FOR_INTERRUPTS();
+		MemoryContextReset(rowcxt);
+		old = MemoryContextSwitchTo(rowcxt);
 		if (frame->spill_extras)
 		{
 			slot_getallattrs(frame->spillslot);
@@ -401,6 +424,7 @@ replay(PtfFrame *frame, SpillFile *f)
 			kind = (RowKind) DatumGetInt64(frame->spillslot->tts_values[natts]);
 			proc_time = DatumGetInt64(frame->spillslot->tts_values[natts + 1]);
 			row_wm = DatumGetInt64(frame->spillslot->tts_values[natts + 2]);
+			row_wm_proc_time = DatumGetInt64(frame->spillslot->tts_values[natts + 3]);
 		}
 		if (frame->time.on_time_attno != InvalidAttrNumber)
 			event_time = row_time(frame, row, frame->time.on_time_attno,
@@ -408,13 +432,17 @@ replay(PtfFrame *frame, SpillFile *f)
 		if (row_wm > wm)
 		{
 			wm = row_wm;
-			op->methods->on_watermark(op, wm, proc_time);
+			wm_proc_time = row_wm_proc_time;
+			op->methods->on_watermark(op, wm, wm_proc_time);
 		}
-		process_row(frame, kind, row, event_time, proc_time, wm);
+		process_row(frame, kind, row, event_time, proc_time, wm, wm_proc_time);
+		MemoryContextSwitchTo(old);
 	}
 	tuplestore_end(f->ts);
+	MemoryContextDelete(rowcxt);
 
-	op->methods->on_watermark(op, PTF_TIME_MAX, proc_time);
+	/* the input's end, as in the main pass */
+	op->methods->on_watermark(op, PTF_TIME_MAX, frame->last_proc_time);
 	spill_close_level(frame);
 	frame->replayed_keys += keyed_state_count(op->state);
 	frame->replay_bytes_peak = Max(frame->replay_bytes_peak,
@@ -435,6 +463,12 @@ frame_finish(PtfFrame *frame, bool end_of_stream)
 	frame->op->methods->on_watermark(frame->op, PTF_TIME_MAX,
 									 frame->last_proc_time);
 	frame->watermark = PTF_TIME_MAX;
+
+	/* the stream is over: free the main state before replaying, as nodeAgg */
+	frame->main_keys = keyed_state_count(frame->main_op->state);
+	frame->main_bytes = keyed_state_memory(frame->main_op->state);
+	keyed_state_destroy(frame->main_op->state);
+	frame->main_op->state = NULL;
 
 	spill_close_level(frame);
 	while (frame->pending != NIL)
@@ -462,9 +496,13 @@ frame_stats(PtfFrame *frame, PtfFrameStats *stats)
 	stats->rows_late = frame->rows_late;
 	stats->rows_spilled = frame->rows_spilled;
 	stats->spill_partitions = frame->spill_partitions;
-	stats->keys = keyed_state_count(frame->main_op->state) + frame->replayed_keys;
-	stats->state_bytes = Max(keyed_state_memory(frame->main_op->state),
-							 frame->replay_bytes_peak);
+	if (frame->main_op->state != NULL)
+	{
+		frame->main_keys = keyed_state_count(frame->main_op->state);
+		frame->main_bytes = keyed_state_memory(frame->main_op->state);
+	}
+	stats->keys = frame->main_keys + frame->replayed_keys;
+	stats->state_bytes = Max(frame->main_bytes, frame->replay_bytes_peak);
 	stats->max_event_time = frame->max_event_time;
 	stats->watermark = frame->watermark;
 }

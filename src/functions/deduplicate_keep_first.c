@@ -200,7 +200,8 @@ ptf_deduplicate_keep_first(PG_FUNCTION_ARGS)
 		progress.rows_in += stats.rows_in;
 		progress.rows_out += call.out.rows;
 		progress.rows_late += stats.rows_late;
-		if (call.ttl_us > 0)
+		/* expiry is measured in the stream's processing time: no rows, no sweep */
+		if (call.ttl_us > 0 && stats.rows_in > 0)
 			keyed_state_sweep(op->state, frame_processing_time(frame));
 		durable_commit(ds, op->state, op, &progress);
 	}

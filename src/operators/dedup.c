@@ -115,9 +115,18 @@ dedup_on_row_arrival(DedupOperator *d, RowKind kind, TupleTableSlot *row,
 	if (!ROWKIND_IS_ADDITION(kind))
 	{
 		/* a retraction never marks a key; of a seen key it is swallowed */
-		if (keyed_state_lookup(ks, row, proc_time, false, &ref) == KS_FOUND &&
-			d->reset_ttl)
-			keyed_state_touch(ks, ref.rec, proc_time);
+		switch (keyed_state_lookup(ks, row, proc_time, false, &ref))
+		{
+			case KS_FOUND:
+				if (d->reset_ttl)
+					keyed_state_touch(ks, ref.rec, proc_time);
+				break;
+			case KS_FULL:
+				/* the key may be spilled: its partition decides */
+				return PTF_ROW_SPILL;
+			default:
+				break;
+		}
 		return PTF_ROW_DONE;
 	}
 

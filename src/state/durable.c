@@ -26,6 +26,9 @@
 #include "access/tableam.h"
 #include "access/xact.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_class.h"
+#include "parser/parse_type.h"
+#include "utils/ruleutils.h"
 #include "catalog/pg_namespace.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
@@ -158,10 +161,15 @@ create_state_table(const DurableIdentity *id, DurableState *ds)
 		for (j = 0; j < (int) lengthof(state_cols); j++)
 			if (strcmp(name, state_cols[j]) == 0)
 				name = psprintf("key_%s", name);
-		appendStringInfo(&sql, "%s %s, ", quote_identifier(name),
+		appendStringInfo(&sql, "%s %s", quote_identifier(name),
 						 format_type_extended(att->atttypid, att->atttypmod,
 											  FORMAT_TYPE_TYPEMOD_GIVEN |
 											  FORMAT_TYPE_FORCE_QUALIFY));
+		/* the key's collation decides its equality: keep it visible and checked */
+		if (OidIsValid(att->attcollation))
+			appendStringInfo(&sql, " COLLATE %s",
+							 generate_collation_name(att->attcollation));
+		appendStringInfoString(&sql, ", ");
 	}
 	appendStringInfo(&sql, "expires_at pg_catalog.timestamptz, event_time %s, seq pg_catalog.int8",
 					 format_type_extended(ds->time_type, -1, FORMAT_TYPE_FORCE_QUALIFY));
@@ -169,7 +177,8 @@ create_state_table(const DurableIdentity *id, DurableState *ds)
 		appendStringInfo(&sql, ", image %s",
 						 format_type_extended(id->rowdesc->tdtypeid, -1,
 											  FORMAT_TYPE_FORCE_QUALIFY));
-	appendStringInfoString(&sql, ") USING heap");
+	/* explicit: the caller's default_tablespace must not choose for the owner */
+	appendStringInfoString(&sql, ") USING heap TABLESPACE pg_default");
 	ptf_spi_exec_as_owner(sql.data, 0, NULL, NULL, NULL, SPI_OK_UTILITY);
 
 	ptf_spi_exec_as_owner(psprintf("COMMENT ON TABLE ptf.%s IS %s", relname,
@@ -211,9 +220,144 @@ check_state_table(const DurableIdentity *id, DurableState *ds)
 							format_type_be(satt->atttypid),
 							format_type_be(ratt->atttypid)),
 					 errhint("Forget the state with ptf.drop_state('%s').", id->uid)));
+		if (satt->attcollation != ratt->attcollation)
+			ereport(ERROR,
+					(errcode(ERRCODE_COLLATION_MISMATCH),
+					 errmsg("key column \"%s\" of uid \"%s\" changed collation",
+							NameStr(ratt->attname), id->uid),
+					 errdetail("Keys kept under one collation may be equal under another."),
+					 errhint("Forget the state with ptf.drop_state('%s').", id->uid)));
 	}
 	ds->time_type = TupleDescAttr(desc, ds->att_event_time - 1)->atttypid;
 	table_close(rel, NoLock);
+}
+
+/*
+ * A uid is in use from durable_open to durable_commit.  Calls of one uid
+ * serialize on its registry row, but not within one transaction: a call
+ * whose input query calls the same uid would load the keys before the
+ * inner call wrote them, and both would write them back.  So re-entry is
+ * refused; (sub)transaction aborts forget the calls they interrupted.
+ */
+typedef struct ActiveUid
+{
+	char	   *uid;
+	int			nest_level;
+} ActiveUid;
+
+static List *active_uids = NIL;
+static bool active_uids_callbacks = false;
+
+static void
+forget_active_uids(int min_level)
+{
+	ListCell   *lc;
+
+	foreach(lc, active_uids)
+	{
+		ActiveUid  *a = (ActiveUid *) lfirst(lc);
+
+		if (a->nest_level >= min_level)
+		{
+			active_uids = foreach_delete_current(active_uids, lc);
+			pfree(a->uid);
+			pfree(a);
+		}
+	}
+}
+
+static void
+active_uids_xact_callback(XactEvent event, void *arg)
+{
+	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT ||
+		event == XACT_EVENT_COMMIT || event == XACT_EVENT_PARALLEL_COMMIT ||
+		event == XACT_EVENT_PREPARE)
+		forget_active_uids(0);
+}
+
+static void
+active_uids_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+							 SubTransactionId parentSubid, void *arg)
+{
+	if (event == SUBXACT_EVENT_ABORT_SUB)
+		forget_active_uids(GetCurrentTransactionNestLevel());
+}
+
+static void
+enter_uid(const char *uid)
+{
+	ListCell   *lc;
+	ActiveUid  *a;
+	MemoryContext old;
+
+	foreach(lc, active_uids)
+	{
+		if (strcmp(((ActiveUid *) lfirst(lc))->uid, uid) == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_IN_USE),
+					 errmsg("uid \"%s\" is already in use by a call in progress", uid),
+					 errdetail("A call's input cannot call the same uid.")));
+	}
+	if (!active_uids_callbacks)
+	{
+		RegisterXactCallback(active_uids_xact_callback, NULL);
+		RegisterSubXactCallback(active_uids_subxact_callback, NULL);
+		active_uids_callbacks = true;
+	}
+	old = MemoryContextSwitchTo(TopMemoryContext);
+	a = palloc(sizeof(ActiveUid));
+	a->uid = pstrdup(uid);
+	a->nest_level = GetCurrentTransactionNestLevel();
+	active_uids = lappend(active_uids, a);
+	MemoryContextSwitchTo(old);
+}
+
+static void
+leave_uid(const char *uid)
+{
+	ListCell   *lc;
+
+	foreach(lc, active_uids)
+	{
+		ActiveUid  *a = (ActiveUid *) lfirst(lc);
+
+		if (strcmp(a->uid, uid) == 0)
+		{
+			active_uids = foreach_delete_current(active_uids, lc);
+			pfree(a->uid);
+			pfree(a);
+			return;
+		}
+	}
+}
+
+static void
+check_owner(const char *uid, Oid owner)
+{
+	if (!has_privs_of_role(GetUserId(), owner))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied for the state of uid \"%s\"", uid),
+				 errdetail("The state belongs to role %s.",
+						   GetUserNameFromId(owner, false))));
+}
+
+/*
+ * Durable state holds rows of its source (pending candidates, images):
+ * using it needs the right to read that table now, not only when the
+ * state was made.
+ */
+static void
+check_source_privilege(const DurableIdentity *id)
+{
+	Oid			relid = typeidTypeRelid(id->rowdesc->tdtypeid);
+
+	if (!OidIsValid(relid) || get_rel_relkind(relid) == RELKIND_COMPOSITE_TYPE)
+		return;
+	if (pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) != ACLCHECK_OK &&
+		pg_attribute_aclcheck_all(relid, GetUserId(), ACL_SELECT, ACLMASK_ALL) != ACLCHECK_OK)
+		aclcheck_error(ACLCHECK_NO_PRIV, get_relkind_objtype(get_rel_relkind(relid)),
+					   get_rel_name(relid));
 }
 
 DurableState *
@@ -252,6 +396,17 @@ durable_open(const DurableIdentity *id, DurableProgress *progress)
 	nulls[5] = id->on_time ? ' ' : 'n';
 	values[6] = ObjectIdGetDatum(ds->time_type);
 
+	check_source_privilege(id);
+	enter_uid(id->uid);
+
+	/* an owner check before taking the row lock: no waiting on others' uids */
+	ptf_spi_exec_as_owner("SELECT owner FROM ptf.uid_registry WHERE uid OPERATOR(pg_catalog.=) $1",
+						  1, argtypes, values, NULL, SPI_OK_SELECT);
+	if (SPI_processed == 1)
+		check_owner(id->uid, DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
+															SPI_tuptable->tupdesc,
+															1, &isnull)));
+
 	ptf_spi_exec_as_owner("INSERT INTO ptf.uid_registry "
 						  "(uid, function, owner, row_type, key_columns, on_time, time_type) "
 						  "VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (uid) DO NOTHING",
@@ -262,17 +417,16 @@ durable_open(const DurableIdentity *id, DurableProgress *progress)
 						  "FROM ptf.uid_registry WHERE uid OPERATOR(pg_catalog.=) $1 FOR UPDATE",
 						  1, argtypes, values, NULL, SPI_OK_SELECT);
 	if (SPI_processed != 1)
-		elog(ERROR, "uid \"%s\" vanished from the registry", id->uid);
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("the state of uid \"%s\" was dropped by a concurrent transaction",
+						id->uid),
+				 errhint("Try the call again.")));
 	tup = SPI_tuptable->vals[0];
 	desc = SPI_tuptable->tupdesc;
 
 	owner = DatumGetObjectId(SPI_getbinval(tup, desc, 2, &isnull));
-	if (!has_privs_of_role(caller, owner))
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("permission denied for the state of uid \"%s\"", id->uid),
-				 errdetail("The state belongs to role %s.",
-						   GetUserNameFromId(owner, false))));
+	check_owner(id->uid, owner);
 
 	s = get_text(tup, desc, 1, &isnull);
 	if (strcmp(s, id->function) != 0)
@@ -303,7 +457,7 @@ durable_open(const DurableIdentity *id, DurableProgress *progress)
 	progress->rows_late = get_int64(tup, desc, 12, 0);
 	progress->rows_skipped = get_int64(tup, desc, 13, 0);
 
-	(void) SPI_getbinval(tup, desc, 6, &isnull);
+	ds->state_relid = DatumGetObjectId(SPI_getbinval(tup, desc, 6, &isnull));
 	if (isnull)
 	{
 		Oid			argt[2] = {TEXTOID, OIDOID};
@@ -315,16 +469,6 @@ durable_open(const DurableIdentity *id, DurableProgress *progress)
 		ptf_spi_exec_as_owner("UPDATE ptf.uid_registry SET state_table = $2 "
 							  "WHERE uid OPERATOR(pg_catalog.=) $1",
 							  2, argt, args, NULL, SPI_OK_UPDATE);
-	}
-	else
-	{
-		/* re-read: the tuple above belongs to SPI's last result */
-		ptf_spi_exec_as_owner("SELECT state_table FROM ptf.uid_registry "
-							  "WHERE uid OPERATOR(pg_catalog.=) $1",
-							  1, argtypes, values, NULL, SPI_OK_SELECT);
-		ds->state_relid = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
-														 SPI_tuptable->tupdesc,
-														 1, &isnull));
 	}
 	check_state_table(id, ds);
 	return ds;
@@ -495,6 +639,7 @@ durable_commit(DurableState *ds, KeyedState *ks, PtfOperator *op,
 	TupleTableSlot **slots = palloc(sizeof(TupleTableSlot *) * INSERT_BATCH);
 	StateRecord **batch = palloc(sizeof(StateRecord *) * INSERT_BATCH);
 	int			nbatch = 0;
+	int			nupdated = 0;
 	StateRecord **changed;
 	ItemPointer dead;
 	int			nchanged;
@@ -533,9 +678,8 @@ durable_commit(DurableState *ds, KeyedState *ks, PtfOperator *op,
 			tup = heap_form_tuple(desc, v, n);
 			simple_heap_update(rel, &rec->tid, tup);
 			rec->tid = tup->t_self;
-			heap_freetuple(tup);
-			pfree(v);
-			pfree(n);
+			if (++nupdated % INSERT_BATCH == 0 && nbatch == 0)
+				MemoryContextReset(cxt);
 		}
 		else
 		{
@@ -586,9 +730,20 @@ durable_commit(DurableState *ds, KeyedState *ks, PtfOperator *op,
 						  "updated_at = pg_catalog.clock_timestamp() "
 						  "WHERE uid OPERATOR(pg_catalog.=) $1",
 						  9, argtypes, values, nulls, SPI_OK_UPDATE);
+	leave_uid(ds->uid);
 }
 
 /* ---- ptf.drop_state ---- */
+
+static bool
+is_state_table(Oid relid)
+{
+	char	   *name = get_rel_name(relid);
+
+	return name != NULL && strncmp(name, "state_", 6) == 0 &&
+		get_rel_namespace(relid) == get_namespace_oid("ptf", false) &&
+		get_rel_relkind(relid) == RELKIND_RELATION;
+}
 
 bool
 durable_drop(const char *uid)
@@ -614,7 +769,8 @@ durable_drop(const char *uid)
 				 errmsg("permission denied for the state of uid \"%s\"", uid),
 				 errdetail("The state belongs to role %s.",
 						   GetUserNameFromId(owner, false))));
-	if (!isnull && get_rel_name(DatumGetObjectId(relid)) != NULL)
+	/* drop only what is still our state table: the OID may be reused */
+	if (!isnull && is_state_table(DatumGetObjectId(relid)))
 		ptf_spi_exec_as_owner(psprintf("DROP TABLE %s",
 									   ptf_relation_sql_name(DatumGetObjectId(relid))),
 							  0, NULL, NULL, NULL, SPI_OK_UTILITY);

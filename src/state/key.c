@@ -78,6 +78,7 @@ key_column_init(KeyColumn *col, TupleDesc rowdesc, AttrNumber attno)
 	col->typlen = att->attlen;
 	col->typbyval = att->attbyval;
 	col->typalign = att->attalign;
+	col->typstorage = att->attstorage;
 
 	tce = lookup_type_cache(col->typid,
 							TYPECACHE_HASH_PROC_FINFO | TYPECACHE_EQ_OPR);
@@ -257,7 +258,8 @@ key_layout(KeySpec *spec, char *dst)
 					memcpy(dst + off, p, VARSIZE_SHORT(p));
 				off += VARSIZE_SHORT(p);
 			}
-			else if (VARATT_CAN_MAKE_SHORT(p))
+			/* as heap_fill_tuple: plain-storage types keep their 4-byte header */
+			else if (col->typstorage != TYPSTORAGE_PLAIN && VARATT_CAN_MAKE_SHORT(p))
 			{
 				Size		sz = VARATT_CONVERTED_SHORT_SIZE(p);
 

@@ -26,6 +26,7 @@ typedef struct KeyColumn
 	int16		typlen;
 	bool		typbyval;
 	char		typalign;
+	char		typstorage;		/* 'p': its functions want 4-byte headers */
 	bool		bitwise_eq;		/* equality is equality of the datum bits */
 	FmgrInfo	eq;
 	FmgrInfo	hash;

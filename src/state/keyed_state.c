@@ -84,6 +84,7 @@ struct KeyedState
 	Size		cold_size;		/* cold part, MAXALIGNed */
 	int64		ttl_us;			/* 0: keep forever */
 	Size		mem_limit;		/* 0: unbounded */
+	bool		full;			/* once full, no new key until the end */
 
 	bool		is_inline;
 	InlineMap	map;
@@ -146,10 +147,21 @@ probe_hash_unavailable(void)
 #define SH_DEFINE
 #include "lib/simplehash.h"
 
+/*
+ * May a new key (needing "more" bytes beyond the usual) be admitted?  Once
+ * the budget is spent the state stays full until its input ends, even if
+ * memory is freed meanwhile (large images go back to malloc): a key spilled
+ * once must never come back to memory, or it would be decided twice, here
+ * and when its partition is replayed (nodeAgg.c does the same).
+ */
 static bool
 over_budget(KeyedState *ks, Size more)
 {
-	return ks->mem_limit > 0 && keyed_state_memory(ks) + more > ks->mem_limit;
+	if (ks->full)
+		return true;
+	if (ks->mem_limit > 0 && keyed_state_memory(ks) + more > ks->mem_limit)
+		ks->full = true;
+	return ks->full;
 }
 
 /* ---- inline layout ---- */
@@ -270,8 +282,11 @@ inline_find_or_insert(KeyedState *ks, Datum d, bool create, uint64 *pos,
 		if (key == INLINE_EMPTY)
 			break;
 	}
-	if (!create)
+	if (!create || ks->full)
+	{
+		*full = ks->full;
 		return false;
+	}
 	/* at most 3/4 full: probe runs stay short */
 	if ((map->used + 1) * 4 > (map->mask + 1) * 3)
 	{
@@ -325,6 +340,8 @@ inline_lookup(KeyedState *ks, TupleTableSlot *row, bool create, StateRef *ref)
 		ref->cold = (char *) ref->value + ks->value_size;
 		if (map->side_used[side])
 			return KS_FOUND;
+		if (ks->full)
+			return KS_FULL;		/* the key may be in a spilled partition */
 		if (!create)
 			return KS_ABSENT;
 		if (over_budget(ks, 0))
@@ -340,8 +357,8 @@ inline_lookup(KeyedState *ks, TupleTableSlot *row, bool create, StateRef *ref)
 		ref->cold = ks->cold_size > 0 ? SLOT_COLD(ks, i) : NULL;
 		return KS_FOUND;
 	}
-	if (full)
-		return KS_FULL;
+	if (full || ks->full)
+		return KS_FULL;			/* the key may be in a spilled partition */
 	if (!create)
 		return KS_ABSENT;
 	note_new_inline_key(ks, d, false);
@@ -444,9 +461,13 @@ record_lookup(KeyedState *ks, TupleTableSlot *row, PtfTime now, bool create,
 		return KS_CREATED;
 	}
 
+	if (ks->full)
+		return KS_FULL;			/* the key may be in a spilled partition */
 	if (!create)
 		return KS_ABSENT;
-	if (over_budget(ks, 0))
+	/* simplehash doubles its array when it grows: count both while copying */
+	if (over_budget(ks, ks->hash->members + 1 > ks->hash->grow_threshold ?
+					(Size) ks->hash->size * 2 * sizeof(StateEntry) : 0))
 		return KS_FULL;
 
 	entry = keyed_insert_hash(ks->hash, nokey, hash, &found);

@@ -126,20 +126,18 @@ tuple_pool_store_image(TuplePool *pool, PooledTuple *pt, MinimalTuple image)
 	memcpy(make_room(pool, pt, image->t_len), image, image->t_len);
 }
 
+/*
+ * The slot's own conversion makes the minimal tuple: builds may mark heap
+ * tuples in ways (datum headers) that only their conversion functions know
+ * to clear, so the header is never rewritten by hand here.
+ */
 void
 tuple_pool_store_slot(TuplePool *pool, PooledTuple *pt, TupleTableSlot *slot)
 {
 	bool		should_free;
-	HeapTuple	htup;
-	Size		len;
-	MinimalTuple mt;
+	MinimalTuple mt = ExecFetchSlotMinimalTuple(slot, &should_free);
 
-	/* a heap tuple's data is a minimal tuple's, behind a longer header */
-	htup = ExecFetchSlotHeapTuple(slot, false, &should_free);
-	len = htup->t_len - MINIMAL_TUPLE_OFFSET;
-	mt = make_room(pool, pt, len);
-	memcpy(mt, (char *) htup->t_data + MINIMAL_TUPLE_OFFSET, len);
-	mt->t_len = len;
+	tuple_pool_store_image(pool, pt, mt);
 	if (should_free)
-		heap_freetuple(htup);
+		pfree(mt);
 }
