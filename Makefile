@@ -16,8 +16,13 @@ OBJS = \
 	src/functions/common.o \
 	src/functions/deduplicate_keep_first.o \
 	src/functions/state_functions.o \
+	src/functions/to_changelog.o \
+	src/decoding/plugin.o \
+	src/input/change_stream.o \
 	src/input/sql_input.o \
 	src/operators/dedup.o \
+	src/operators/normalize.o \
+	src/operators/op_mapping.o \
 	src/state/durable.o \
 	src/state/key.o \
 	src/state/keyed_state.o \

@@ -26,7 +26,9 @@ CREATE TABLE ptf.uid_registry (
     state_table     regclass,
     max_event_time  bigint,             -- microseconds since 2000-01-01
     watermark       bigint,             -- microseconds since 2000-01-01
-    last_lsn        pg_lsn,
+    slot_name       text,               -- change streams: the uid's replication slot
+    options         text,               -- what else the state depends on
+    last_lsn        pg_lsn,             -- change streams: end of the last transaction read
     version         bigint NOT NULL DEFAULT 0,
     keys            bigint NOT NULL DEFAULT 0,
     rows_in         bigint NOT NULL DEFAULT 0,
@@ -75,6 +77,8 @@ SELECT r.uid,
        pg_catalog.pg_total_relation_size(r.state_table) AS bytes,
        ptf._time_text(r.watermark, r.time_type) AS watermark,
        r.last_lsn AS lsn,
+       r.slot_name,
+       pg_catalog.pg_wal_lsn_diff(pg_catalog.pg_current_wal_lsn(), s.restart_lsn) AS retained_wal_bytes,
        r.rows_in,
        r.rows_out,
        r.rows_late,
@@ -83,6 +87,7 @@ SELECT r.uid,
        r.created_at,
        r.updated_at
   FROM ptf.uid_registry r
+  LEFT JOIN pg_catalog.pg_replication_slots s ON s.slot_name OPERATOR(pg_catalog.=) r.slot_name
  WHERE pg_catalog.pg_has_role(r.owner, 'USAGE');
 COMMENT ON VIEW ptf.state IS 'Durable state per uid, for the uids of roles the current user belongs to';
 GRANT SELECT ON ptf.state TO PUBLIC;
@@ -204,3 +209,22 @@ AS 'MODULE_PATHNAME', 'ptf_deduplicate_keep_first'
 LANGUAGE C CALLED ON NULL INPUT VOLATILE;
 COMMENT ON FUNCTION ptf.deduplicate_keep_first(anyelement, text[], text, interval, boolean, text, text, boolean, interval, text) IS
     'Keep the first row per key (Flink DEDUPLICATE_KEEP_FIRST): by arrival, or by event time with watermarks';
+
+-------------------------------------------------------------------------------
+-- TO_CHANGELOG
+-------------------------------------------------------------------------------
+
+CREATE FUNCTION ptf.to_changelog(
+    input                 anyelement,
+    partition_by          text[]   DEFAULT NULL,
+    op_mapping            jsonb    DEFAULT NULL,
+    produces_full_deletes boolean  DEFAULT true,
+    state_ttl             interval DEFAULT NULL,
+    uid                   text     DEFAULT NULL,
+    query                 text     DEFAULT NULL,
+    changes               boolean  DEFAULT false)
+RETURNS TABLE (op text, data anyelement, lsn pg_lsn, commit_time timestamptz, xid xid8)
+AS 'MODULE_PATHNAME', 'ptf_to_changelog'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+COMMENT ON FUNCTION ptf.to_changelog(anyelement, text[], jsonb, boolean, interval, text, text, boolean) IS
+    'Every change of the input as an append-only row with its operation (Flink TO_CHANGELOG)';

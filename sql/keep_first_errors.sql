@@ -102,8 +102,11 @@ SELECT err($$SELECT * FROM deduplicate_keep_first(NULL::events, partition_by => 
 SELECT err($$SELECT * FROM deduplicate_keep_first(NULL::events, partition_by => '{user_id}',
     query => $q$SELECT '+I', NULL::events$q$)$$);
 
--- change streams come with the next release: 0A000
-SELECT err($$SELECT * FROM deduplicate_keep_first(NULL::events, changes => true, uid => 'x')$$);
+-- a change stream is read from where a uid left it, from a table, not a query
+SELECT err($$SELECT * FROM deduplicate_keep_first(NULL::events, changes => true)$$);
+SELECT err($$SELECT * FROM deduplicate_keep_first(NULL::events, changes => true, uid => 'x',
+    query => 'SELECT * FROM events')$$);
+SELECT err($$SELECT * FROM deduplicate_keep_first(NULL::events, changes => NULL)$$);
 
 -- ptf.set_watermark checks its arguments
 SELECT err($$SELECT set_watermark('events', 'nope', '1 minute')$$);

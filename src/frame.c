@@ -22,6 +22,7 @@
 #include "postgres.h"
 
 #include "access/htup_details.h"
+#include "access/transam.h"
 #include "catalog/pg_type.h"
 #include "common/int.h"
 #include "miscadmin.h"
@@ -59,6 +60,7 @@ typedef struct SpillFile
 typedef struct BatchEntry
 {
 	RowKind		kind;
+	PtfRowMeta	meta;
 	TupleTableSlot *slot;		/* a heap-tuple slot over buf */
 	HeapTupleData tuple;
 	char	   *buf;
@@ -89,6 +91,10 @@ struct PtfFrame
 	int			spill_partitions;
 	uint64		replayed_keys;	/* keys of replayed partitions */
 	Size		replay_bytes_peak;	/* largest replayed partition's state */
+
+	/* the row being processed, and what it knows of its origin */
+	TupleTableSlot *current_row;
+	const PtfRowMeta *current_meta;
 
 	/* batching, when the operator can prefetch */
 	bool		batching;
@@ -247,7 +253,8 @@ process_row(PtfFrame *frame, RowKind kind, TupleTableSlot *row,
 {
 	PtfOperator *op = frame->op;
 
-	switch (op->methods->on_row(op, kind, row, event_time, proc_time, watermark))
+	switch (op->methods->on_row(op, kind, row, frame->current_meta, event_time,
+								proc_time, watermark))
 	{
 		case PTF_ROW_DONE:
 			break;
@@ -260,11 +267,17 @@ process_row(PtfFrame *frame, RowKind kind, TupleTableSlot *row,
 	}
 }
 
+static const PtfRowMeta no_meta = {InvalidXLogRecPtr, 0, InvalidTransactionId, false, false};
+
 static void
-frame_process(PtfFrame *frame, RowKind kind, TupleTableSlot *row)
+frame_process(PtfFrame *frame, RowKind kind, TupleTableSlot *row,
+			  const PtfRowMeta *meta)
 {
 	PtfTime		event_time = 0;
 	PtfTime		proc_time = 0;
+
+	frame->current_row = row;
+	frame->current_meta = meta;
 
 	if (frame->time.on_time_attno != InvalidAttrNumber)
 		event_time = row_time(frame, row, frame->time.on_time_attno,
@@ -310,7 +323,7 @@ frame_drain(PtfFrame *frame)
 	{
 		BatchEntry *e = &frame->batch[i];
 
-		frame_process(frame, e->kind, e->slot);
+		frame_process(frame, e->kind, e->slot, &e->meta);
 		ExecClearTuple(e->slot);
 	}
 	frame->nbatch = 0;
@@ -318,7 +331,8 @@ frame_drain(PtfFrame *frame)
 
 /* Copy the row into the batch, whatever slot it came in. */
 static void
-batch_add(PtfFrame *frame, RowKind kind, TupleTableSlot *row)
+batch_add(PtfFrame *frame, RowKind kind, TupleTableSlot *row,
+		  const PtfRowMeta *meta)
 {
 	BatchEntry *e = &frame->batch[frame->nbatch++];
 	bool		should_free;
@@ -337,24 +351,44 @@ batch_add(PtfFrame *frame, RowKind kind, TupleTableSlot *row)
 	if (should_free)
 		heap_freetuple(src);
 	e->kind = kind;
+	e->meta = *meta;
 	ExecStoreHeapTuple(&e->tuple, e->slot, false);
 	frame->op->prefetch(frame->op, e->slot);
 }
 
 void
-frame_push(void *arg, RowKind kind, TupleTableSlot *row)
+frame_push_meta(void *arg, RowKind kind, TupleTableSlot *row,
+				const PtfRowMeta *meta)
 {
 	PtfFrame   *frame = (PtfFrame *) arg;
 
 	frame->rows_in++;
 	if (!frame->batching)
 	{
-		frame_process(frame, kind, row);
+		frame_process(frame, kind, row, meta);
 		return;
 	}
-	batch_add(frame, kind, row);
+	batch_add(frame, kind, row, meta);
 	if (frame->nbatch == FRAME_BATCH)
 		frame_drain(frame);
+}
+
+void
+frame_push(void *arg, RowKind kind, TupleTableSlot *row)
+{
+	frame_push_meta(arg, kind, row, &no_meta);
+}
+
+TupleTableSlot *
+frame_current_row(PtfFrame *frame)
+{
+	return frame->current_row;
+}
+
+const PtfRowMeta *
+frame_current_meta(PtfFrame *frame)
+{
+	return frame->current_meta ? frame->current_meta : &no_meta;
 }
 
 /* Move the partitions just written to the replay queue. */
@@ -429,6 +463,8 @@ replay(PtfFrame *frame, SpillFile *f)
 		if (frame->time.on_time_attno != InvalidAttrNumber)
 			event_time = row_time(frame, row, frame->time.on_time_attno,
 								  frame->time.on_time_type, "on_time");
+		frame->current_row = row;
+		frame->current_meta = &no_meta;
 		if (row_wm > wm)
 		{
 			wm = row_wm;

@@ -44,6 +44,12 @@ extern void frame_restore_watermark(PtfFrame *frame, PtfTime max_event_time,
 
 /* one input row; the callback of every input adapter */
 extern void frame_push(void *frame, RowKind kind, TupleTableSlot *row);
+extern void frame_push_meta(void *frame, RowKind kind, TupleTableSlot *row,
+							const PtfRowMeta *meta);
+
+/* while a row is processed: the row the operator was given, and its origin */
+extern TupleTableSlot *frame_current_row(PtfFrame *frame);
+extern const PtfRowMeta *frame_current_meta(PtfFrame *frame);
 
 /*
  * End of this call's input.  A bounded input (no uid) ends the stream: the

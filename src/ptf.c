@@ -12,6 +12,8 @@
  */
 #include "postgres.h"
 
+#include <limits.h>
+
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
@@ -19,6 +21,7 @@
 #include "utils/timestamp.h"
 
 #include "frame.h"
+#include "input/change_stream.h"
 #include "ptf.h"
 
 PG_MODULE_MAGIC;
@@ -134,6 +137,15 @@ _PG_init(void)
 							   PGC_USERSET,
 							   0,
 							   check_state_ttl, assign_state_ttl, NULL);
+
+	DefineCustomIntVariable("ptf.max_changes_per_call",
+							"Rows a call reads from a change stream, at most.",
+							"A call stops at the end of the transaction that reaches it; the next "
+							"call continues there. 0: no limit.",
+							&ptf_max_changes_per_call,
+							1000000, 0, INT_MAX,
+							PGC_USERSET, 0,
+							NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("ptf");
 }

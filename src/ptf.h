@@ -12,6 +12,7 @@
 #ifndef PTF_H
 #define PTF_H
 
+#include "access/xlogdefs.h"
 #include "datatype/timestamp.h"
 
 /* Flink's RowKind: what a row of a changelog means. */
@@ -44,6 +45,28 @@ typedef int64 PtfTime;
 
 extern PtfTime ptf_time_sub(PtfTime t, int64 delta);
 extern PtfTime ptf_time_add(PtfTime t, int64 delta);
+
+/*
+ * What a row knows about where it came from.  Rows of relations and queries
+ * have none of it; rows of a change stream carry the change's LSN, their
+ * transaction's commit time and xid, and two warnings: a partial row has
+ * only its key columns (an old image under REPLICA IDENTITY DEFAULT), an
+ * incomplete one holds unchanged TOAST values the WAL did not carry.
+ */
+typedef struct PtfRowMeta
+{
+	XLogRecPtr	lsn;
+	TimestampTz commit_time;
+	TransactionId xid;
+	bool		partial;
+	bool		incomplete;
+} PtfRowMeta;
+
+struct TupleTableSlot;
+
+typedef void (*PtfMetaRowSink) (void *arg, RowKind kind,
+								struct TupleTableSlot *row,
+								const PtfRowMeta *meta);
 
 /* GUCs (ptf.c) */
 extern int64 ptf_state_ttl_us;	/* ptf.state_ttl, 0 = keep forever */

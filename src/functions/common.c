@@ -132,6 +132,28 @@ ptf_output_init(FunctionCallInfo fcinfo, PtfOutput *out)
 	out->store = rsinfo->setResult;
 	out->desc = rsinfo->setDesc;
 	out->rows = 0;
+	out->frame = NULL;
+}
+
+/*
+ * A change stream's row may lack unchanged TOASTed values the WAL did not
+ * carry; an operator that emits it as it came would print placeholders.
+ */
+void
+ptf_check_row_complete(PtfFrame *frame, TupleTableSlot *row)
+{
+	const PtfRowMeta *meta;
+
+	if (frame == NULL || row != frame_current_row(frame))
+		return;
+	meta = frame_current_meta(frame);
+	if (meta->incomplete)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the new image of an update lacks values the WAL does not carry"),
+				 errdetail("The update at %X/%X left a TOASTed column unchanged, which logs no value for it, and no earlier image of the row is kept.",
+						   LSN_FORMAT_ARGS(meta->lsn)),
+				 errhint("ALTER TABLE ... REPLICA IDENTITY FULL logs whole old images, from which such values are taken; ptf.drop_state() restarts the uid after this update.")));
 }
 
 void
@@ -139,8 +161,38 @@ ptf_output_emit_row(void *arg, RowKind kind, TupleTableSlot *row)
 {
 	PtfOutput  *out = (PtfOutput *) arg;
 
+	ptf_check_row_complete(out->frame, row);
 	tuplestore_puttupleslot(out->store, row);
 	out->rows++;
+}
+
+void
+ptf_check_input_choice(const PtfInputArg *in, const char *query, bool changes,
+					   const char *uid)
+{
+	if (changes)
+	{
+		if (uid == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("changes => true needs a uid"),
+					 errdetail("A change stream is read a step at a time; the uid keeps where it is.")));
+		if (query != NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("changes => true reads the table's changes, query cannot be given too")));
+		if (!OidIsValid(in->relid) || !in->readable)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("changes => true needs a table, and type %s is not a table's",
+							format_type_be(in->rowtype))));
+	}
+	else if (query == NULL && !in->readable)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("type %s is not the row type of a table or view",
+						format_type_be(in->rowtype)),
+				 errhint("Give query => '...' returning rows of this type.")));
 }
 
 static PtfCallStats last_call;

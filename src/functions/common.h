@@ -50,15 +50,24 @@ extern int64 ptf_interval_arg(FunctionCallInfo fcinfo, int argno,
 /* uid: NULL for none; empty is an error */
 extern char *ptf_uid_arg(FunctionCallInfo fcinfo, int argno);
 
+/*
+ * Which input: the relation, a query, or the relation's change stream
+ * (which needs a uid and a plain table).  Errors before anything is read.
+ */
+extern void ptf_check_input_choice(const PtfInputArg *in, const char *query,
+								   bool changes, const char *uid);
+
 /* materialized SRF output and the emit callback that fills it */
 typedef struct PtfOutput
 {
 	Tuplestorestate *store;
 	TupleDesc	desc;
 	uint64		rows;
+	PtfFrame   *frame;			/* set once running: refuses incomplete rows */
 } PtfOutput;
 
 extern void ptf_output_init(FunctionCallInfo fcinfo, PtfOutput *out);
+extern void ptf_check_row_complete(PtfFrame *frame, TupleTableSlot *row);
 extern void ptf_output_emit_row(void *arg, RowKind kind, TupleTableSlot *row);
 
 /* what the last call of this backend did: ptf.last_call_stats() */

@@ -19,6 +19,7 @@
 #include "catalog.h"
 #include "frame.h"
 #include "functions/common.h"
+#include "input/change_stream.h"
 #include "input/input.h"
 #include "operators/operator.h"
 #include "state/durable.h"
@@ -75,8 +76,11 @@ ptf_deduplicate_keep_first(PG_FUNCTION_ARGS)
 {
 	DedupCall	call;
 	char	   *query;
+	bool		changes;
 	int64		delay;
 	PtfSqlInput in;
+	PtfChangeStream *cs = NULL;
+	char	   *slot_name = NULL;
 	PtfOperator *op;
 	PtfFrame   *frame;
 	PtfFrameStats stats;
@@ -98,11 +102,8 @@ ptf_deduplicate_keep_first(PG_FUNCTION_ARGS)
 													"reset_ttl_on_duplicate");
 	call.uid = ptf_uid_arg(fcinfo, ARG_UID);
 	query = ptf_text_arg(fcinfo, ARG_QUERY);
-	if (ptf_bool_arg(fcinfo, ARG_CHANGES, "changes"))
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("changes => true is not supported yet"),
-				 errhint("Read a relation or a query instead.")));
+	changes = ptf_bool_arg(fcinfo, ARG_CHANGES, "changes");
+	ptf_check_input_choice(&call.input, query, changes, call.uid);
 	delay = ptf_interval_arg(fcinfo, ARG_WATERMARK_DELAY, "watermark_delay");
 	if (delay >= 0 && call.on_time == NULL)
 		ereport(ERROR,
@@ -112,12 +113,6 @@ ptf_deduplicate_keep_first(PG_FUNCTION_ARGS)
 													call.input.rowdesc, "proc_time",
 													&call.time.proc_time_type);
 	call.time.need_proc_time = call.ttl_us > 0;
-	if (query == NULL && !call.input.readable)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("type %s is not the row type of a table or view",
-						format_type_be(call.input.rowtype)),
-				 errhint("Give query => '...' returning rows of this type.")));
 
 	call.opts.rowdesc = call.input.rowdesc;
 	call.opts.event_time = (call.on_time != NULL);
@@ -131,16 +126,21 @@ ptf_deduplicate_keep_first(PG_FUNCTION_ARGS)
 		elog(ERROR, "SPI_connect failed");
 
 	memset(&in, 0, sizeof(in));
-	in.relid = call.input.relid;
-	in.query = query;
-	in.rowdesc = call.input.rowdesc;
-	sql_input_prepare(&in);
-	if (in.changelog && call.opts.event_time)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("on_time cannot be used with an updating input"),
-				 errdetail("The query returns (kind, data) rows, a changelog."),
-				 errhint("A watermark finalizes event times that an update could change afterwards; drop on_time to keep the first arrival instead.")));
+	if (changes)
+		slot_name = change_stream_prepare(call.uid, call.input.relid);
+	else
+	{
+		in.relid = call.input.relid;
+		in.query = query;
+		in.rowdesc = call.input.rowdesc;
+		sql_input_prepare(&in);
+		if (in.changelog && call.opts.event_time)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("on_time cannot be used with an updating input"),
+					 errdetail("The query returns (kind, data) rows, a changelog."),
+					 errhint("A watermark finalizes event times that an update could change afterwards; drop on_time to keep the first arrival instead.")));
+	}
 
 	/* the watermark: given, else declared on the table, else none */
 	if (call.opts.event_time)
@@ -163,6 +163,7 @@ ptf_deduplicate_keep_first(PG_FUNCTION_ARGS)
 		Size		hot;
 		Size		cold;
 
+		memset(&id, 0, sizeof(id));
 		id.uid = call.uid;
 		id.function = "deduplicate_keep_first";
 		id.rowdesc = call.input.rowdesc;
@@ -170,6 +171,7 @@ ptf_deduplicate_keep_first(PG_FUNCTION_ARGS)
 		id.on_time = call.on_time;
 		id.time_type = call.time.on_time_type;
 		id.keeps_images = call.opts.event_time;
+		id.slot_name = slot_name;
 		ds = durable_open(&id, &progress);
 
 		dedup_value_sizes(&call.opts, &hot, &cold);
@@ -183,13 +185,23 @@ ptf_deduplicate_keep_first(PG_FUNCTION_ARGS)
 	else
 		op = make_operator(&call, false);
 
-	frame = frame_create(op, call.input.rowdesc, &call.time, in.changelog,
-						 make_operator, &call);
+	frame = frame_create(op, call.input.rowdesc, &call.time,
+						 in.changelog || changes, make_operator, &call);
+	call.out.frame = frame;
 	if (ds != NULL)
 		frame_restore_watermark(frame, progress.max_event_time, progress.watermark);
 
 	/* ---- run ---- */
-	sql_input_run(&in, frame_push, frame);
+	if (changes)
+	{
+		/* deletions never change keep-first's output: a truncation neither */
+		cs = change_stream_create(call.input.relid, call.input.rowdesc, slot_name,
+								  TRUNCATE_SKIP);
+		change_stream_run(cs, progress.last_lsn, progress.last_lsn_committed,
+						  frame_push_meta, frame);
+	}
+	else
+		sql_input_run(&in, frame_push, frame);
 	frame_finish(frame, call.uid == NULL);
 
 	if (ds != NULL)
@@ -200,6 +212,11 @@ ptf_deduplicate_keep_first(PG_FUNCTION_ARGS)
 		progress.rows_in += stats.rows_in;
 		progress.rows_out += call.out.rows;
 		progress.rows_late += stats.rows_late;
+		if (cs != NULL)
+		{
+			progress.last_lsn = change_stream_position(cs);
+			progress.rows_skipped += change_stream_skipped(cs);
+		}
 		/* expiry is measured in the stream's processing time: no rows, no sweep */
 		if (call.ttl_us > 0 && stats.rows_in > 0)
 			keyed_state_sweep(op->state, frame_processing_time(frame));

@@ -161,7 +161,7 @@ dedup_on_row_event(DedupOperator *d, RowKind kind, TupleTableSlot *row,
 	if (kind != ROWKIND_INSERT)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("deduplicate_keep_first with on_time needs insert-only input, but a %s change arrived",
+				 errmsg("deduplicate_keep_first with on_time needs insert-only input, but a change of kind %s arrived",
 						rowkind_long_name(kind)),
 				 errhint("A watermark finalizes event times that an update could change afterwards; drop on_time to keep the first arrival instead.")));
 
@@ -196,7 +196,8 @@ dedup_on_row_event(DedupOperator *d, RowKind kind, TupleTableSlot *row,
 
 static PtfRowResult
 dedup_on_row(PtfOperator *op, RowKind kind, TupleTableSlot *row,
-			 PtfTime event_time, PtfTime proc_time, PtfTime watermark)
+			 const PtfRowMeta *meta, PtfTime event_time, PtfTime proc_time,
+			 PtfTime watermark)
 {
 	DedupOperator *d = (DedupOperator *) op;
 

@@ -4,7 +4,8 @@
  *	  The contract between the frame and an operator.
  *
  * An operator is pure per-row logic.  It is fed (kind, row, event time,
- * processing time) with the current watermark, is told when the watermark
+ * processing time), what the row knows of its origin, and the current
+ * watermark; it is told when the watermark
  * advances, keeps whatever it needs in a KeyedState, and emits rows
  * through a callback.  It knows nothing of SPI, tables, slots' origins or
  * where its output goes.
@@ -49,8 +50,8 @@ typedef struct PtfOperatorMethods
 {
 	const char *name;
 	PtfRowResult (*on_row) (PtfOperator *op, RowKind kind, TupleTableSlot *row,
-							PtfTime event_time, PtfTime proc_time,
-							PtfTime watermark);
+							const PtfRowMeta *meta, PtfTime event_time,
+							PtfTime proc_time, PtfTime watermark);
 	void		(*on_watermark) (PtfOperator *op, PtfTime watermark,
 								 PtfTime proc_time);
 	void		(*save_value) (PtfOperator *op, StateRecord *rec,
@@ -87,5 +88,13 @@ typedef struct DedupOptions
 extern void dedup_value_sizes(const DedupOptions *opts, Size *hot, Size *cold);
 extern PtfOperator *dedup_create(const DedupOptions *opts, KeyedState *state,
 								 PtfEmitFn emit, void *emit_arg);
+
+/* normalize.c: upsert -> retract from the last image per key, or passthrough */
+extern Size normalize_value_size(void);
+extern PtfOperator *normalize_create(TupleDesc rowdesc, bool normalize,
+									 KeyedState *state, PtfEmitFn emit,
+									 void *emit_arg);
+extern uint64 normalize_dropped(PtfOperator *op);
+extern uint64 normalize_unchanged(PtfOperator *op);
 
 #endif							/* PTF_OPERATOR_H */

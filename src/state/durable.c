@@ -45,6 +45,7 @@
 
 #include "catalog.h"
 #include "frame.h"
+#include "input/change_stream.h"
 #include "input/input.h"
 #include "state/durable.h"
 
@@ -365,9 +366,9 @@ durable_open(const DurableIdentity *id, DurableProgress *progress)
 {
 	DurableState *ds = palloc0(sizeof(DurableState));
 	Oid			caller = GetUserId();
-	Oid			argtypes[7] = {TEXTOID, TEXTOID, OIDOID, OIDOID, TEXTARRAYOID, TEXTOID, OIDOID};
-	Datum		values[7];
-	char		nulls[7] = "       ";
+	Oid			argtypes[9] = {TEXTOID, TEXTOID, OIDOID, OIDOID, TEXTARRAYOID, TEXTOID, OIDOID, TEXTOID, TEXTOID};
+	Datum		values[9];
+	char		nulls[9] = "         ";
 	HeapTuple	tup;
 	TupleDesc	desc;
 	bool		isnull;
@@ -395,6 +396,10 @@ durable_open(const DurableIdentity *id, DurableProgress *progress)
 	values[5] = id->on_time ? CStringGetTextDatum(id->on_time) : (Datum) 0;
 	nulls[5] = id->on_time ? ' ' : 'n';
 	values[6] = ObjectIdGetDatum(ds->time_type);
+	values[7] = id->slot_name ? CStringGetTextDatum(id->slot_name) : (Datum) 0;
+	nulls[7] = id->slot_name ? ' ' : 'n';
+	values[8] = id->options ? CStringGetTextDatum(id->options) : (Datum) 0;
+	nulls[8] = id->options ? ' ' : 'n';
 
 	check_source_privilege(id);
 	enter_uid(id->uid);
@@ -408,12 +413,13 @@ durable_open(const DurableIdentity *id, DurableProgress *progress)
 															1, &isnull)));
 
 	ptf_spi_exec_as_owner("INSERT INTO ptf.uid_registry "
-						  "(uid, function, owner, row_type, key_columns, on_time, time_type) "
-						  "VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (uid) DO NOTHING",
-						  7, argtypes, values, nulls, SPI_OK_INSERT);
+						  "(uid, function, owner, row_type, key_columns, on_time, time_type, slot_name, options) "
+						  "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (uid) DO NOTHING",
+						  9, argtypes, values, nulls, SPI_OK_INSERT);
 
 	ptf_spi_exec_as_owner("SELECT function, owner, row_type, key_columns, on_time, state_table, "
-						  "max_event_time, watermark, last_lsn, rows_in, rows_out, rows_late, rows_skipped "
+						  "max_event_time, watermark, last_lsn, rows_in, rows_out, rows_late, rows_skipped, "
+						  "slot_name, xmin, options "
 						  "FROM ptf.uid_registry WHERE uid OPERATOR(pg_catalog.=) $1 FOR UPDATE",
 						  1, argtypes, values, NULL, SPI_OK_SELECT);
 	if (SPI_processed != 1)
@@ -456,6 +462,26 @@ durable_open(const DurableIdentity *id, DurableProgress *progress)
 	progress->rows_out = get_int64(tup, desc, 11, 0);
 	progress->rows_late = get_int64(tup, desc, 12, 0);
 	progress->rows_skipped = get_int64(tup, desc, 13, 0);
+
+	s = get_text(tup, desc, 14, &isnull);
+	if ((s == NULL) != (id->slot_name == NULL))
+		identity_mismatch(id->uid, "input",
+						  s ? "a change stream" : "a relation or query",
+						  id->slot_name ? "a change stream" : "a relation or query");
+	s = get_text(tup, desc, 16, &isnull);
+	if ((s == NULL) != (id->options == NULL) ||
+		(s != NULL && strcmp(s, id->options) != 0))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("uid \"%s\" keeps another kind of state", id->uid),
+				 errdetail("Its state is %s; this call needs %s.",
+						   s ? s : "plain", id->options ? id->options : "plain"),
+				 errhint("Use another uid, or forget this one's state with ptf.drop_state('%s').",
+						 id->uid)));
+	/* a position written by this very transaction may yet roll back */
+	progress->last_lsn_committed =
+		!TransactionIdIsCurrentTransactionId(DatumGetTransactionId(SPI_getbinval(tup, desc, 15,
+																				  &isnull)));
 
 	ds->state_relid = DatumGetObjectId(SPI_getbinval(tup, desc, 6, &isnull));
 	if (isnull)
@@ -745,30 +771,33 @@ is_state_table(Oid relid)
 		get_rel_relkind(relid) == RELKIND_RELATION;
 }
 
+/*
+ * The slot of a change stream goes at once (slots are not transactional):
+ * if the dropping transaction rolls back, the uid keeps its state but has
+ * lost its stream, and its next call says so.
+ */
 bool
 durable_drop(const char *uid)
 {
 	Oid			argtypes[1] = {TEXTOID};
 	Datum		values[1];
 	bool		isnull;
-	Oid			owner;
+	bool		noslot;
 	Datum		relid;
+	Datum		slot;
 
 	values[0] = CStringGetTextDatum(uid);
-	ptf_spi_exec_as_owner("SELECT owner, state_table FROM ptf.uid_registry "
+	ptf_spi_exec_as_owner("SELECT owner, state_table, slot_name FROM ptf.uid_registry "
 						  "WHERE uid OPERATOR(pg_catalog.=) $1 FOR UPDATE",
 						  1, argtypes, values, NULL, SPI_OK_SELECT);
 	if (SPI_processed == 0)
 		return false;
-	owner = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
-										   SPI_tuptable->tupdesc, 1, &isnull));
+	check_owner(uid, DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
+													SPI_tuptable->tupdesc, 1, &isnull)));
+	slot = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &noslot);
+	if (!noslot)
+		slot = PointerGetDatum(TextDatumGetCString(slot));
 	relid = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
-	if (!has_privs_of_role(GetUserId(), owner))
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("permission denied for the state of uid \"%s\"", uid),
-				 errdetail("The state belongs to role %s.",
-						   GetUserNameFromId(owner, false))));
 	/* drop only what is still our state table: the OID may be reused */
 	if (!isnull && is_state_table(DatumGetObjectId(relid)))
 		ptf_spi_exec_as_owner(psprintf("DROP TABLE %s",
@@ -776,5 +805,7 @@ durable_drop(const char *uid)
 							  0, NULL, NULL, NULL, SPI_OK_UTILITY);
 	ptf_spi_exec_as_owner("DELETE FROM ptf.uid_registry WHERE uid OPERATOR(pg_catalog.=) $1",
 						  1, argtypes, values, NULL, SPI_OK_DELETE);
+	if (!noslot)
+		change_stream_drop_slot(DatumGetPointer(slot));
 	return true;
 }

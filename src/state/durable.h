@@ -33,6 +33,8 @@ typedef struct DurableIdentity
 	const char *on_time;		/* NULL: none */
 	Oid			time_type;		/* type of on_time, or InvalidOid */
 	bool		keeps_images;	/* the operator stores row images */
+	const char *slot_name;		/* change streams: the uid's slot */
+	const char *options;		/* what else the state depends on, or NULL */
 } DurableIdentity;
 
 /* What carries over between calls besides the keys. */
@@ -40,7 +42,8 @@ typedef struct DurableProgress
 {
 	PtfTime		max_event_time; /* PTF_TIME_MIN: none yet */
 	PtfTime		watermark;		/* PTF_TIME_MIN: none yet */
-	XLogRecPtr	last_lsn;
+	XLogRecPtr	last_lsn;		/* change streams: end of the last transaction read */
+	bool		last_lsn_committed; /* (not written by this transaction) */
 	uint64		rows_in;
 	uint64		rows_out;
 	uint64		rows_late;

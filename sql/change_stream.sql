@@ -1,0 +1,212 @@
+-- Change streams (changes => true): a table's changes read through logical
+-- decoding, incrementally under a uid, exactly once.  Keep-first over them.
+
+CREATE SCHEMA cs;
+SET search_path = cs, ptf;
+-- decoding's error context names slots and LSNs, which vary
+\set SHOW_CONTEXT never
+
+-- seed 4.1.3.7 with real changes.  The table has no key: REPLICA IDENTITY
+-- FULL logs whole old images.  Vas/logout exists before the stream starts.
+CREATE TABLE user_events (user_name text, event text);
+ALTER TABLE user_events REPLICA IDENTITY FULL;
+INSERT INTO user_events VALUES ('Vas', 'logout');
+-- the first call creates the uid's slot: the stream starts here
+SELECT * FROM deduplicate_keep_first(NULL::user_events, partition_by => '{user_name}',
+    changes => true, uid => 'seed');
+SELECT slot_name IS NOT NULL AS has_slot, lsn IS NULL AS no_position_yet FROM state WHERE uid = 'seed';
+
+DELETE FROM user_events;                                        -- -D[Vas, logout]: ignored
+INSERT INTO user_events VALUES ('Vas', 'login');                -- +I: emitted
+INSERT INTO user_events VALUES ('Vas', 'login');                -- +I: swallowed
+UPDATE user_events SET event = 'click'
+ WHERE ctid = (SELECT min(ctid) FROM user_events);              -- -U login, +U click: swallowed
+DELETE FROM user_events WHERE event = 'click';                  -- -D click: swallowed
+SELECT * FROM deduplicate_keep_first(NULL::user_events, partition_by => '{user_name}',
+    changes => true, uid => 'seed');
+SELECT keys, rows_in, rows_out FROM state WHERE uid = 'seed';
+-- nothing new, nothing out
+SELECT * FROM deduplicate_keep_first(NULL::user_events, partition_by => '{user_name}',
+    changes => true, uid => 'seed');
+
+-- a -U/+U pair whose +U is the key's first row: the +U is emitted
+CREATE TABLE accounts (id int, status text);
+ALTER TABLE accounts REPLICA IDENTITY FULL;
+INSERT INTO accounts VALUES (1, 'old');
+SELECT * FROM deduplicate_keep_first(NULL::accounts, partition_by => '{id}',
+    changes => true, uid => 'accounts');
+UPDATE accounts SET status = 'new' WHERE id = 1;
+UPDATE accounts SET status = 'newer' WHERE id = 1;
+SELECT * FROM deduplicate_keep_first(NULL::accounts, partition_by => '{id}',
+    changes => true, uid => 'accounts');
+
+-- REPLICA IDENTITY DEFAULT: an update that keeps its key logs no old image,
+-- a delete only the key; keep-first needs neither
+CREATE TABLE profiles (id int PRIMARY KEY, name text);
+SELECT * FROM deduplicate_keep_first(NULL::profiles, partition_by => '{id}',
+    changes => true, uid => 'profiles');
+INSERT INTO profiles VALUES (1, 'a');
+UPDATE profiles SET name = 'b';
+DELETE FROM profiles;
+INSERT INTO profiles VALUES (1, 'c'), (2, 'd');
+UPDATE profiles SET name = 'e' WHERE id = 2;
+SELECT * FROM deduplicate_keep_first(NULL::profiles, partition_by => '{id}',
+    changes => true, uid => 'profiles') ORDER BY id;
+SELECT rows_in, rows_out FROM state WHERE uid = 'profiles';
+
+-- changes of other tables are not rows of this stream
+CREATE TABLE other (x int);
+INSERT INTO other VALUES (1), (2);
+INSERT INTO profiles VALUES (3, 'f');
+SELECT * FROM deduplicate_keep_first(NULL::profiles, partition_by => '{id}',
+    changes => true, uid => 'profiles');
+SELECT rows_in FROM state WHERE uid = 'profiles';
+
+-- a rolled-back call leaves the next call to read the same changes
+INSERT INTO profiles VALUES (4, 'g');
+BEGIN;
+SELECT * FROM deduplicate_keep_first(NULL::profiles, partition_by => '{id}',
+    changes => true, uid => 'profiles');
+ROLLBACK;
+SELECT * FROM deduplicate_keep_first(NULL::profiles, partition_by => '{id}',
+    changes => true, uid => 'profiles');
+-- a second call in the same transaction goes on from the first
+INSERT INTO profiles VALUES (5, 'h');
+BEGIN;
+SELECT * FROM deduplicate_keep_first(NULL::profiles, partition_by => '{id}',
+    changes => true, uid => 'profiles');
+SELECT * FROM deduplicate_keep_first(NULL::profiles, partition_by => '{id}',
+    changes => true, uid => 'profiles');
+COMMIT;
+
+-- the slot follows the stored position, never passes it
+SELECT s.confirmed_flush_lsn <= st.lsn AS slot_not_ahead, st.retained_wal_bytes > 0 AS retains_wal
+  FROM state st JOIN pg_replication_slots s USING (slot_name) WHERE st.uid = 'profiles';
+
+-- a call reads a bounded batch, whole transactions, and the next goes on
+INSERT INTO profiles VALUES (10, 'x');
+INSERT INTO profiles VALUES (11, 'x'), (12, 'x');
+INSERT INTO profiles VALUES (13, 'x');
+SET ptf.max_changes_per_call = 2;
+SELECT * FROM deduplicate_keep_first(NULL::profiles, partition_by => '{id}',
+    changes => true, uid => 'profiles');
+SELECT * FROM deduplicate_keep_first(NULL::profiles, partition_by => '{id}',
+    changes => true, uid => 'profiles');
+SELECT * FROM deduplicate_keep_first(NULL::profiles, partition_by => '{id}',
+    changes => true, uid => 'profiles');
+RESET ptf.max_changes_per_call;
+
+-- TRUNCATE: deletions never change keep-first's output; noted and counted
+TRUNCATE profiles;
+INSERT INTO profiles VALUES (1, 'again'), (20, 'new');
+SELECT * FROM deduplicate_keep_first(NULL::profiles, partition_by => '{id}',
+    changes => true, uid => 'profiles');
+SELECT rows_skipped FROM state WHERE uid = 'profiles';
+
+-- columns added during the stream: earlier rows read with the default
+ALTER TABLE profiles ADD COLUMN tier int DEFAULT 0;
+INSERT INTO profiles VALUES (21, 'n', 5);
+SELECT * FROM deduplicate_keep_first(NULL::profiles, partition_by => '{id}',
+    changes => true, uid => 'profiles');
+-- a column whose type changes makes older changes unreadable
+INSERT INTO profiles VALUES (22, 'm', 1);
+ALTER TABLE profiles ALTER COLUMN tier TYPE bigint;
+\set VERBOSITY terse
+SELECT * FROM deduplicate_keep_first(NULL::profiles, partition_by => '{id}',
+    changes => true, uid => 'profiles');
+\set VERBOSITY default
+
+-- event time over a change stream: inserts, watermark carried across calls
+CREATE TABLE readings (sensor int, ts timestamptz, v int);
+SELECT ptf.set_watermark('readings', 'ts', interval '1 minute');
+SELECT * FROM deduplicate_keep_first(NULL::readings, partition_by => '{sensor}', on_time => 'ts',
+    changes => true, uid => 'readings');
+INSERT INTO readings VALUES (1, '2024-01-01 10:00+00', 1), (1, '2024-01-01 09:59:30+00', 2),
+                            (2, '2024-01-01 10:00:30+00', 3);
+SELECT sensor, v FROM deduplicate_keep_first(NULL::readings, partition_by => '{sensor}',
+    on_time => 'ts', changes => true, uid => 'readings');
+INSERT INTO readings VALUES (3, '2024-01-01 10:05+00', 4);
+SELECT sensor, v FROM deduplicate_keep_first(NULL::readings, partition_by => '{sensor}',
+    on_time => 'ts', changes => true, uid => 'readings') ORDER BY sensor;
+-- an UPDATE arriving is an error: a watermark cannot take back what it finalized
+UPDATE readings SET v = 9 WHERE sensor = 3;
+SELECT sensor, v FROM deduplicate_keep_first(NULL::readings, partition_by => '{sensor}',
+    on_time => 'ts', changes => true, uid => 'readings');
+
+-- unchanged TOASTed values: under FULL taken from the old image ...
+CREATE TABLE docs (id int PRIMARY KEY, body text, rev int);
+ALTER TABLE docs ALTER COLUMN body SET STORAGE EXTERNAL;
+ALTER TABLE docs REPLICA IDENTITY FULL;
+INSERT INTO docs VALUES (1, repeat('abc', 3000), 1);
+SELECT * FROM deduplicate_keep_first(NULL::docs, partition_by => '{id}', changes => true, uid => 'docs');
+UPDATE docs SET rev = 2;
+SELECT id, length(body), rev FROM deduplicate_keep_first(NULL::docs, partition_by => '{id}',
+    changes => true, uid => 'docs');
+-- ... under DEFAULT they are not in the WAL: a clear error when such a row
+-- is to be emitted, never a placeholder
+ALTER TABLE docs REPLICA IDENTITY DEFAULT;
+INSERT INTO docs VALUES (2, repeat('xyz', 3000), 1);
+SELECT * FROM deduplicate_keep_first(NULL::docs, partition_by => '{id}', changes => true,
+    uid => 'docs-default');
+-- a key seen first: its later update is swallowed, nothing to complete
+INSERT INTO docs VALUES (3, repeat('uvw', 3000), 1);
+UPDATE docs SET rev = 2 WHERE id = 3;
+SELECT id, length(body), rev FROM deduplicate_keep_first(NULL::docs, partition_by => '{id}',
+    changes => true, uid => 'docs-default');
+-- an update of a row from before the stream: its +U would be emitted
+UPDATE docs SET rev = 3 WHERE id = 2;
+\set VERBOSITY terse
+SELECT id, length(body), rev FROM deduplicate_keep_first(NULL::docs, partition_by => '{id}',
+    changes => true, uid => 'docs-default');
+\set VERBOSITY default
+
+-- errors, before anything is read
+SELECT * FROM deduplicate_keep_first(NULL::profiles, changes => true);
+SELECT * FROM deduplicate_keep_first(NULL::profiles, changes => true, uid => 'x',
+    query => 'SELECT * FROM cs.profiles');
+CREATE VIEW profile_view AS SELECT * FROM profiles;
+SELECT * FROM deduplicate_keep_first(NULL::profile_view, changes => true, uid => 'x');
+CREATE TABLE parted (k int) PARTITION BY RANGE (k);
+SELECT * FROM deduplicate_keep_first(NULL::parted, changes => true, uid => 'x');
+-- a uid made for a relation input is not a change stream's
+SELECT * FROM deduplicate_keep_first(NULL::other, uid => 'rel-uid');
+SELECT * FROM deduplicate_keep_first(NULL::other, changes => true, uid => 'rel-uid');
+-- the first call creates a slot: not in a transaction that already wrote
+BEGIN;
+INSERT INTO other VALUES (3);
+SELECT * FROM deduplicate_keep_first(NULL::other, changes => true, uid => 'late-first');
+ROLLBACK;
+-- the uid's slot consumed by another tool: refused, changes would be lost
+INSERT INTO other VALUES (4);
+SELECT * FROM deduplicate_keep_first(NULL::other, changes => true, uid => 'stolen');
+INSERT INTO other VALUES (5);
+SELECT * FROM deduplicate_keep_first(NULL::other, changes => true, uid => 'stolen');
+INSERT INTO other VALUES (6);
+SELECT count(*) > 0 AS consumed FROM state s,
+       pg_logical_slot_get_changes(s.slot_name, NULL, NULL) c WHERE s.uid = 'stolen';
+\set VERBOSITY terse
+SELECT * FROM deduplicate_keep_first(NULL::other, changes => true, uid => 'stolen');
+\set VERBOSITY default
+
+-- privileges: reading a change stream needs SELECT on every column and no
+-- row-level security that would hide rows
+CREATE ROLE regress_ptf_cs;
+GRANT USAGE ON SCHEMA cs TO regress_ptf_cs;
+SET ROLE regress_ptf_cs;
+SELECT * FROM deduplicate_keep_first(NULL::profiles, changes => true, uid => 'cs-role');
+RESET ROLE;
+GRANT SELECT ON profiles TO regress_ptf_cs;
+ALTER TABLE profiles ENABLE ROW LEVEL SECURITY;
+SET ROLE regress_ptf_cs;
+SELECT * FROM deduplicate_keep_first(NULL::profiles, changes => true, uid => 'cs-role');
+RESET ROLE;
+ALTER TABLE profiles DISABLE ROW LEVEL SECURITY;
+
+-- drop_state drops the slot with the state
+SELECT count(*) AS slots FROM pg_replication_slots WHERE slot_name LIKE 'ptf\_%';
+SELECT drop_state(uid) FROM state ORDER BY uid;
+SELECT count(*) AS slots FROM pg_replication_slots WHERE slot_name LIKE 'ptf\_%';
+SELECT drop_watermark('readings');
+REVOKE ALL ON profiles FROM regress_ptf_cs;
+REVOKE USAGE ON SCHEMA cs FROM regress_ptf_cs;
+DROP ROLE regress_ptf_cs;

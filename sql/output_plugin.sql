@@ -1,0 +1,99 @@
+-- The output plugin for outside consumers (pg_recvlogical,
+-- pg_logical_slot_get_changes): one JSON object per row kind, or one
+-- Debezium-style envelope per change.  LSNs, commit times and xids vary
+-- from run to run: they are checked for shape, then left out.
+
+CREATE SCHEMA op;
+SET search_path = op, public;
+\set SHOW_CONTEXT never
+CREATE TABLE items (id int PRIMARY KEY, name text, price numeric, tags jsonb, ok boolean);
+CREATE TABLE other (id int PRIMARY KEY);
+CREATE TABLE wide (id int PRIMARY KEY, body text);
+ALTER TABLE wide ALTER COLUMN body SET STORAGE EXTERNAL;
+-- a role that may read items, and nothing else
+CREATE ROLE op_reader REPLICATION;
+GRANT USAGE ON SCHEMA op TO op_reader;
+GRANT SELECT ON items TO op_reader;
+
+SELECT 'init' FROM pg_create_logical_replication_slot('op_slot', 'deduplicate_keep_first');
+
+INSERT INTO items VALUES (1, 'pen', 1.50, '{"color": "blue"}', true),
+                         (2, 'ink "black"', 'NaN', NULL, false);
+UPDATE items SET price = 2 WHERE id = 1;
+ALTER TABLE items REPLICA IDENTITY FULL;
+UPDATE items SET name = 'pencil' WHERE id = 1;
+DELETE FROM items WHERE id = 2;
+INSERT INTO other VALUES (1);
+INSERT INTO wide VALUES (1, repeat('x', 5000));
+UPDATE wide SET id = 2;
+TRUNCATE other;
+
+-- every object carries its position, commit time and transaction
+SELECT bool_and(data::jsonb->>'lsn' ~ '^[0-9A-F]+/[0-9A-F]+$') AS lsn_ok,
+       bool_and((data::jsonb->>'commit_time')::timestamptz <= now()) AS time_ok,
+       bool_and((data::jsonb->>'xid')::bigint > 0) AS xid_ok,
+       count(*)
+  FROM pg_logical_slot_peek_changes('op_slot', NULL, NULL);
+
+-- the changelog format (default): an UPDATE is an UPDATE_BEFORE when its old
+-- image is logged (REPLICA IDENTITY FULL), then an UPDATE_AFTER; an
+-- unchanged TOASTed value is left out and named, never invented
+-- (long values shown by their length)
+SELECT CASE WHEN length(data::jsonb->'data'->>'body') > 100
+            THEN jsonb_set(data::jsonb, '{data,body}', to_jsonb(length(data::jsonb->'data'->>'body')))
+            ELSE data::jsonb END - 'lsn' - 'commit_time' - 'xid' AS change
+  FROM pg_logical_slot_peek_changes('op_slot', NULL, NULL);
+
+-- codes of one's own; kinds left out are not written; only chosen tables
+SELECT data::jsonb->>'op' AS op, data::jsonb->'data' AS data
+  FROM pg_logical_slot_peek_changes('op_slot', NULL, NULL,
+       'op_mapping', '{"INSERT": "+I", "DELETE": "-D"}', 'tables', ' op.items , other ');
+
+-- Debezium envelopes: before/after per change
+SELECT data::jsonb->>'op' AS op, data::jsonb->'before' AS before,
+       CASE WHEN length(data::jsonb->'after'->>'body') > 100
+            THEN jsonb_set(data::jsonb->'after', '{body}', to_jsonb(length(data::jsonb->'after'->>'body')))
+            ELSE data::jsonb->'after' END AS after,
+       data::jsonb->'source'->>'table' AS tbl,
+       data::jsonb->'source'->>'connector' AS connector
+  FROM pg_logical_slot_peek_changes('op_slot', NULL, NULL, 'format', 'debezium');
+SELECT bool_and((data::jsonb->>'ts_ms')::bigint > 0 AND data::jsonb->'source' ? 'lsn'
+                AND data::jsonb->'source' ? 'txId') AS envelope_ok
+  FROM pg_logical_slot_peek_changes('op_slot', NULL, NULL, 'format', 'debezium');
+
+-- bad options fail at once, with the slot left where it was
+SELECT * FROM pg_logical_slot_get_changes('op_slot', NULL, NULL, 'format', 'avro');
+SELECT * FROM pg_logical_slot_get_changes('op_slot', NULL, NULL, 'colour', 'red');
+SELECT * FROM pg_logical_slot_get_changes('op_slot', NULL, NULL, 'op_mapping', '{"UPSERT": "u"}');
+SELECT * FROM pg_logical_slot_get_changes('op_slot', NULL, NULL, 'op_mapping', 'not json');
+SELECT * FROM pg_logical_slot_get_changes('op_slot', NULL, NULL, 'format', NULL);
+SELECT count(*) FROM pg_logical_slot_peek_changes('op_slot', NULL, NULL);
+
+-- a role sees through the plugin only what it may SELECT, and nothing
+-- while row-level security applies (DESIGN 5).  Decoding sees the catalog
+-- as it was at each change: the privileges that count are those in force
+-- when the change was made.
+SET ROLE op_reader;
+SELECT data::jsonb->>'op' AS op, data::jsonb->'data' AS data
+  FROM pg_logical_slot_peek_changes('op_slot', NULL, NULL, 'tables', 'items');
+SELECT count(*) FROM pg_logical_slot_peek_changes('op_slot', NULL, NULL);
+SELECT count(*) FROM pg_logical_slot_peek_changes('op_slot', NULL, NULL, 'tables', 'items, wide');
+RESET ROLE;
+ALTER TABLE items ENABLE ROW LEVEL SECURITY;
+CREATE POLICY mine ON items USING (name = current_user);
+INSERT INTO items VALUES (3, 'op_reader', 0, NULL, true);
+SET ROLE op_reader;
+SELECT count(*) FROM pg_logical_slot_peek_changes('op_slot', NULL, NULL, 'tables', 'items');
+RESET ROLE;
+-- the owner is not subject to its policies
+SELECT data::jsonb->>'op' AS op, data::jsonb->'data' AS data
+  FROM pg_logical_slot_peek_changes('op_slot', NULL, NULL, 'tables', 'items')
+ WHERE (data::jsonb->'data'->>'id')::int = 3;
+
+-- consuming moves the slot on
+SELECT count(*) FROM pg_logical_slot_get_changes('op_slot', NULL, NULL);
+SELECT count(*) FROM pg_logical_slot_get_changes('op_slot', NULL, NULL);
+SELECT pg_drop_replication_slot('op_slot');
+DROP POLICY mine ON items;
+DROP OWNED BY op_reader;
+DROP ROLE op_reader;

@@ -1,0 +1,39 @@
+/*-------------------------------------------------------------------------
+ *
+ * plugin.h
+ *	  The library is also a logical decoding output plugin
+ *	  (_PG_output_plugin_init).  It serves two kinds of consumers:
+ *
+ *	  - our own change-stream input (input/change_stream.c), which decodes a
+ *	    uid's slot inside the calling backend and gets the decoded tuples
+ *	    handed over directly, with no text in between;
+ *	  - outside consumers (pg_recvlogical, pg_logical_slot_get_changes), who
+ *	    get one JSON object per change.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef PTF_DECODING_PLUGIN_H
+#define PTF_DECODING_PLUGIN_H
+
+#include "replication/reorderbuffer.h"
+#include "utils/rel.h"
+
+/*
+ * An in-process consumer.  While one is installed (only around our own
+ * decoding loop in this backend) the plugin hands every transaction to it
+ * instead of writing output.
+ */
+typedef struct PtfDecodingSink
+{
+	void		(*begin) (void *arg, ReorderBufferTXN *txn);
+	void		(*change) (void *arg, ReorderBufferTXN *txn, Relation rel,
+						   ReorderBufferChange *change);
+	void		(*truncate) (void *arg, ReorderBufferTXN *txn, int nrelations,
+							 Relation *relations, ReorderBufferChange *change);
+	void		(*commit) (void *arg, ReorderBufferTXN *txn, XLogRecPtr commit_lsn);
+	void	   *arg;
+} PtfDecodingSink;
+
+extern PtfDecodingSink *ptf_decoding_sink;
+
+#endif							/* PTF_DECODING_PLUGIN_H */

@@ -1,0 +1,596 @@
+/*-------------------------------------------------------------------------
+ *
+ * change_stream.c
+ *	  A table's changes read through logical decoding, in the calling
+ *	  backend, handed to the frame as rows of kinds +I -U +U -D.
+ *
+ * The decoding loop is pg_logical_slot_peek_changes' (logicalfuncs.c),
+ * with our own output plugin (decoding/plugin.c) in its in-process mode:
+ * it gives us each change's heap tuples, which become slot contents with
+ * no text in between.  Only the source table's changes are looked at.
+ *
+ * Exactly once: a transaction is read whole or not at all; the position
+ * stored with the uid's state is the end LSN of the last transaction
+ * read; transactions ending at or before the stored position are skipped;
+ * the slot is confirmed only up to a position known to be committed (at
+ * the start of the next call), so it never passes the stored progress,
+ * and a call rolled back leaves the next one to read the same changes.
+ *
+ * Kinds: INSERT is +I; UPDATE is -U (the old image, when logged) then +U;
+ * DELETE is -D.  Under REPLICA IDENTITY FULL old images are whole rows;
+ * under DEFAULT an old image has only the key columns (marked partial) and
+ * an UPDATE that keeps its key logs none.  Unchanged TOASTed values of an
+ * UPDATE's new image are not in the WAL: under FULL they are taken from the
+ * old image; otherwise the row is marked incomplete, and whoever would emit
+ * or keep it must complete it from state or fail (never a placeholder).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/detoast.h"
+#include "access/heapam.h"
+#include "access/htup_details.h"
+#include "access/xact.h"
+#include "access/xlog.h"
+#include "access/xlogutils.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_type.h"
+#include "common/md5.h"
+#include "executor/spi.h"
+#include "executor/tuptable.h"
+#include "miscadmin.h"
+#include "replication/decode.h"
+#include "replication/logical.h"
+#include "replication/slot.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/resowner.h"
+#include "utils/rel.h"
+#include "utils/rls.h"
+
+#include "catalog.h"
+#include "decoding/plugin.h"
+#include "input/change_stream.h"
+#include "input/input.h"
+
+int			ptf_max_changes_per_call = 1000000;
+
+struct PtfChangeStream
+{
+	Oid			relid;
+	TupleDesc	rowdesc;
+	char	   *slot_name;
+	ChangeStreamTruncate on_truncate;
+
+	/* set by change_stream_run */
+	PtfMetaRowSink sink;
+	void	   *sink_arg;
+	XLogRecPtr	resume_after;
+	XLogRecPtr	position;		/* end of the last transaction read */
+	uint64		rows;
+	uint64		skipped;		/* truncations passed over */
+	bool		stop;
+
+	/* the transaction being read */
+	bool		skip_txn;
+	PtfRowMeta	meta;
+
+	TupleDesc	checked_desc;	/* the historic descriptor last found compatible */
+	ResourceOwner outer_owner;	/* the caller's, not decoding's subtransaction's */
+	TupleTableSlot *old_slot;
+	TupleTableSlot *new_slot;
+	MemoryContext rowcxt;
+};
+
+/* ---- the uid's slot ---- */
+
+/* Slots are per cluster: the name carries the database and a digest of the uid. */
+static char *
+slot_name_for(const char *uid)
+{
+	char		hex[33];
+	const char *err;
+
+	if (!pg_md5_hash(uid, strlen(uid), hex, &err))
+		elog(ERROR, "could not compute a slot name: %s", err);
+	hex[20] = '\0';
+	return psprintf("ptf_%u_%s", MyDatabaseId, hex);
+}
+
+/* a uid restored from another database's dump must not drop that one's slot */
+static bool
+slot_exists_here(const char *name)
+{
+	Oid			argtypes[1] = {TEXTOID};
+	Datum		values[1] = {CStringGetTextDatum(name)};
+
+	ptf_spi_exec_as_owner("SELECT 1 FROM pg_catalog.pg_replication_slots "
+						  "WHERE slot_name OPERATOR(pg_catalog.=) $1::pg_catalog.name "
+						  "AND database OPERATOR(pg_catalog.=) pg_catalog.current_database()",
+						  1, argtypes, values, NULL, SPI_OK_SELECT);
+	return SPI_processed > 0;
+}
+
+void
+change_stream_drop_slot(const char *slot_name)
+{
+	Oid			argtypes[1] = {TEXTOID};
+	Datum		values[1] = {CStringGetTextDatum(slot_name)};
+
+	if (slot_exists_here(slot_name))
+		ptf_spi_exec_as_owner("SELECT pg_catalog.pg_drop_replication_slot($1::pg_catalog.name)",
+							  1, argtypes, values, NULL, SPI_OK_SELECT);
+}
+
+char *
+change_stream_prepare(const char *uid, Oid relid)
+{
+	char		relkind = get_rel_relkind(relid);
+	char	   *slot;
+	Oid			argtypes[1] = {TEXTOID};
+	Datum		values[1];
+
+	if (relkind != RELKIND_RELATION)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("changes => true needs a plain table, and %s is not one",
+						get_rel_name(relid)),
+				 relkind == RELKIND_PARTITIONED_TABLE ?
+				 errhint("The changes of a partitioned table arrive per partition; read a partition.") : 0));
+
+	/* decoding shows every row: the caller must be able to read every row */
+	if (pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) != ACLCHECK_OK &&
+		pg_attribute_aclcheck_all(relid, GetUserId(), ACL_SELECT, ACLMASK_ALL) != ACLCHECK_OK)
+		aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_TABLE, get_rel_name(relid));
+	if (check_enable_rls(relid, InvalidOid, false) == RLS_ENABLED)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("changes => true cannot apply the row-level security of table %s",
+						get_rel_name(relid)),
+				 errhint("Read the change stream as the table's owner or a role that bypasses row-level security.")));
+
+	/* one creator at a time per uid, until this transaction ends */
+	values[0] = CStringGetTextDatum(uid);
+	ptf_spi_exec_as_owner("SELECT pg_catalog.pg_advisory_xact_lock(1347700273, pg_catalog.hashtext($1))",
+						  1, argtypes, values, NULL, SPI_OK_SELECT);
+
+	ptf_spi_exec_as_owner("SELECT slot_name FROM ptf.uid_registry WHERE uid OPERATOR(pg_catalog.=) $1",
+						  1, argtypes, values, NULL, SPI_OK_SELECT);
+	if (SPI_processed == 1)
+	{
+		bool		isnull;
+		Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+
+		if (!isnull)
+			return TextDatumGetCString(d);
+		/* a uid made without changes: the registry check will refuse it */
+		return slot_name_for(uid);
+	}
+
+	/* the uid's first call: its stream starts with its slot */
+	slot = slot_name_for(uid);
+	if (GetTopTransactionIdIfAny() != InvalidTransactionId)
+		ereport(ERROR,
+				(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
+				 errmsg("the first call of uid \"%s\" cannot run in a transaction that has already written",
+						uid),
+				 errdetail("It creates the uid's replication slot, which needs a transaction without writes."),
+				 errhint("Make the first call of the uid in a transaction of its own.")));
+	/* left over by a first call that rolled back: start afresh */
+	change_stream_drop_slot(slot);
+	values[0] = CStringGetTextDatum(slot);
+	ptf_spi_exec_as_owner("SELECT pg_catalog.pg_create_logical_replication_slot($1::pg_catalog.name, "
+						  "'deduplicate_keep_first')",
+						  1, argtypes, values, NULL, SPI_OK_SELECT);
+	return slot;
+}
+
+PtfChangeStream *
+change_stream_create(Oid relid, TupleDesc rowdesc, const char *slot_name,
+					 ChangeStreamTruncate on_truncate)
+{
+	PtfChangeStream *cs = palloc0(sizeof(PtfChangeStream));
+
+	cs->relid = relid;
+	cs->rowdesc = rowdesc;
+	cs->slot_name = pstrdup(slot_name);
+	cs->on_truncate = on_truncate;
+	cs->old_slot = MakeSingleTupleTableSlot(rowdesc, &TTSOpsHeapTuple);
+	cs->new_slot = MakeSingleTupleTableSlot(rowdesc, &TTSOpsHeapTuple);
+	cs->rowcxt = AllocSetContextCreate(CurrentMemoryContext, "ptf change row",
+									   ALLOCSET_DEFAULT_SIZES);
+	return cs;
+}
+
+XLogRecPtr
+change_stream_position(PtfChangeStream *cs)
+{
+	return cs->position;
+}
+
+uint64
+change_stream_skipped(PtfChangeStream *cs)
+{
+	return cs->skipped;
+}
+
+/* ---- the in-process sink the plugin hands transactions to ---- */
+
+static void
+cs_begin(void *arg, ReorderBufferTXN *txn)
+{
+	PtfChangeStream *cs = (PtfChangeStream *) arg;
+
+	/* read before, by a call whose state is stored: skip it whole */
+	cs->skip_txn = (!XLogRecPtrIsInvalid(cs->resume_after) &&
+					txn->end_lsn <= cs->resume_after);
+	cs->meta.commit_time = txn->xact_time.commit_time;
+	cs->meta.xid = txn->xid;
+}
+
+static void
+cs_commit(void *arg, ReorderBufferTXN *txn, XLogRecPtr commit_lsn)
+{
+	PtfChangeStream *cs = (PtfChangeStream *) arg;
+
+	if (cs->skip_txn)
+		return;
+	cs->position = txn->end_lsn;
+	if (ptf_max_changes_per_call > 0 && cs->rows >= (uint64) ptf_max_changes_per_call)
+		cs->stop = true;
+}
+
+/*
+ * The historic descriptor of the table at the change must be the one we
+ * read rows with, but for columns added since (read as their defaults).
+ */
+static void
+check_descriptor(PtfChangeStream *cs, Relation rel)
+{
+	TupleDesc	hist = RelationGetDescr(rel);
+	int			i;
+
+	if (hist == cs->checked_desc)
+		return;
+	if (hist->natts > cs->rowdesc->natts)
+		goto incompatible;
+	for (i = 0; i < hist->natts; i++)
+	{
+		Form_pg_attribute h = TupleDescAttr(hist, i);
+		Form_pg_attribute r = TupleDescAttr(cs->rowdesc, i);
+
+		if (h->attisdropped != r->attisdropped && !r->attisdropped)
+			goto incompatible;
+		if (!h->attisdropped && !r->attisdropped &&
+			(h->atttypid != r->atttypid || h->attlen != r->attlen))
+			goto incompatible;
+	}
+	cs->checked_desc = hist;
+	return;
+
+incompatible:
+	ereport(ERROR,
+			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			 errmsg("the columns of table %s changed while its changes were being read",
+					RelationGetRelationName(rel)),
+			 errdetail("A change at %X/%X has columns of other types than the table has now.",
+					   LSN_FORMAT_ARGS(cs->meta.lsn)),
+			 errhint("Forget the state of the uid with ptf.drop_state() to start over from now.")));
+}
+
+/* Does a new image hold unchanged TOASTed values (on-disk pointers)? */
+static bool
+has_unchanged_toast(TupleDesc desc, HeapTuple tup)
+{
+	int			i;
+
+	if (!HeapTupleHasExternal(tup))
+		return false;
+	for (i = 0; i < desc->natts && i < HeapTupleHeaderGetNatts(tup->t_data); i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, i);
+		bool		isnull;
+		Datum		d;
+
+		if (att->attlen != -1 || att->attisdropped)
+			continue;
+		d = heap_getattr(tup, i + 1, desc, &isnull);
+		if (!isnull && VARATT_IS_EXTERNAL_ONDISK(DatumGetPointer(d)))
+			return true;
+	}
+	return false;
+}
+
+/* Under REPLICA IDENTITY FULL the old image has what the new one lacks. */
+static HeapTuple
+complete_from_old(TupleDesc desc, HeapTuple newtup, HeapTuple oldtup)
+{
+	Datum	   *nv = palloc(sizeof(Datum) * desc->natts);
+	bool	   *nn = palloc(sizeof(bool) * desc->natts);
+	Datum	   *ov = palloc(sizeof(Datum) * desc->natts);
+	bool	   *on = palloc(sizeof(bool) * desc->natts);
+	int			i;
+
+	heap_deform_tuple(newtup, desc, nv, nn);
+	heap_deform_tuple(oldtup, desc, ov, on);
+	for (i = 0; i < desc->natts; i++)
+	{
+		if (!nn[i] && TupleDescAttr(desc, i)->attlen == -1 &&
+			VARATT_IS_EXTERNAL_ONDISK(DatumGetPointer(nv[i])))
+		{
+			nv[i] = ov[i];
+			nn[i] = on[i];
+		}
+	}
+	return heap_form_tuple(desc, nv, nn);
+}
+
+/*
+ * Decoding hands over TOASTed values it reassembled as indirect pointers
+ * into its own memory, which is gone after the change: a row kept past it
+ * (an image, a candidate) must hold the values themselves.  Unchanged
+ * on-disk pointers stay; they are marked incomplete and never fetched.
+ */
+static HeapTuple
+flatten_indirect(TupleDesc desc, HeapTuple tup)
+{
+	int			natts = Min(desc->natts, HeapTupleHeaderGetNatts(tup->t_data));
+	Datum	   *values;
+	bool	   *nulls;
+	bool		any = false;
+	int			i;
+
+	if (!HeapTupleHasExternal(tup))
+		return tup;
+	values = palloc(sizeof(Datum) * desc->natts);
+	nulls = palloc(sizeof(bool) * desc->natts);
+	heap_deform_tuple(tup, desc, values, nulls);
+	for (i = 0; i < natts; i++)
+	{
+		if (!nulls[i] && TupleDescAttr(desc, i)->attlen == -1 &&
+			VARATT_IS_EXTERNAL_INDIRECT(DatumGetPointer(values[i])))
+		{
+			values[i] = PointerGetDatum(detoast_external_attr((struct varlena *)
+															  DatumGetPointer(values[i])));
+			any = true;
+		}
+	}
+	return any ? heap_form_tuple(desc, values, nulls) : tup;
+}
+
+static void
+hand_over(PtfChangeStream *cs, RowKind kind, TupleTableSlot *slot, HeapTuple tup,
+		  bool partial, bool incomplete)
+{
+	ResourceOwner decoding_owner = CurrentResourceOwner;
+
+	ExecStoreHeapTuple(flatten_indirect(slot->tts_tupleDescriptor, tup), slot, false);
+	cs->meta.partial = partial;
+	cs->meta.incomplete = incomplete;
+
+	/*
+	 * Decoding runs us inside a subtransaction it rolls back: what the
+	 * operators acquire (temporary files of the output, relations) belongs
+	 * to the caller.
+	 */
+	CurrentResourceOwner = cs->outer_owner;
+	cs->sink(cs->sink_arg, kind, slot, &cs->meta);
+	CurrentResourceOwner = decoding_owner;
+	ExecClearTuple(slot);
+	cs->rows++;
+}
+
+static void
+cs_change(void *arg, ReorderBufferTXN *txn, Relation rel, ReorderBufferChange *change)
+{
+	PtfChangeStream *cs = (PtfChangeStream *) arg;
+	MemoryContext old;
+	HeapTuple	newtup;
+	HeapTuple	oldtup;
+	bool		full;
+
+	if (cs->skip_txn || RelationGetRelid(rel) != cs->relid)
+		return;
+
+	MemoryContextReset(cs->rowcxt);
+	old = MemoryContextSwitchTo(cs->rowcxt);
+	cs->meta.lsn = change->lsn;
+	check_descriptor(cs, rel);
+	full = (rel->rd_rel->relreplident == REPLICA_IDENTITY_FULL);
+	newtup = change->data.tp.newtuple ? &change->data.tp.newtuple->tuple : NULL;
+	oldtup = change->data.tp.oldtuple ? &change->data.tp.oldtuple->tuple : NULL;
+
+	switch (change->action)
+	{
+		case REORDER_BUFFER_CHANGE_INSERT:
+			hand_over(cs, ROWKIND_INSERT, cs->new_slot, newtup, false, false);
+			break;
+
+		case REORDER_BUFFER_CHANGE_UPDATE:
+			{
+				bool		incomplete = has_unchanged_toast(RelationGetDescr(rel), newtup);
+
+				if (incomplete && full && oldtup)
+				{
+					newtup = complete_from_old(RelationGetDescr(rel), newtup, oldtup);
+					incomplete = false;
+				}
+				if (oldtup)
+					hand_over(cs, ROWKIND_UPDATE_BEFORE, cs->old_slot, oldtup, !full, false);
+				hand_over(cs, ROWKIND_UPDATE_AFTER, cs->new_slot, newtup, false, incomplete);
+			}
+			break;
+
+		case REORDER_BUFFER_CHANGE_DELETE:
+			/* REPLICA IDENTITY NOTHING logs no old image: no key, nothing to say */
+			if (oldtup)
+				hand_over(cs, ROWKIND_DELETE, cs->old_slot, oldtup, !full, false);
+			else
+				cs->skipped++;
+			break;
+
+		default:
+			break;
+	}
+	MemoryContextSwitchTo(old);
+}
+
+static void
+cs_truncate(void *arg, ReorderBufferTXN *txn, int nrelations, Relation *relations,
+			ReorderBufferChange *change)
+{
+	PtfChangeStream *cs = (PtfChangeStream *) arg;
+	int			i;
+
+	if (cs->skip_txn)
+		return;
+	for (i = 0; i < nrelations; i++)
+	{
+		if (RelationGetRelid(relations[i]) != cs->relid)
+			continue;
+		if (cs->on_truncate == TRUNCATE_ERROR)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("table %s was truncated, which a changelog cannot represent",
+							RelationGetRelationName(relations[i])),
+					 errdetail("The truncation is at %X/%X.", LSN_FORMAT_ARGS(change->lsn)),
+					 errhint("Forget the uid's state with ptf.drop_state() to start a new stream after the truncation.")));
+		ereport(NOTICE,
+				(errmsg("table %s was truncated; the deletions of its rows change nothing here",
+						RelationGetRelationName(relations[i]))));
+		cs->skipped++;
+	}
+}
+
+/* ---- the decoding loop ---- */
+
+static void
+write_refused(LogicalDecodingContext *ctx, XLogRecPtr lsn, TransactionId xid,
+			  bool last_write)
+{
+	elog(ERROR, "in-process decoding does not write output");
+}
+
+/*
+ * The uid's slot must still be there, and be this database's: a uid copied
+ * by pg_dump into another database or cluster names a slot it cannot use.
+ */
+static void
+check_slot_usable(const char *slot_name, XLogRecPtr resume_after)
+{
+	ReplicationSlot *slot;
+	Oid			dboid = InvalidOid;
+
+	LWLockAcquire(ReplicationSlotControlLock, LW_SHARED);
+	slot = SearchNamedReplicationSlot(slot_name, false);
+	if (slot != NULL)
+		dboid = slot->data.database;
+	LWLockRelease(ReplicationSlotControlLock);
+
+	if (slot == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the replication slot %s of this uid does not exist", slot_name),
+				 XLogRecPtrIsInvalid(resume_after) ? 0 :
+				 errdetail("The changes after %X/%X cannot be read any more.",
+						   LSN_FORMAT_ARGS(resume_after)),
+				 errhint("ptf.drop_state() forgets the uid; its next call starts a new stream.")));
+	if (dboid != MyDatabaseId)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the replication slot %s of this uid belongs to another database", slot_name),
+				 errdetail("The uid's state was copied here (pg_dump?); its changes are read where it was made."),
+				 errhint("ptf.drop_state() forgets the uid here; its next call starts a new stream.")));
+}
+
+void
+change_stream_run(PtfChangeStream *cs, XLogRecPtr resume_after,
+				  bool resume_committed, PtfMetaRowSink sink, void *arg)
+{
+	PtfDecodingSink dsink;
+	LogicalDecodingContext *volatile ctx = NULL;
+	XLogRecPtr	end_of_wal;
+
+	cs->sink = sink;
+	cs->sink_arg = arg;
+	cs->outer_owner = CurrentResourceOwner;
+	cs->resume_after = resume_after;
+	cs->position = resume_after;
+
+	dsink.begin = cs_begin;
+	dsink.change = cs_change;
+	dsink.truncate = cs_truncate;
+	dsink.commit = cs_commit;
+	dsink.arg = cs;
+
+	CheckLogicalDecodingRequirements();
+	check_slot_usable(cs->slot_name, resume_after);
+	end_of_wal = GetFlushRecPtr(NULL);
+	ReplicationSlotAcquire(cs->slot_name, true);
+
+	PG_TRY();
+	{
+		XLogRecPtr	confirmed = MyReplicationSlot->data.confirmed_flush;
+
+		if (!XLogRecPtrIsInvalid(resume_after) && confirmed > resume_after)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("the uid's replication slot was moved past the uid's stored position"),
+					 errdetail("Slot %s is at %X/%X, the uid's state at %X/%X: changes in between are lost.",
+							   cs->slot_name, LSN_FORMAT_ARGS(confirmed),
+							   LSN_FORMAT_ARGS(resume_after)),
+					 errhint("Do not consume the slot of a uid with other tools; ptf.drop_state() starts the uid over.")));
+
+		/* what is committed can be let go of: WAL before it is released */
+		if (resume_committed && !XLogRecPtrIsInvalid(resume_after) && resume_after > confirmed)
+		{
+			LogicalConfirmReceivedLocation(resume_after);
+			ReplicationSlotMarkDirty();
+		}
+
+		ptf_decoding_sink = &dsink;
+		ctx = CreateDecodingContext(InvalidXLogRecPtr, NIL, false,
+									XL_ROUTINE(.page_read = read_local_xlog_page,
+											   .segment_open = wal_segment_open,
+											   .segment_close = wal_segment_close),
+									NULL, write_refused, NULL);
+
+		XLogBeginRead(ctx->reader, MyReplicationSlot->data.restart_lsn);
+		InvalidateSystemCaches();
+
+		while (ctx->reader->EndRecPtr < end_of_wal && !cs->stop)
+		{
+			XLogRecord *record;
+			char	   *errm = NULL;
+
+			record = XLogReadRecord(ctx->reader, &errm);
+			if (errm)
+				elog(ERROR, "could not find record for logical decoding: %s", errm);
+			if (record != NULL)
+				LogicalDecodingProcessRecord(ctx, ctx->reader);
+			/* decoding's transaction management leaves its own owner behind */
+			CurrentResourceOwner = cs->outer_owner;
+			CHECK_FOR_INTERRUPTS();
+		}
+
+		FreeDecodingContext(ctx);
+		ptf_decoding_sink = NULL;
+		ReplicationSlotRelease();
+		InvalidateSystemCaches();
+	}
+	PG_CATCH();
+	{
+		CurrentResourceOwner = cs->outer_owner;
+		ptf_decoding_sink = NULL;
+		InvalidateSystemCaches();
+		/* an error caught by a savepoint must not leave the slot ours */
+		if (MyReplicationSlot != NULL)
+			ReplicationSlotRelease();
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+}

@@ -1,0 +1,63 @@
+/*-------------------------------------------------------------------------
+ *
+ * change_stream.h
+ *	  A table's changes as an input (changes => true): a logical replication
+ *	  slot per uid, decoded inside the calling backend, exactly once.
+ *
+ * The uid's slot is created by its first call, before the call writes
+ * anything.  Each call reads from the last position its uid committed,
+ * skips what it already processed, and hands whole transactions to the
+ * frame; the end LSN of the last transaction read is stored with the
+ * uid's state in the caller's transaction.  The slot is moved forward only
+ * to a committed position, at the start of the next call.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef PTF_CHANGE_STREAM_H
+#define PTF_CHANGE_STREAM_H
+
+#include "access/tupdesc.h"
+#include "access/xlogdefs.h"
+
+#include "ptf.h"
+
+typedef struct PtfChangeStream PtfChangeStream;
+
+/* What to do when the source is truncated (no row kind says it). */
+typedef enum ChangeStreamTruncate
+{
+	TRUNCATE_SKIP,				/* nothing to emit: note it and go on */
+	TRUNCATE_ERROR				/* a changelog cannot represent it */
+} ChangeStreamTruncate;
+
+extern int	ptf_max_changes_per_call;	/* GUC; 0: no limit */
+
+/*
+ * Checks the table (a plain table the caller may read entirely, without
+ * row-level security), then makes sure the uid has a slot, creating it if
+ * this is the uid's first call.  Must run before the call writes anything
+ * (a slot cannot be created in a transaction that has).  Returns the slot
+ * name, for the uid's registry row.
+ */
+extern char *change_stream_prepare(const char *uid, Oid relid);
+
+extern PtfChangeStream *change_stream_create(Oid relid, TupleDesc rowdesc,
+											 const char *slot_name,
+											 ChangeStreamTruncate on_truncate);
+
+/*
+ * Decode the slot: every transaction ending after resume_after (the uid's
+ * stored position, committed or not) is handed to sink, up to about
+ * ptf.max_changes_per_call rows, stopping at a transaction's end.
+ */
+extern void change_stream_run(PtfChangeStream *cs, XLogRecPtr resume_after,
+							  bool resume_committed, PtfMetaRowSink sink, void *arg);
+
+/* the end LSN of the last transaction read (the position to store) */
+extern XLogRecPtr change_stream_position(PtfChangeStream *cs);
+extern uint64 change_stream_skipped(PtfChangeStream *cs);
+
+/* ptf.drop_state: the uid's slot goes with it */
+extern void change_stream_drop_slot(const char *slot_name);
+
+#endif							/* PTF_CHANGE_STREAM_H */

@@ -1,0 +1,284 @@
+/*-------------------------------------------------------------------------
+ *
+ * normalize.c
+ *	  Changelog normalization (Flink's ChangelogNormalize): an upsert stream
+ *	  made a retract stream from the last image kept per key.
+ *
+ * A change stream under REPLICA IDENTITY DEFAULT logs no old image for an
+ * UPDATE that keeps its key, and only the key columns of a DELETE's old
+ * row (partial rows).  Keeping the last image of every key:
+ *
+ *	  +I / +U		a key with no image: +I; else -U with the kept image, then
+ *				+U -- or nothing when the row equals the kept one and no
+ *				state TTL is set; the row becomes the key's image
+ *	  -U / -D		-D with the kept image, which goes; a key with no image:
+ *				dropped and counted (its row predates the stream, or its
+ *				image expired)
+ *
+ * That is Flink's processLastRowOnChangelog.  Unchanged TOASTed values
+ * missing from a new image are completed from the kept image, or, for an
+ * update that changed the key, from the image its -U just retracted.
+ * Images live under the key's state TTL.  Without normalization
+ * (passthrough) every row goes on as it came.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/detoast.h"
+#include "access/htup_details.h"
+#include "executor/tuptable.h"
+#include "utils/datum.h"
+
+#include "operators/operator.h"
+#include "state/tuple_pool.h"
+
+typedef struct NormalizeValue
+{
+	PooledTuple image;			/* the key's last row */
+} NormalizeValue;
+
+typedef struct NormalizeOperator
+{
+	PtfOperator base;
+	bool		normalize;
+	TupleDesc	rowdesc;
+	TuplePool  *pool;
+	TupleTableSlot *image_slot;	/* a kept image, emitted */
+	TupleTableSlot *done_slot;	/* a row completed from its image */
+	uint64		dropped;		/* retractions of keys with no image */
+	uint64		unchanged;		/* updates equal to the kept image */
+	PooledTuple carry;			/* the image a -U just retracted */
+	Datum	   *values;
+	bool	   *nulls;
+} NormalizeOperator;
+
+static void
+emit_image(NormalizeOperator *n, RowKind kind, NormalizeValue *v)
+{
+	ExecStoreMinimalTuple(v->image.tuple, n->image_slot, false);
+	ptf_operator_emit(&n->base, kind, n->image_slot);
+	ExecClearTuple(n->image_slot);
+}
+
+/*
+ * The new image with what the WAL left out (unchanged TOASTed values, as
+ * on-disk pointers) taken from the key's kept image.
+ */
+static TupleTableSlot *
+complete_from_image(NormalizeOperator *n, TupleTableSlot *row, MinimalTuple image)
+{
+	int			natts = n->rowdesc->natts;
+	int			i;
+
+	slot_getallattrs(row);
+	memcpy(n->values, row->tts_values, sizeof(Datum) * natts);
+	memcpy(n->nulls, row->tts_isnull, sizeof(bool) * natts);
+	ExecStoreMinimalTuple(image, n->image_slot, false);
+	slot_getallattrs(n->image_slot);
+	for (i = 0; i < natts; i++)
+	{
+		if (!n->nulls[i] && TupleDescAttr(n->rowdesc, i)->attlen == -1 &&
+			VARATT_IS_EXTERNAL_ONDISK(DatumGetPointer(n->values[i])))
+		{
+			n->values[i] = n->image_slot->tts_values[i];
+			n->nulls[i] = n->image_slot->tts_isnull[i];
+		}
+	}
+	ExecClearTuple(n->done_slot);
+	memcpy(n->done_slot->tts_values, n->values, sizeof(Datum) * natts);
+	memcpy(n->done_slot->tts_isnull, n->nulls, sizeof(bool) * natts);
+	ExecStoreVirtualTuple(n->done_slot);
+	/* the values point into the kept image: a copy before it is replaced */
+	ExecMaterializeSlot(n->done_slot);
+	ExecClearTuple(n->image_slot);
+	return n->done_slot;
+}
+
+/* Flink's record equaliser: same values, compared as stored */
+static bool
+rows_equal(NormalizeOperator *n, TupleTableSlot *row, NormalizeValue *v)
+{
+	int			i;
+	bool		equal = true;
+
+	slot_getallattrs(row);
+	ExecStoreMinimalTuple(v->image.tuple, n->image_slot, false);
+	slot_getallattrs(n->image_slot);
+	for (i = 0; i < n->rowdesc->natts && equal; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(n->rowdesc, i);
+
+		if (row->tts_isnull[i] != n->image_slot->tts_isnull[i])
+			equal = false;
+		else if (!row->tts_isnull[i])
+			equal = datum_image_eq(row->tts_values[i], n->image_slot->tts_values[i],
+								   att->attbyval, att->attlen);
+	}
+	ExecClearTuple(n->image_slot);
+	return equal;
+}
+
+static void
+drop_carry(NormalizeOperator *n)
+{
+	if (n->carry.tuple != NULL)
+		tuple_pool_free(n->pool, &n->carry);
+}
+
+static PtfRowResult
+normalize_on_row(PtfOperator *op, RowKind kind, TupleTableSlot *row,
+				 const PtfRowMeta *meta, PtfTime event_time, PtfTime proc_time,
+				 PtfTime watermark)
+{
+	NormalizeOperator *n = (NormalizeOperator *) op;
+	KeyedState *ks = op->state;
+	StateRef	ref;
+	NormalizeValue *v;
+	KeyedLookup res;
+
+	if (!n->normalize)
+	{
+		ptf_operator_emit(op, kind, row);
+		return PTF_ROW_DONE;
+	}
+
+	if (!ROWKIND_IS_ADDITION(kind))
+	{
+		res = keyed_state_lookup(ks, row, proc_time, false, &ref);
+		if (res == KS_FULL)
+			return PTF_ROW_SPILL;
+		drop_carry(n);
+		if (res != KS_FOUND)
+		{
+			n->dropped++;
+			return PTF_ROW_DONE;
+		}
+		v = (NormalizeValue *) ref.value;
+
+		/*
+		 * Flink retracts the kept row with -D even for a -U: no +U of this
+		 * key need follow.  An update that moved the row to another key
+		 * follows at once, and completes its unlogged values from this row.
+		 */
+		emit_image(n, ROWKIND_DELETE, v);
+		if (kind == ROWKIND_UPDATE_BEFORE)
+		{
+			n->carry = v->image;
+			v->image.tuple = NULL;
+		}
+		else
+			tuple_pool_free(n->pool, &v->image);
+		keyed_state_remove(ks, ref.rec);
+		return PTF_ROW_DONE;
+	}
+
+	res = keyed_state_lookup(ks, row, proc_time, true, &ref);
+	if (res == KS_FULL)
+	{
+		drop_carry(n);
+		return PTF_ROW_SPILL;
+	}
+	v = (NormalizeValue *) ref.value;
+	if (res == KS_FOUND && v->image.tuple != NULL)
+	{
+		if (meta->incomplete)
+			row = complete_from_image(n, row, v->image.tuple);
+
+		/* without a TTL to renew, a row equal to the kept one says nothing */
+		if (keyed_state_ttl(ks) == 0 && rows_equal(n, row, v))
+		{
+			n->unchanged++;
+			drop_carry(n);
+			return PTF_ROW_DONE;
+		}
+		emit_image(n, ROWKIND_UPDATE_BEFORE, v);
+		ptf_operator_emit(op, ROWKIND_UPDATE_AFTER, row);
+	}
+	else
+	{
+		if (meta->incomplete && n->carry.tuple != NULL)
+			row = complete_from_image(n, row, n->carry.tuple);
+		ptf_operator_emit(op, ROWKIND_INSERT, row);
+	}
+	tuple_pool_store_slot(n->pool, &v->image, row);
+	drop_carry(n);
+	keyed_state_touch(ks, ref.rec, proc_time);
+	keyed_state_mark_changed(ks, ref.rec);
+	return PTF_ROW_DONE;
+}
+
+static void
+normalize_on_watermark(PtfOperator *op, PtfTime watermark, PtfTime proc_time)
+{
+}
+
+static void
+normalize_save_value(PtfOperator *op, StateRecord *rec, PtfStoredValue *out)
+{
+	NormalizeValue *v = (NormalizeValue *) STATE_RECORD_VALUE(rec);
+
+	memset(out, 0, sizeof(PtfStoredValue));
+	if (v->image.tuple != NULL)
+	{
+		out->has_image = true;
+		out->image = v->image.tuple;
+	}
+}
+
+static void
+normalize_restore_value(PtfOperator *op, StateRecord *rec, const PtfStoredValue *in)
+{
+	NormalizeOperator *n = (NormalizeOperator *) op;
+	NormalizeValue *v = (NormalizeValue *) STATE_RECORD_VALUE(rec);
+
+	if (in->has_image)
+		tuple_pool_store_image(n->pool, &v->image, in->image);
+}
+
+static const PtfOperatorMethods normalize_methods = {
+	.name = "changelog normalize",
+	.on_row = normalize_on_row,
+	.on_watermark = normalize_on_watermark,
+	.save_value = normalize_save_value,
+	.restore_value = normalize_restore_value,
+};
+
+Size
+normalize_value_size(void)
+{
+	return sizeof(NormalizeValue);
+}
+
+uint64
+normalize_dropped(PtfOperator *op)
+{
+	return ((NormalizeOperator *) op)->dropped;
+}
+
+uint64
+normalize_unchanged(PtfOperator *op)
+{
+	return ((NormalizeOperator *) op)->unchanged;
+}
+
+PtfOperator *
+normalize_create(TupleDesc rowdesc, bool normalize, KeyedState *state,
+				 PtfEmitFn emit, void *emit_arg)
+{
+	NormalizeOperator *n = palloc0(sizeof(NormalizeOperator));
+	int			natts = rowdesc->natts;
+
+	n->base.methods = &normalize_methods;
+	n->base.state = state;
+	n->base.emit = emit;
+	n->base.emit_arg = emit_arg;
+	n->normalize = normalize;
+	n->rowdesc = rowdesc;
+	n->pool = tuple_pool_create(keyed_state_context(state));
+	n->image_slot = MakeSingleTupleTableSlot(rowdesc, &TTSOpsMinimalTuple);
+	n->done_slot = MakeSingleTupleTableSlot(rowdesc, &TTSOpsVirtual);
+	n->values = palloc(sizeof(Datum) * Max(natts, 1));
+	n->nulls = palloc(sizeof(bool) * Max(natts, 1));
+	return &n->base;
+}
