@@ -105,3 +105,45 @@ SELECT uid, function, partition_by, keys, pg_size_pretty(bytes) AS size, waterma
 \echo '=== Forget it:'
 SELECT ptf.drop_state('first_click');
 SELECT count(*) AS uids_left FROM ptf.state;
+
+\echo
+\echo '=== (e) Change data capture: the changes of an orders table, read through'
+\echo '===     logical decoding, exactly once per uid.  The first calls start the'
+\echo '===     streams (they return nothing: rows before them are not changes).'
+CREATE TABLE orders (order_id int PRIMARY KEY, customer text, amount numeric, status text);
+INSERT INTO orders VALUES (100, 'alice', 12.50, 'new');      -- before the streams: not seen
+CREATE TABLE orders_audit (op text, order_id int, customer text, amount numeric, status text,
+                           lsn pg_lsn, committed timestamptz);
+SELECT count(*) AS rows FROM ptf.to_changelog(NULL::orders, changes => true, uid => 'orders_cdc');
+SELECT count(*) AS rows FROM ptf.deduplicate_keep_first(NULL::orders,
+           partition_by => ARRAY['customer'], changes => true, uid => 'first_order');
+INSERT INTO orders VALUES (101, 'bob', 30.00, 'new'), (102, 'alice', 8.00, 'new');
+UPDATE orders SET status = 'paid' WHERE order_id = 101;
+UPDATE orders SET amount = 9.00 WHERE order_id = 102;
+DELETE FROM orders WHERE order_id = 102;
+INSERT INTO orders VALUES (103, 'carol', 5.00, 'new');
+\echo '=== Every change as a row, written to an audit table in the same transaction'
+\echo '=== that stores the stream position.  orders has REPLICA IDENTITY DEFAULT:'
+\echo '=== the WAL has no old row for an update, only the key for a delete; the'
+\echo '=== UPDATE_BEFORE and whole DELETE rows come from the images kept per key'
+\echo '=== (Flink''s ChangelogNormalize).'
+INSERT INTO orders_audit
+SELECT op, (data).*, lsn, commit_time
+  FROM ptf.to_changelog(NULL::orders, changes => true, uid => 'orders_cdc');
+SELECT op, order_id, customer, amount, status FROM orders_audit ORDER BY lsn, op DESC;
+\echo '=== Nothing new since: the next call writes nothing.'
+INSERT INTO orders_audit
+SELECT op, (data).*, lsn, commit_time
+  FROM ptf.to_changelog(NULL::orders, changes => true, uid => 'orders_cdc');
+SELECT count(*) AS audit_rows FROM orders_audit;
+\echo '=== Each customer''s first order since the stream began; alice''s deleted order'
+\echo '=== still was her first (keep-first never retracts).'
+SELECT order_id, customer, amount
+  FROM ptf.deduplicate_keep_first(NULL::orders, partition_by => ARRAY['customer'],
+           changes => true, uid => 'first_order')
+ ORDER BY order_id;
+\echo '=== The streams: their positions, and the WAL their slots hold back.'
+SELECT uid, function, lsn IS NOT NULL AS has_position, slot_name IS NOT NULL AS has_slot,
+       rows_in, rows_out
+  FROM ptf.state ORDER BY uid;
+SELECT ptf.drop_state('orders_cdc'), ptf.drop_state('first_order');

@@ -88,6 +88,7 @@ SELECT r.uid,
        r.updated_at
   FROM ptf.uid_registry r
   LEFT JOIN pg_catalog.pg_replication_slots s ON s.slot_name OPERATOR(pg_catalog.=) r.slot_name
+        AND s.database OPERATOR(pg_catalog.=) pg_catalog.current_database()
  WHERE pg_catalog.pg_has_role(r.owner, 'USAGE');
 COMMENT ON VIEW ptf.state IS 'Durable state per uid, for the uids of roles the current user belongs to';
 GRANT SELECT ON ptf.state TO PUBLIC;

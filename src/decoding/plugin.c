@@ -40,6 +40,7 @@
 #include "replication/output_plugin.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/datetime.h"
 #include "utils/json.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
@@ -63,6 +64,7 @@ typedef struct JsonPlugin
 	bool		debezium;
 	OpMapping	mapping;
 	List	   *tables;			/* names to emit; NIL: all */
+	char		commit_time[MAXDATELEN + 1];	/* of the transaction being written */
 } JsonPlugin;
 
 static void
@@ -162,6 +164,9 @@ plugin_begin(LogicalDecodingContext *ctx, ReorderBufferTXN *txn)
 
 	if (p->sink)
 		p->sink->begin(p->sink->arg, txn);
+	else
+		strlcpy(p->commit_time, timestamptz_to_str(txn->xact_time.commit_time),
+				sizeof(p->commit_time));
 }
 
 static void
@@ -339,7 +344,7 @@ write_changelog_row(LogicalDecodingContext *ctx, JsonPlugin *p, ReorderBufferTXN
 	appendStringInfoString(out, ",\"lsn\":");
 	append_lsn(out, lsn);
 	appendStringInfoString(out, ",\"commit_time\":");
-	escape_json(out, timestamptz_to_str(txn->xact_time.commit_time));
+	escape_json(out, p->commit_time);
 	appendStringInfo(out, ",\"xid\":%u}", txn->xid);
 	OutputPluginWrite(ctx, true);
 }
@@ -487,7 +492,7 @@ plugin_truncate(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
 		appendStringInfoString(ctx->out, ",\"lsn\":");
 		append_lsn(ctx->out, change->lsn);
 		appendStringInfoString(ctx->out, ",\"commit_time\":");
-		escape_json(ctx->out, timestamptz_to_str(txn->xact_time.commit_time));
+		escape_json(ctx->out, p->commit_time);
 		appendStringInfo(ctx->out, ",\"xid\":%u}", txn->xid);
 		OutputPluginWrite(ctx, true);
 	}

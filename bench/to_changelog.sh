@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# bench/to_changelog.sh: ptf.to_changelog over a change stream against
+# pg_logical_slot_peek_changes with test_decoding on the same WAL, on a
+# throwaway server, side by side in one run.
+#
+#   bash bench/to_changelog.sh          (as root: installs what is missing, builds)
+#
+# Data: a table with REPLICA IDENTITY FULL gets INSERTS inserts (default 1M)
+# then UPDATES updates (default 500k), in transactions of 10k rows, after
+# both slots were made: the uid's (by its first call) and a test_decoding
+# one.  Every statement runs REPS times (default 3), alternating; the
+# to_changelog call reads the whole backlog (ptf.max_changes_per_call = 0)
+# and is rolled back, so each round reads the same changes.  The table shows
+# medians and ratios.
+set -euo pipefail
+
+PTF_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=../scripts/lib.sh
+. "$PTF_ROOT/scripts/lib.sh"
+
+INSERTS=${INSERTS:-1000000}
+UPDATES=${UPDATES:-500000}
+REPS=${REPS:-3}
+
+ptf_sane_locale
+ptf_ensure_packages
+ptf_build_install
+
+dir=$(mktemp -d /tmp/ptf-bench.XXXXXX)
+trap 'ptf_pg_stop "$dir" >/dev/null 2>&1 || true; rm -rf "$dir"' EXIT
+# test_decoding is the anchor; decoding memory as PostgreSQL ships it
+export PTF_PG_CONF_EXTRA="shared_buffers = 1GB
+max_wal_size = 8GB
+checkpoint_timeout = 30min
+logical_decoding_work_mem = 64MB
+output_plugin_libraries = 'deduplicate_keep_first, test_decoding'"
+ptf_pg_start "$dir"
+
+ptf_log "bench: $INSERTS inserts, then $UPDATES updates, REPLICA IDENTITY FULL"
+ptf_psql -X -q -v ON_ERROR_STOP=1 <<SQL
+CREATE EXTENSION deduplicate_keep_first;
+CREATE TABLE bench_cdc (id int PRIMARY KEY, v int, payload text);
+ALTER TABLE bench_cdc REPLICA IDENTITY FULL;
+CREATE TABLE bench_other (id int);
+-- the uid's first call makes its slot; the anchor's slot at the same point
+SELECT count(*) FROM ptf.to_changelog(NULL::bench_cdc, changes => true, uid => 'bench') \g /dev/null
+SELECT 'slot' FROM pg_create_logical_replication_slot('td', 'test_decoding') \g /dev/null
+SELECT 'slot' FROM pg_create_logical_replication_slot('json', 'deduplicate_keep_first') \g /dev/null
+DO \$\$
+BEGIN
+    FOR b IN 0 .. ($INSERTS - 1) / 10000 LOOP
+        INSERT INTO bench_cdc
+        SELECT i, i % 1000, 'payload-' || md5(i::text)
+          FROM generate_series(b * 10000 + 1, least((b + 1) * 10000, $INSERTS)) i;
+        COMMIT;
+    END LOOP;
+    FOR b IN 0 .. ($UPDATES - 1) / 10000 LOOP
+        UPDATE bench_cdc SET v = v + 1
+         WHERE id BETWEEN b * 10000 + 1 AND least((b + 1) * 10000, $UPDATES);
+        COMMIT;
+    END LOOP;
+END \$\$;
+CHECKPOINT;
+SQL
+
+# name|statement; statements are timed by psql's \timing
+statements() {
+    cat <<'LIST'
+to_changelog|SELECT count(*) FROM ptf.to_changelog(NULL::bench_cdc, changes => true, uid => 'bench')
+test_decoding|SELECT count(*) FROM pg_logical_slot_peek_changes('td', NULL, NULL)
+plugin_json|SELECT count(*) FROM pg_logical_slot_peek_changes('json', NULL, NULL)
+LIST
+}
+
+median() { sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
+
+script=$dir/run.sql
+{
+    echo "SET ptf.max_changes_per_call = 0;"
+    echo "SET work_mem = '64MB';"
+    echo "\\timing on"
+    for r in $(seq 0 "$REPS"); do
+        statements | while IFS='|' read -r name sql; do
+            # the uid's state must stay where it is: every round reads it all
+            if [ "$name" = to_changelog ]; then echo "BEGIN;"; fi
+            # round 0 warms the caches and is not counted
+            if [ "$r" -gt 0 ]; then echo "\\echo @@ $name"; fi
+            echo "$sql;"
+            if [ "$name" = to_changelog ]; then echo "ROLLBACK;"; fi
+        done
+    done
+} >"$script"
+chown postgres "$script"
+ptf_log "bench: $REPS rounds (and one warm-up)"
+ptf_psql -X -q -v ON_ERROR_STOP=1 -f "$script" >"$dir/out.txt"
+awk '/^@@ /{ name = $2; next } /^Time: / && name != "" { print name, $2; name = "" }' \
+    "$dir/out.txt" >"$dir/times.txt"
+m() { awk -v n="$1" '$1 == n { print $2 }' "$dir/times.txt" | median; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2fx", a / b }'; }
+t=$(m to_changelog); td=$(m test_decoding); pj=$(m plugin_json)
+rows=$(ptf_psql -X -q -At -c "BEGIN" -c "SET ptf.max_changes_per_call = 0" \
+    -c "SELECT count(*) FROM ptf.to_changelog(NULL::bench_cdc, changes => true, uid => 'bench')" -c "ROLLBACK")
+changes=$((INSERTS + UPDATES))
+
+echo
+echo "### $changes changes ($INSERTS inserts + $UPDATES updates, REPLICA IDENTITY FULL), median of $REPS, ms"
+echo
+echo "| work | ptf | anchor | anchor ms | ratio | target |"
+echo "|---|---:|---|---:|---:|---:|"
+echo "| \`to_changelog(changes => true)\`, $rows rows out | $t | \`pg_logical_slot_peek_changes\`, test_decoding | $td | $(ratio "$t" "$td") | <= 1.0x (goal 0.7x) |"
+echo "| our plugin's JSON, \`pg_logical_slot_peek_changes\` | $pj | same, test_decoding | $td | $(ratio "$pj" "$td") | |"
