@@ -13,6 +13,7 @@ OBJS = \
 	src/ptf.o \
 	src/catalog.o \
 	src/frame.o \
+	src/functions/call.o \
 	src/functions/common.o \
 	src/functions/deduplicate_keep_first.o \
 	src/functions/state_functions.o \

@@ -18,6 +18,7 @@
 
 #include "catalog.h"
 #include "frame.h"
+#include "functions/call.h"
 #include "functions/common.h"
 #include "input/change_stream.h"
 #include "input/input.h"
@@ -83,7 +84,6 @@ ptf_deduplicate_keep_first(PG_FUNCTION_ARGS)
 	char	   *slot_name = NULL;
 	PtfOperator *op;
 	PtfFrame   *frame;
-	PtfFrameStats stats;
 	DurableState *ds = NULL;
 	DurableProgress progress;
 
@@ -122,25 +122,14 @@ ptf_deduplicate_keep_first(PG_FUNCTION_ARGS)
 									 "ptf deduplicate_keep_first",
 									 ALLOCSET_DEFAULT_SIZES);
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-
-	memset(&in, 0, sizeof(in));
-	if (changes)
-		slot_name = change_stream_prepare(call.uid, call.input.relid);
-	else
-	{
-		in.relid = call.input.relid;
-		in.query = query;
-		in.rowdesc = call.input.rowdesc;
-		sql_input_prepare(&in);
-		if (in.changelog && call.opts.event_time)
-			ereport(ERROR,
-					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-					 errmsg("on_time cannot be used with an updating input"),
-					 errdetail("The query returns (kind, data) rows, a changelog."),
-					 errhint("A watermark finalizes event times that an update could change afterwards; drop on_time to keep the first arrival instead.")));
-	}
+	slot_name = ptf_call_prepare(&in, call.input.relid, call.input.rowdesc, query,
+								 changes, call.uid);
+	if (in.changelog && call.opts.event_time)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("on_time cannot be used with an updating input"),
+				 errdetail("The query returns (kind, data) rows, a changelog."),
+				 errhint("A watermark finalizes event times that an update could change afterwards; drop on_time to keep the first arrival instead.")));
 
 	/* the watermark: given, else declared on the table, else none */
 	if (call.opts.event_time)
@@ -192,36 +181,11 @@ ptf_deduplicate_keep_first(PG_FUNCTION_ARGS)
 		frame_restore_watermark(frame, progress.max_event_time, progress.watermark);
 
 	/* ---- run ---- */
-	if (changes)
-	{
-		/* deletions never change keep-first's output: a truncation neither */
-		cs = change_stream_create(call.input.relid, call.input.rowdesc, slot_name,
-								  TRUNCATE_SKIP);
-		change_stream_run(cs, progress.last_lsn, progress.last_lsn_committed,
-						  frame_push_meta, frame);
-	}
-	else
-		sql_input_run(&in, frame_push, frame);
-	frame_finish(frame, call.uid == NULL);
-
+	/* deletions never change keep-first's output: a truncation neither */
+	cs = ptf_call_run(&in, call.input.relid, call.input.rowdesc, slot_name, TRUNCATE_SKIP,
+					  &progress, frame, call.uid == NULL);
 	if (ds != NULL)
-	{
-		frame_stats(frame, &stats);
-		progress.max_event_time = stats.max_event_time;
-		progress.watermark = stats.watermark;
-		progress.rows_in += stats.rows_in;
-		progress.rows_out += call.out.rows;
-		progress.rows_late += stats.rows_late;
-		if (cs != NULL)
-		{
-			progress.last_lsn = change_stream_position(cs);
-			progress.rows_skipped += change_stream_skipped(cs);
-		}
-		/* expiry is measured in the stream's processing time: no rows, no sweep */
-		if (call.ttl_us > 0 && stats.rows_in > 0)
-			keyed_state_sweep(op->state, frame_processing_time(frame));
-		durable_commit(ds, op->state, op, &progress);
-	}
+		ptf_call_store(ds, op, frame, cs, &progress, call.out.rows, 0, call.ttl_us);
 	ptf_record_call_stats("deduplicate_keep_first", frame, call.out.rows);
 
 	SPI_finish();

@@ -39,6 +39,7 @@
 
 #include "catalog.h"
 #include "frame.h"
+#include "functions/call.h"
 #include "functions/common.h"
 #include "input/change_stream.h"
 #include "input/input.h"
@@ -196,7 +197,6 @@ ptf_to_changelog(PG_FUNCTION_ARGS)
 	PtfOperator *op;
 	PtfFrame   *frame;
 	PtfFrameTimeSpec time;
-	PtfFrameStats stats;
 	DurableState *ds = NULL;
 	DurableProgress progress;
 	char		replident = REPLICA_IDENTITY_FULL;
@@ -256,19 +256,8 @@ ptf_to_changelog(PG_FUNCTION_ARGS)
 	call.cxt = AllocSetContextCreate(CurrentMemoryContext, "ptf to_changelog",
 									 ALLOCSET_DEFAULT_SIZES);
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-
-	memset(&in, 0, sizeof(in));
-	if (changes)
-		slot_name = change_stream_prepare(call.uid, call.input.relid);
-	else
-	{
-		in.relid = call.input.relid;
-		in.query = query;
-		in.rowdesc = call.input.rowdesc;
-		sql_input_prepare(&in);
-	}
+	slot_name = ptf_call_prepare(&in, call.input.relid, call.input.rowdesc, query,
+								 changes, call.uid);
 
 	/* ---- state and operator ---- */
 	if (call.uid != NULL)
@@ -300,33 +289,12 @@ ptf_to_changelog(PG_FUNCTION_ARGS)
 	call.out.frame = frame;
 
 	/* ---- run ---- */
-	if (changes)
-	{
-		cs = change_stream_create(call.input.relid, call.input.rowdesc, slot_name,
-								  TRUNCATE_ERROR);
-		change_stream_run(cs, progress.last_lsn, progress.last_lsn_committed,
-						  frame_push_meta, frame);
-	}
-	else
-		sql_input_run(&in, frame_push, frame);
-	frame_finish(frame, call.uid == NULL);
-
+	cs = ptf_call_run(&in, call.input.relid, call.input.rowdesc, slot_name, TRUNCATE_ERROR,
+					  &progress, frame, call.uid == NULL);
 	if (ds != NULL)
-	{
-		frame_stats(frame, &stats);
-		progress.rows_in += stats.rows_in;
-		progress.rows_out += call.out.rows;
-		progress.rows_skipped += call.unmapped + normalize_dropped(op) +
-			normalize_unchanged(op);
-		if (cs != NULL)
-		{
-			progress.last_lsn = change_stream_position(cs);
-			progress.rows_skipped += change_stream_skipped(cs);
-		}
-		if (call.ttl_us > 0 && stats.rows_in > 0)
-			keyed_state_sweep(op->state, frame_processing_time(frame));
-		durable_commit(ds, op->state, op, &progress);
-	}
+		ptf_call_store(ds, op, frame, cs, &progress, call.out.rows,
+					   call.unmapped + normalize_dropped(op) + normalize_unchanged(op),
+					   call.ttl_us);
 	ptf_record_call_stats("to_changelog", frame, call.out.rows);
 
 	SPI_finish();

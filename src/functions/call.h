@@ -1,0 +1,50 @@
+/*-------------------------------------------------------------------------
+ *
+ * call.h
+ *	  The run of a table-function call, the same for every function: the
+ *	  input (relation, query or change stream) pushed through the frame, and
+ *	  what the call did stored with the uid's state.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef PTF_FUNCTIONS_CALL_H
+#define PTF_FUNCTIONS_CALL_H
+
+#include "frame.h"
+#include "input/change_stream.h"
+#include "input/input.h"
+#include "operators/operator.h"
+#include "state/durable.h"
+
+/*
+ * Connect SPI and make the input ready: the relation or query in *sql_in,
+ * or, with changes, the uid's change stream, whose slot name is returned
+ * (NULL otherwise).
+ */
+extern char *ptf_call_prepare(PtfSqlInput *sql_in, Oid relid, TupleDesc rowdesc,
+							  const char *query, bool changes, const char *uid);
+
+/*
+ * Push the input through the frame to its end: the relation or query of
+ * sql_in, or, when slot_name is given, the table's change stream from where
+ * progress left it.  end_of_stream: a bounded input (no uid) ends its
+ * stream, flushing what waits for a watermark.  Returns the change stream
+ * read, or NULL.
+ */
+extern PtfChangeStream *ptf_call_run(PtfSqlInput *sql_in, Oid relid, TupleDesc rowdesc,
+									 const char *slot_name,
+									 ChangeStreamTruncate on_truncate,
+									 const DurableProgress *progress,
+									 PtfFrame *frame, bool end_of_stream);
+
+/*
+ * Store the call's effect with the uid's state, in the caller's
+ * transaction: counters, watermark, the stream's position, expired keys
+ * swept, changed keys written.  rows_skipped: what the function itself
+ * passed over.
+ */
+extern void ptf_call_store(DurableState *ds, PtfOperator *op, PtfFrame *frame,
+						   PtfChangeStream *cs, DurableProgress *progress,
+						   uint64 rows_out, uint64 rows_skipped, int64 ttl_us);
+
+#endif							/* PTF_FUNCTIONS_CALL_H */
