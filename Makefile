@@ -13,17 +13,21 @@ OBJS = \
 	src/ptf.o \
 	src/catalog.o \
 	src/frame.o \
+	src/functions/apply_changelog.o \
 	src/functions/call.o \
 	src/functions/common.o \
 	src/functions/deduplicate_keep_first.o \
+	src/functions/from_changelog.o \
 	src/functions/state_functions.o \
 	src/functions/to_changelog.o \
 	src/decoding/plugin.o \
+	src/input/cdc_rows.o \
 	src/input/change_stream.o \
 	src/input/sql_input.o \
 	src/operators/dedup.o \
 	src/operators/normalize.o \
 	src/operators/op_mapping.o \
+	src/sink/apply.o \
 	src/state/durable.o \
 	src/state/key.o \
 	src/state/keyed_state.o \

@@ -229,3 +229,41 @@ AS 'MODULE_PATHNAME', 'ptf_to_changelog'
 LANGUAGE C CALLED ON NULL INPUT VOLATILE;
 COMMENT ON FUNCTION ptf.to_changelog(anyelement, text[], jsonb, boolean, interval, text, text, boolean) IS
     'Every change of the input as an append-only row with its operation (Flink TO_CHANGELOG)';
+
+CREATE FUNCTION ptf.from_changelog(
+    input                anyelement,
+    target               anycompatible,
+    op                   text     DEFAULT 'op',
+    op_mapping           jsonb    DEFAULT NULL,
+    invalid_op_handling  text     DEFAULT 'FAIL',
+    before               text     DEFAULT NULL,
+    after                text     DEFAULT NULL,
+    partition_by         text[]   DEFAULT NULL,
+    consume_full_deletes boolean  DEFAULT true,
+    state_ttl            interval DEFAULT NULL,
+    uid                  text     DEFAULT NULL,
+    query                text     DEFAULT NULL,
+    changes              boolean  DEFAULT false)
+RETURNS TABLE (kind text, data anycompatible)
+AS 'MODULE_PATHNAME', 'ptf_from_changelog'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+COMMENT ON FUNCTION ptf.from_changelog(anyelement, anycompatible, text, jsonb, text, text, text, text[], boolean, interval, text, text, boolean) IS
+    'CDC rows with an operation code turned back into changes of the target row type (Flink FROM_CHANGELOG)';
+
+CREATE FUNCTION ptf.apply_changelog(
+    target regclass,
+    query  text,
+    OUT inserts        bigint,   -- changes received, per kind
+    OUT updates_before bigint,
+    OUT updates_after  bigint,
+    OUT deletes        bigint,
+    OUT inserted       bigint,   -- what they did to the table
+    OUT updated        bigint,
+    OUT deleted        bigint,
+    OUT missing        bigint,   -- retractions whose row was not there
+    OUT superseded     bigint)   -- changes overtaken by a later change of their key
+RETURNS record
+AS 'MODULE_PATHNAME', 'ptf_apply_changelog'
+LANGUAGE C STRICT VOLATILE;
+COMMENT ON FUNCTION ptf.apply_changelog(regclass, text) IS
+    'Apply the (kind, data) rows of a query to a table: upserts and deletes by its key';

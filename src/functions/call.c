@@ -32,7 +32,7 @@ ptf_call_prepare(PtfSqlInput *sql_in, Oid relid, TupleDesc rowdesc, const char *
 PtfChangeStream *
 ptf_call_run(PtfSqlInput *sql_in, Oid relid, TupleDesc rowdesc, const char *slot_name,
 			 ChangeStreamTruncate on_truncate, const DurableProgress *progress,
-			 PtfFrame *frame, bool end_of_stream)
+			 const PtfCallSinks *sinks, PtfFrame *frame, bool end_of_stream)
 {
 	PtfChangeStream *cs = NULL;
 
@@ -40,10 +40,12 @@ ptf_call_run(PtfSqlInput *sql_in, Oid relid, TupleDesc rowdesc, const char *slot
 	{
 		cs = change_stream_create(relid, rowdesc, slot_name, on_truncate);
 		change_stream_run(cs, progress->last_lsn, progress->last_lsn_committed,
-						  frame_push_meta, frame);
+						  sinks ? sinks->changes : frame_push_meta,
+						  sinks ? sinks->arg : (void *) frame);
 	}
 	else
-		sql_input_run(sql_in, frame_push, frame);
+		sql_input_run(sql_in, sinks ? sinks->rows : frame_push,
+					  sinks ? sinks->arg : (void *) frame);
 	frame_finish(frame, end_of_stream);
 	return cs;
 }

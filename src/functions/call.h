@@ -24,17 +24,27 @@
 extern char *ptf_call_prepare(PtfSqlInput *sql_in, Oid relid, TupleDesc rowdesc,
 							  const char *query, bool changes, const char *uid);
 
+/* Where input rows go, when not straight into the frame. */
+typedef struct PtfCallSinks
+{
+	PtfRowSink	rows;			/* a relation's or query's rows */
+	PtfMetaRowSink changes;		/* a change stream's */
+	void	   *arg;
+} PtfCallSinks;
+
 /*
  * Push the input through the frame to its end: the relation or query of
  * sql_in, or, when slot_name is given, the table's change stream from where
- * progress left it.  end_of_stream: a bounded input (no uid) ends its
- * stream, flushing what waits for a watermark.  Returns the change stream
- * read, or NULL.
+ * progress left it; through sinks, if given, which push into the frame
+ * themselves.  end_of_stream: a bounded input (no uid) ends its stream,
+ * flushing what waits for a watermark.  Returns the change stream read, or
+ * NULL.
  */
 extern PtfChangeStream *ptf_call_run(PtfSqlInput *sql_in, Oid relid, TupleDesc rowdesc,
 									 const char *slot_name,
 									 ChangeStreamTruncate on_truncate,
 									 const DurableProgress *progress,
+									 const PtfCallSinks *sinks,
 									 PtfFrame *frame, bool end_of_stream);
 
 /*

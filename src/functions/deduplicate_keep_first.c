@@ -183,7 +183,7 @@ ptf_deduplicate_keep_first(PG_FUNCTION_ARGS)
 	/* ---- run ---- */
 	/* deletions never change keep-first's output: a truncation neither */
 	cs = ptf_call_run(&in, call.input.relid, call.input.rowdesc, slot_name, TRUNCATE_SKIP,
-					  &progress, frame, call.uid == NULL);
+					  &progress, NULL, frame, call.uid == NULL);
 	if (ds != NULL)
 		ptf_call_store(ds, op, frame, cs, &progress, call.out.rows, 0, call.ttl_us);
 	ptf_record_call_stats("deduplicate_keep_first", frame, call.out.rows);

@@ -181,7 +181,7 @@ make_passthrough(void *arg, bool unbounded)
 	KeyedState *ks = keyed_state_create(call->keys, normalize_value_size(), 0,
 										call->ttl_us, 0, 0, call->cxt);
 
-	return normalize_create(call->input.rowdesc, false, ks, emit_change, call);
+	return normalize_create(call->input.rowdesc, NORMALIZE_PASSTHROUGH, ks, emit_change, call);
 }
 
 Datum
@@ -277,8 +277,10 @@ ptf_to_changelog(PG_FUNCTION_ARGS)
 		ds = durable_open(&id, &progress);
 
 		ks = keyed_state_create(call.keys, normalize_value_size(), 0, call.ttl_us,
-								0, KEYED_STATE_DURABLE, call.cxt);
-		op = normalize_create(call.input.rowdesc, call.normalize, ks, emit_change, &call);
+								0, KEYED_STATE_DURABLE | KEYED_STATE_REMOVABLE, call.cxt);
+		op = normalize_create(call.input.rowdesc,
+							  call.normalize ? NORMALIZE_UPSERT : NORMALIZE_PASSTHROUGH,
+							  ks, emit_change, &call);
 		durable_load(ds, ks, op);
 	}
 	else
@@ -290,7 +292,7 @@ ptf_to_changelog(PG_FUNCTION_ARGS)
 
 	/* ---- run ---- */
 	cs = ptf_call_run(&in, call.input.relid, call.input.rowdesc, slot_name, TRUNCATE_ERROR,
-					  &progress, frame, call.uid == NULL);
+					  &progress, NULL, frame, call.uid == NULL);
 	if (ds != NULL)
 		ptf_call_store(ds, op, frame, cs, &progress, call.out.rows,
 					   call.unmapped + normalize_dropped(op) + normalize_unchanged(op),

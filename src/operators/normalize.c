@@ -18,8 +18,13 @@
  * That is Flink's processLastRowOnChangelog.  Unchanged TOASTed values
  * missing from a new image are completed from the kept image, or, for an
  * update that changed the key, from the image its -U just retracted.
- * Images live under the key's state TTL.  Without normalization
- * (passthrough) every row goes on as it came.
+ * Images live under the key's state TTL.
+ *
+ * Two more modes: passthrough, where every row goes on as it came and
+ * nothing is kept, and retractions, for FROM_CHANGELOG over partial
+ * deletes (consume_full_deletes => false): additions go on and become
+ * their key's image, a -U or -D goes on carrying that image, and one of a
+ * key with no image is dropped and counted.
  *
  *-------------------------------------------------------------------------
  */
@@ -41,7 +46,7 @@ typedef struct NormalizeValue
 typedef struct NormalizeOperator
 {
 	PtfOperator base;
-	bool		normalize;
+	NormalizeMode mode;
 	TupleDesc	rowdesc;
 	TuplePool  *pool;
 	TupleTableSlot *image_slot;	/* a kept image, emitted */
@@ -126,6 +131,44 @@ drop_carry(NormalizeOperator *n)
 		tuple_pool_free(n->pool, &n->carry);
 }
 
+/*
+ * Partial retractions made whole: a -U or -D carries the kept image of its
+ * key (a key with none is dropped and counted); additions go on as they
+ * came and become their key's image.
+ */
+static PtfRowResult
+retractions_on_row(NormalizeOperator *n, RowKind kind, TupleTableSlot *row,
+				   PtfTime proc_time)
+{
+	KeyedState *ks = n->base.state;
+	StateRef	ref;
+	NormalizeValue *v;
+	KeyedLookup res;
+
+	res = keyed_state_lookup(ks, row, proc_time, ROWKIND_IS_ADDITION(kind), &ref);
+	if (res == KS_FULL)
+		return PTF_ROW_SPILL;
+	if (!ROWKIND_IS_ADDITION(kind))
+	{
+		if (res != KS_FOUND)
+		{
+			n->dropped++;
+			return PTF_ROW_DONE;
+		}
+		v = (NormalizeValue *) ref.value;
+		emit_image(n, kind, v);
+		tuple_pool_free(n->pool, &v->image);
+		keyed_state_remove(ks, ref.rec);
+		return PTF_ROW_DONE;
+	}
+	v = (NormalizeValue *) ref.value;
+	ptf_operator_emit(&n->base, kind, row);
+	tuple_pool_store_slot(n->pool, &v->image, row);
+	keyed_state_touch(ks, ref.rec, proc_time);
+	keyed_state_mark_changed(ks, ref.rec);
+	return PTF_ROW_DONE;
+}
+
 static PtfRowResult
 normalize_on_row(PtfOperator *op, RowKind kind, TupleTableSlot *row,
 				 const PtfRowMeta *meta, PtfTime event_time, PtfTime proc_time,
@@ -137,11 +180,13 @@ normalize_on_row(PtfOperator *op, RowKind kind, TupleTableSlot *row,
 	NormalizeValue *v;
 	KeyedLookup res;
 
-	if (!n->normalize)
+	if (n->mode == NORMALIZE_PASSTHROUGH)
 	{
 		ptf_operator_emit(op, kind, row);
 		return PTF_ROW_DONE;
 	}
+	if (n->mode == NORMALIZE_RETRACTIONS)
+		return retractions_on_row(n, kind, row, proc_time);
 
 	if (!ROWKIND_IS_ADDITION(kind))
 	{
@@ -263,7 +308,7 @@ normalize_unchanged(PtfOperator *op)
 }
 
 PtfOperator *
-normalize_create(TupleDesc rowdesc, bool normalize, KeyedState *state,
+normalize_create(TupleDesc rowdesc, NormalizeMode mode, KeyedState *state,
 				 PtfEmitFn emit, void *emit_arg)
 {
 	NormalizeOperator *n = palloc0(sizeof(NormalizeOperator));
@@ -273,7 +318,7 @@ normalize_create(TupleDesc rowdesc, bool normalize, KeyedState *state,
 	n->base.state = state;
 	n->base.emit = emit;
 	n->base.emit_arg = emit_arg;
-	n->normalize = normalize;
+	n->mode = mode;
 	n->rowdesc = rowdesc;
 	n->pool = tuple_pool_create(keyed_state_context(state));
 	n->image_slot = MakeSingleTupleTableSlot(rowdesc, &TTSOpsMinimalTuple);

@@ -6,7 +6,13 @@
  *
  * TO_CHANGELOG maps kinds to codes: keys are kind names (a key may list
  * several, comma-separated), values the codes.  Kinds left out are dropped.
- * Each kind may appear once; an unknown name is an error.
+ *
+ * FROM_CHANGELOG maps codes to kinds: keys are codes (a key may list
+ * several: 'c, r'), values kind names; 'UPDATE_BEFORE, UPDATE_AFTER' makes
+ * one row an update (Debezium's 'u').  Codes are matched exactly.
+ *
+ * Either way each kind appears once, and an unknown kind name is an error
+ * (22023), raised before any row is read.
  *
  *-------------------------------------------------------------------------
  */
@@ -26,7 +32,27 @@ typedef struct OpMapping
 /* the identity: every kind under its own name (INSERT, UPDATE_BEFORE, ...) */
 extern void op_mapping_identity(OpMapping *m);
 
-/* kinds -> codes, from a jsonb object; errors 22023 before any row is read */
+/* kinds -> codes, from a jsonb object */
 extern void op_mapping_from_jsonb(Jsonb *j, OpMapping *m, const char *argname);
+
+/* FROM_CHANGELOG's direction: codes -> kinds */
+typedef struct CodeMapping
+{
+	int			ncodes;
+	char	  **codes;
+	int		   *lens;
+	RowKind    *kind;			/* what each code means */
+	bool	   *update_pair;	/* ... or -U then +U from one row */
+	bool		mapped[ROWKIND_COUNT];	/* kinds some code means */
+} CodeMapping;
+
+/* the identity: each kind's name means it */
+extern void code_mapping_identity(CodeMapping *m);
+
+/* codes -> kinds, from a jsonb object */
+extern void code_mapping_from_jsonb(Jsonb *j, CodeMapping *m, const char *argname);
+
+/* the entry of a code, or -1 */
+extern int	code_mapping_lookup(const CodeMapping *m, const char *code, int len);
 
 #endif							/* PTF_OP_MAPPING_H */

@@ -89,9 +89,16 @@ extern void dedup_value_sizes(const DedupOptions *opts, Size *hot, Size *cold);
 extern PtfOperator *dedup_create(const DedupOptions *opts, KeyedState *state,
 								 PtfEmitFn emit, void *emit_arg);
 
-/* normalize.c: upsert -> retract from the last image per key, or passthrough */
+/* normalize.c: what the last image kept per key makes of a changelog */
+typedef enum NormalizeMode
+{
+	NORMALIZE_PASSTHROUGH,		/* nothing kept: rows go on as they came */
+	NORMALIZE_UPSERT,			/* upsert -> retract (Flink's ChangelogNormalize) */
+	NORMALIZE_RETRACTIONS		/* -U/-D take the kept image (partial deletes) */
+} NormalizeMode;
+
 extern Size normalize_value_size(void);
-extern PtfOperator *normalize_create(TupleDesc rowdesc, bool normalize,
+extern PtfOperator *normalize_create(TupleDesc rowdesc, NormalizeMode mode,
 									 KeyedState *state, PtfEmitFn emit,
 									 void *emit_arg);
 extern uint64 normalize_dropped(PtfOperator *op);

@@ -502,7 +502,7 @@ keyed_state_create(KeySpec *keys, Size value_size, Size cold_size,
 	ItemPointerSetInvalid(&ks->inline_record.tid);
 
 	ks->durable = (flags & KEYED_STATE_DURABLE) != 0;
-	ks->is_inline = ((flags & KEYED_STATE_STABLE) == 0 &&
+	ks->is_inline = ((flags & (KEYED_STATE_STABLE | KEYED_STATE_REMOVABLE)) == 0 &&
 					 (!ks->durable || ks->value_size + ks->cold_size == 0) &&
 					 ttl_us == 0 && ks->value_size <= INLINE_MAX_VALUE &&
 					 (keys->ncols == 0 ||

@@ -69,6 +69,7 @@ typedef struct StateRef
 /* keyed_state_create flags */
 #define KEYED_STATE_DURABLE	0x01	/* changes are written back (state/durable.c) */
 #define KEYED_STATE_STABLE	0x02	/* values must not move (pointed at) */
+#define KEYED_STATE_REMOVABLE 0x04	/* keys are removed (keyed_state_remove) */
 
 /*
  * Memory implementation.  mem_limit 0: unbounded.  Without TTL, a single

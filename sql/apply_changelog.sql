@@ -1,0 +1,189 @@
+-- apply_changelog: (kind, data) rows applied to a table.  Upserts and
+-- deletes by the table's key, batched by key; in order on tables without
+-- a key.  What conflicts do is counted, never silent.
+
+CREATE SCHEMA ac;
+SET search_path = ac, ptf;
+\set SHOW_CONTEXT never
+CREATE FUNCTION noisy() RETURNS SETOF int LANGUAGE plpgsql AS $$
+BEGIN RAISE NOTICE 'an input row was read'; RETURN NEXT 1; END $$;
+
+CREATE TABLE mirror (id int PRIMARY KEY, name text, balance int);
+
+-- +I inserts, -U/+U replace, -D deletes
+SELECT * FROM apply_changelog('mirror', $$VALUES
+    ('+I', ROW(1, 'alice', 10)::ac.mirror), ('+I', ROW(2, 'bob', 20)::ac.mirror),
+    ('-U', ROW(1, 'alice', 10)::ac.mirror), ('+U', ROW(1, 'alice', 15)::ac.mirror),
+    ('-D', ROW(2, 'bob', 20)::ac.mirror)$$);
+TABLE mirror;
+-- conflicts: an insert of a key that is there replaces its row (the last
+-- image is the truth, as an at-least-once source redelivers); a delete of
+-- a row that is not there changes nothing; both are counted
+SELECT inserted, updated, deleted, missing FROM apply_changelog('mirror', $$VALUES
+    ('+I', ROW(1, 'alice', 99)::ac.mirror), ('-D', ROW(7, NULL, NULL)::ac.mirror)$$);
+TABLE mirror;
+-- a delete needs only the key; kind names are accepted too
+SELECT deleted FROM apply_changelog('mirror', $$VALUES ('DELETE', ROW(1, NULL, NULL)::ac.mirror)$$);
+SELECT count(*) FROM mirror;
+-- a query of the table's rows is all inserts
+SELECT inserts, inserted FROM apply_changelog('mirror', 'SELECT g, $$n$$ || g, g FROM generate_series(1, 3) g');
+TABLE mirror;
+
+-- ---- differential: 30,000 random changes over 500 keys (several batches)
+-- against the last change of each key, computed in plain SQL
+CREATE TABLE changes AS
+SELECT g AS seq,
+       CASE WHEN (hashint4(g) & 7) < 5 THEN '+U' WHEN (hashint4(g) & 7) < 6 THEN '+I' ELSE '-D' END AS kind,
+       ROW((hashint4(g * 31) & 2147483647) % 500, 'v' || g, g)::ac.mirror AS data
+  FROM generate_series(1, 30000) g;
+TRUNCATE mirror;
+INSERT INTO mirror SELECT g, 'old', 0 FROM generate_series(0, 499, 3) g;   -- some keys exist before
+CREATE TABLE expected AS
+SELECT (data).* FROM (
+    SELECT DISTINCT ON ((data).id) kind, data FROM changes ORDER BY (data).id, seq DESC) last
+ WHERE kind <> '-D'
+UNION ALL
+SELECT m.* FROM mirror m WHERE NOT EXISTS (SELECT FROM changes c WHERE (c.data).id = m.id);
+SELECT inserts + updates_before + updates_after + deletes AS received,
+       inserted + updated + deleted + missing + superseded AS accounted
+  FROM apply_changelog('mirror', 'SELECT kind, data FROM ac.changes ORDER BY seq');
+SELECT count(*) AS differences FROM (
+    (TABLE mirror EXCEPT ALL TABLE expected) UNION ALL (TABLE expected EXCEPT ALL TABLE mirror)) d;
+-- with little work_mem the batches are smaller: the same table
+TRUNCATE mirror;
+INSERT INTO mirror SELECT g, 'old', 0 FROM generate_series(0, 499, 3) g;
+SET work_mem = '64kB';
+SELECT count(*) > 0 AS applied FROM apply_changelog('mirror', 'SELECT kind, data FROM ac.changes ORDER BY seq');
+RESET work_mem;
+SELECT count(*) AS differences FROM (
+    (TABLE mirror EXCEPT ALL TABLE expected) UNION ALL (TABLE expected EXCEPT ALL TABLE mirror)) d;
+
+-- ---- a table without a key: additions insert, retractions delete one
+-- row equal in every column (NULLs included), in order
+CREATE TABLE bag (v int, w text);
+SELECT inserted, deleted, missing FROM apply_changelog('bag', $$VALUES
+    ('+I', ROW(1, 'a')::ac.bag), ('+I', ROW(1, 'a')::ac.bag), ('+I', ROW(2, NULL)::ac.bag),
+    ('-D', ROW(1, 'a')::ac.bag), ('-D', ROW(2, NULL)::ac.bag), ('-D', ROW(3, 'x')::ac.bag),
+    ('+I', ROW(3, 'x')::ac.bag)$$);
+SELECT * FROM bag ORDER BY v;
+
+-- ---- keys: composite, a replica identity index when there is no primary key
+CREATE TABLE pairs (a int, b text, v int, PRIMARY KEY (a, b));
+SELECT inserted, updated FROM apply_changelog('pairs', $$VALUES
+    ('+I', ROW(1, 'x', 1)::ac.pairs), ('+I', ROW(1, 'y', 2)::ac.pairs), ('+U', ROW(1, 'x', 3)::ac.pairs)$$);
+SELECT * FROM pairs ORDER BY a, b;
+CREATE TABLE by_index (code text NOT NULL, v int);
+CREATE UNIQUE INDEX by_index_code ON by_index (code);
+ALTER TABLE by_index REPLICA IDENTITY USING INDEX by_index_code;
+SELECT inserted, updated, deleted FROM apply_changelog('by_index', $$VALUES
+    ('+I', ROW('a', 1)::ac.by_index), ('+U', ROW('a', 2)::ac.by_index), ('+I', ROW('b', 1)::ac.by_index),
+    ('-D', ROW('b', NULL)::ac.by_index)$$);
+TABLE by_index;
+
+-- ---- generated and identity columns are the table's to fill
+CREATE TABLE computed (id int GENERATED ALWAYS AS IDENTITY PRIMARY KEY, price int,
+                       with_tax int GENERATED ALWAYS AS (price * 2) STORED);
+SELECT inserted, updated FROM apply_changelog('computed', $$VALUES
+    ('+I', ROW(5, 10, NULL)::ac.computed), ('+U', ROW(5, 11, NULL)::ac.computed)$$);
+TABLE computed;
+
+-- ---- triggers see the net change of each key in a batch
+CREATE TABLE audit (op text, id int);
+CREATE FUNCTION audit() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO ac.audit VALUES (TG_OP, coalesce(NEW.id, OLD.id));
+    RETURN NULL;
+END $$;
+CREATE TRIGGER audit AFTER INSERT OR UPDATE OR DELETE ON mirror FOR EACH ROW EXECUTE FUNCTION audit();
+TRUNCATE mirror;
+SELECT superseded FROM apply_changelog('mirror', $$VALUES
+    ('+I', ROW(1, 'a', 1)::ac.mirror), ('-U', ROW(1, 'a', 1)::ac.mirror), ('+U', ROW(1, 'a', 2)::ac.mirror),
+    ('+I', ROW(2, 'b', 1)::ac.mirror), ('-D', ROW(2, 'b', 1)::ac.mirror)$$);
+SELECT * FROM audit ORDER BY id, op;
+SELECT * FROM mirror;
+DROP TRIGGER audit ON mirror;
+
+-- ---- privileges and row-level security hold as for the caller's own SQL
+CREATE ROLE regress_ptf_apply;
+GRANT USAGE ON SCHEMA ac TO regress_ptf_apply;
+GRANT SELECT, INSERT, UPDATE ON mirror TO regress_ptf_apply;
+SET ROLE regress_ptf_apply;
+SELECT * FROM apply_changelog('ac.mirror', $$SELECT '+I', ROW(9, 'z', 1)::ac.mirror FROM ac.noisy()$$);
+RESET ROLE;
+GRANT DELETE ON mirror TO regress_ptf_apply;
+ALTER TABLE mirror ENABLE ROW LEVEL SECURITY;
+CREATE POLICY small ON mirror USING (balance < 100) WITH CHECK (balance < 100);
+SET ROLE regress_ptf_apply;
+SELECT inserted FROM apply_changelog('ac.mirror', $$VALUES ('+I', ROW(9, 'z', 1)::ac.mirror)$$);
+SELECT inserted FROM apply_changelog('ac.mirror', $$VALUES ('+I', ROW(10, 'big', 500)::ac.mirror)$$);
+RESET ROLE;
+SELECT * FROM mirror ORDER BY id;
+ALTER TABLE mirror DISABLE ROW LEVEL SECURITY;
+DROP POLICY small ON mirror;
+
+-- ---- errors
+CREATE VIEW mirror_view AS SELECT * FROM mirror;
+SELECT * FROM apply_changelog('mirror_view', $$VALUES ('+I', ROW(1, 'a', 1)::ac.mirror)$$);
+SELECT * FROM apply_changelog('mirror', 'SELECT 1');
+SELECT * FROM apply_changelog('mirror', $$VALUES ('+X', ROW(1, 'a', 1)::ac.mirror)$$);
+SELECT * FROM apply_changelog('mirror', $$VALUES (NULL, ROW(1, 'a', 1)::ac.mirror)$$);
+-- an error in a batch leaves nothing of the call behind
+SELECT count(*) FROM mirror;
+SELECT * FROM apply_changelog('mirror', $$VALUES ('+I', ROW(50, 'a', 1)::ac.mirror), ('+I', ROW(NULL, 'b', 1)::ac.mirror)$$);
+SELECT count(*) FROM mirror;
+
+-- ---- end to end: Debezium rows land in several transactions; an
+-- incremental from_changelog under a uid feeds apply_changelog; the mirror
+-- ends equal to the source
+CREATE TABLE source (id int PRIMARY KEY, name text, balance int);
+CREATE TABLE landing (seq bigserial, op text, before jsonb, after jsonb, ts_ms bigint);
+-- what Debezium writes for REPLICA IDENTITY DEFAULT: no before on updates
+-- that keep the key, only the key in a delete's before
+CREATE FUNCTION to_landing() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        INSERT INTO ac.landing (op, after, ts_ms) VALUES ('c', to_jsonb(NEW), 0);
+    ELSIF TG_OP = 'UPDATE' THEN
+        INSERT INTO ac.landing (op, before, after, ts_ms)
+        VALUES ('u', CASE WHEN OLD.id <> NEW.id THEN jsonb_build_object('id', OLD.id) END, to_jsonb(NEW), 0);
+    ELSE
+        INSERT INTO ac.landing (op, before, ts_ms) VALUES ('d', jsonb_build_object('id', OLD.id), 0);
+    END IF;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER to_landing AFTER INSERT OR UPDATE OR DELETE ON source
+    FOR EACH ROW EXECUTE FUNCTION to_landing();
+CREATE TABLE mirror2 (id int PRIMARY KEY, name text, balance int);
+CREATE FUNCTION sync() RETURNS TABLE (inserted bigint, updated bigint, deleted bigint, missing bigint)
+LANGUAGE sql AS $$
+    SELECT inserted, updated, deleted, missing FROM ptf.apply_changelog('ac.mirror2', $q$
+        SELECT kind, data FROM ptf.from_changelog(NULL::ac.landing, NULL::ac.mirror2,
+            before => 'before', after => 'after', partition_by => '{id}',
+            consume_full_deletes => false,
+            op_mapping => '{"c, r": "INSERT", "u": "UPDATE_BEFORE, UPDATE_AFTER", "d": "DELETE"}',
+            changes => true, uid => 'mirror2')$q$)
+$$;
+SELECT * FROM sync();                      -- starts the stream
+INSERT INTO source SELECT g, 'n' || g, g FROM generate_series(1, 100) g;
+UPDATE source SET balance = balance + 1 WHERE id % 2 = 0;
+SELECT * FROM sync();
+DELETE FROM source WHERE id % 5 = 0;
+UPDATE source SET id = id + 1000 WHERE id % 7 = 0;     -- key changes
+BEGIN;
+UPDATE source SET name = 'x' WHERE id < 10;
+SELECT * FROM sync();                      -- a sync in the writer's transaction sees what committed
+COMMIT;
+SELECT * FROM sync();
+SELECT count(*) AS differences FROM (
+    (TABLE source EXCEPT ALL TABLE mirror2) UNION ALL (TABLE mirror2 EXCEPT ALL TABLE source)) d;
+-- a rolled-back sync is read again
+UPDATE source SET balance = 0 WHERE id = 1;
+BEGIN;
+SELECT * FROM sync();
+ROLLBACK;
+SELECT * FROM sync();
+SELECT balance FROM mirror2 WHERE id = 1;
+SELECT drop_state('mirror2');
+
+DROP OWNED BY regress_ptf_apply;
+DROP ROLE regress_ptf_apply;

@@ -1,0 +1,437 @@
+/*-------------------------------------------------------------------------
+ *
+ * apply.c
+ *	  Applying a changelog to a table, in batches, through SPI.
+ *
+ * A batch keeps, per key, the last change seen (earlier ones of the key
+ * are superseded and counted); applying it is one DELETE ... USING
+ * unnest($1) for the keys whose last change is a retraction, then one
+ * INSERT ... SELECT ... FROM unnest($1) ON CONFLICT (key) DO UPDATE for
+ * the others.  Keys of the two statements are disjoint, so their order
+ * does not change the result; deleting first frees unique values that
+ * an upsert may take.  The batch is bounded by rows and by work_mem.
+ *
+ * The statements are built once from the catalog (column names quoted,
+ * key equality by the type's own operator, schema-qualified) and run as
+ * the caller, nested inside whatever query produces the changes.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/relation.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_operator.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/syscache.h"
+#include "utils/relcache.h"
+#include "utils/typcache.h"
+
+#include "input/input.h"
+#include "sink/apply.h"
+#include "state/keyed_state.h"
+
+#define APPLY_BATCH_ROWS 10000
+
+struct ApplySink
+{
+	Oid			relid;
+	TupleDesc	rowdesc;
+	Oid			rowtype;
+	Oid			arraytype;
+	KeySpec    *keys;			/* NULL: the table has no key */
+	SPIPlanPtr	upsert_plan;	/* keyed */
+	bool		upsert_reports; /* RETURNING whether each row was inserted */
+	SPIPlanPtr	delete_plan;
+	SPIPlanPtr	insert_plan;	/* keyless */
+	SPIPlanPtr	delete_one_plan;
+
+	MemoryContext batch_cxt;
+	KeyedState *pending;		/* key -> index of its last change */
+	Datum	   *rows;
+	char	   *action;			/* 'U' upsert, 'D' delete, 'd' delete of a
+								 * row added in the batch, 'X' superseded */
+	int			n;
+	ApplyCounts counts;
+};
+
+/* OPERATOR(schema.=) for a type's default equality */
+static char *
+equality_operator(Oid type, const char *column)
+{
+	TypeCacheEntry *tc = lookup_type_cache(type, TYPECACHE_EQ_OPR);
+	HeapTuple	tup;
+	Form_pg_operator op;
+	char	   *result;
+
+	if (!OidIsValid(tc->eq_opr))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_FUNCTION),
+				 errmsg("key column \"%s\" of type %s has no equality operator",
+						column, format_type_be(type))));
+	tup = SearchSysCache1(OPEROID, ObjectIdGetDatum(tc->eq_opr));
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for operator %u", tc->eq_opr);
+	op = (Form_pg_operator) GETSTRUCT(tup);
+	result = psprintf("OPERATOR(%s.%s)",
+					  quote_identifier(get_namespace_name(op->oprnamespace)),
+					  NameStr(op->oprname));
+	ReleaseSysCache(tup);
+	return result;
+}
+
+static SPIPlanPtr
+prepare(const char *sql, Oid argtype)
+{
+	SPIPlanPtr	plan = SPI_prepare(sql, 1, &argtype);
+
+	if (plan == NULL)
+		elog(ERROR, "could not prepare \"%s\": %s", sql,
+			 SPI_result_code_string(SPI_result));
+	SPI_keepplan(plan);
+	return plan;
+}
+
+/* The table's key: its primary key, else its replica identity index. */
+static KeySpec *
+table_key(Relation rel, TupleDesc rowdesc)
+{
+	Oid			indexoid = RelationGetPrimaryKeyIndex(rel);
+	Relation	idx;
+	AttrNumber *attnos;
+	int			n;
+	int			i;
+	KeySpec    *keys;
+
+	if (!OidIsValid(indexoid))
+		indexoid = RelationGetReplicaIndex(rel);
+	if (!OidIsValid(indexoid))
+		return NULL;
+	idx = index_open(indexoid, AccessShareLock);
+	n = idx->rd_index->indnkeyatts;
+	attnos = palloc(sizeof(AttrNumber) * n);
+	for (i = 0; i < n; i++)
+		attnos[i] = idx->rd_index->indkey.values[i];
+	keys = key_spec_from_attnos(rowdesc, n, attnos);
+	index_close(idx, AccessShareLock);
+	return keys;
+}
+
+static bool
+is_key_column(KeySpec *keys, AttrNumber attno)
+{
+	int			i;
+
+	for (i = 0; keys != NULL && i < keys->ncols; i++)
+		if (keys->cols[i].attno == attno)
+			return true;
+	return false;
+}
+
+static void
+check_privileges(Oid relid)
+{
+	static const struct
+	{
+		AclMode		mode;
+		const char *name;
+	}			needed[] = {{ACL_INSERT, "INSERT"}, {ACL_UPDATE, "UPDATE"}, {ACL_DELETE, "DELETE"}};
+	int			i;
+
+	for (i = 0; i < (int) lengthof(needed); i++)
+		if (pg_class_aclcheck(relid, GetUserId(), needed[i].mode) != ACLCHECK_OK)
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					 errmsg("permission denied for table %s", get_rel_name(relid)),
+					 errdetail("Applying a changelog inserts, updates and deletes rows; %s is not granted.",
+							   needed[i].name)));
+}
+
+ApplySink *
+apply_sink_create(Oid relid)
+{
+	ApplySink  *s = palloc0(sizeof(ApplySink));
+	Relation	rel;
+	char	   *name;
+	StringInfoData cols;
+	StringInfoData sets;
+	StringInfoData keycols;
+	StringInfoData keyeq;
+	StringInfoData roweq;
+	StringInfoData sql;
+	bool		overriding = false;
+	int			i;
+
+	rel = relation_open(relid, AccessShareLock);
+	if (rel->rd_rel->relkind != RELKIND_RELATION &&
+		rel->rd_rel->relkind != RELKIND_PARTITIONED_TABLE)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("\"%s\" is not a table", RelationGetRelationName(rel)),
+				 errdetail("A changelog is applied to a table.")));
+	check_privileges(relid);
+
+	s->relid = relid;
+	/* the copy loses generated and identity markings: the SQL is built from rel */
+	s->rowdesc = CreateTupleDescCopy(RelationGetDescr(rel));
+	s->rowtype = rel->rd_rel->reltype;
+	s->rowdesc->tdtypeid = s->rowtype;
+	s->arraytype = get_array_type(s->rowtype);
+	s->keys = table_key(rel, s->rowdesc);
+	name = ptf_relation_sql_name(relid);
+
+	initStringInfo(&cols);
+	initStringInfo(&sets);
+	initStringInfo(&keycols);
+	initStringInfo(&keyeq);
+	initStringInfo(&roweq);
+	for (i = 0; i < s->rowdesc->natts; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(RelationGetDescr(rel), i);
+		const char *col = quote_identifier(NameStr(att->attname));
+
+		if (att->attisdropped)
+			continue;
+		/* whole-row equality (tables without key) is on every column */
+		appendStringInfo(&roweq, "%ss.%s IS NOT DISTINCT FROM ($1).%s",
+						 roweq.len ? " AND " : "", col, col);
+		if (att->attgenerated)
+			continue;
+		if (att->attidentity == ATTRIBUTE_IDENTITY_ALWAYS)
+			overriding = true;
+		appendStringInfo(&cols, "%s%s", cols.len ? ", " : "", col);
+		if (is_key_column(s->keys, i + 1))
+		{
+			appendStringInfo(&keycols, "%s%s", keycols.len ? ", " : "", col);
+			appendStringInfo(&keyeq, "%st.%s %s d.%s", keyeq.len ? " AND " : "", col,
+							 equality_operator(att->atttypid, NameStr(att->attname)), col);
+		}
+		else
+			appendStringInfo(&sets, "%s%s = EXCLUDED.%s", sets.len ? ", " : "", col, col);
+	}
+	relation_close(rel, AccessShareLock);
+
+	initStringInfo(&sql);
+	if (s->keys != NULL)
+	{
+		appendStringInfo(&sql,
+						 "INSERT INTO %s AS t (%s)%s SELECT %s FROM pg_catalog.unnest($1) AS d "
+						 "ON CONFLICT (%s) ",
+						 name, cols.data, overriding ? " OVERRIDING SYSTEM VALUE" : "",
+						 cols.data, keycols.data);
+		s->upsert_reports = (sets.len > 0);
+		if (s->upsert_reports)
+			appendStringInfo(&sql, "DO UPDATE SET %s "
+							 "RETURNING t.xmax::text OPERATOR(pg_catalog.=) '0'", sets.data);
+		else
+			appendStringInfoString(&sql, "DO NOTHING");
+		s->upsert_plan = prepare(sql.data, s->arraytype);
+
+		resetStringInfo(&sql);
+		appendStringInfo(&sql, "DELETE FROM %s AS t USING pg_catalog.unnest($1) AS d WHERE %s",
+						 name, keyeq.data);
+		s->delete_plan = prepare(sql.data, s->arraytype);
+	}
+	else
+	{
+		appendStringInfo(&sql, "INSERT INTO %s (%s)%s SELECT %s FROM pg_catalog.unnest($1)",
+						 name, cols.data, overriding ? " OVERRIDING SYSTEM VALUE" : "",
+						 cols.data);
+		s->insert_plan = prepare(sql.data, s->arraytype);
+
+		resetStringInfo(&sql);
+		appendStringInfo(&sql,
+						 "DELETE FROM %s AS t WHERE t.ctid OPERATOR(pg_catalog.=) "
+						 "(SELECT s.ctid FROM %s AS s WHERE %s LIMIT 1)",
+						 name, name, roweq.data);
+		s->delete_one_plan = prepare(sql.data, s->rowtype);
+	}
+
+	s->batch_cxt = AllocSetContextCreate(CurrentMemoryContext, "ptf apply batch",
+										 ALLOCSET_DEFAULT_SIZES);
+	s->rows = palloc(sizeof(Datum) * APPLY_BATCH_ROWS);
+	s->action = palloc(APPLY_BATCH_ROWS);
+	return s;
+}
+
+TupleDesc
+apply_sink_rowdesc(ApplySink *s)
+{
+	return s->rowdesc;
+}
+
+/* Run a kept plan on one array or row, in a nested SPI connection. */
+static uint64
+execute(SPIPlanPtr plan, Datum arg, uint64 *inserted)
+{
+	uint64		processed;
+	int			rc;
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	rc = SPI_execute_plan(plan, &arg, NULL, false, 0);
+	if (rc < 0)
+		elog(ERROR, "applying changes failed: %s", SPI_result_code_string(rc));
+	processed = SPI_processed;
+	if (inserted != NULL && SPI_tuptable != NULL)
+	{
+		uint64		i;
+
+		for (i = 0; i < processed; i++)
+		{
+			bool		isnull;
+
+			if (DatumGetBool(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc,
+										   1, &isnull)))
+				(*inserted)++;
+		}
+	}
+	SPI_finish();
+	return processed;
+}
+
+static Datum
+batch_array(ApplySink *s, char action, int *count)
+{
+	Datum	   *elems = palloc(sizeof(Datum) * Max(s->n, 1));
+	int			n = 0;
+	int			i;
+
+	for (i = 0; i < s->n; i++)
+		if (s->action[i] == action)
+			elems[n++] = s->rows[i];
+	*count = n;
+	if (n == 0)
+		return (Datum) 0;
+	return PointerGetDatum(construct_array(elems, n, s->rowtype, -1, false, TYPALIGN_DOUBLE));
+}
+
+static void
+flush(ApplySink *s)
+{
+	MemoryContext old = MemoryContextSwitchTo(s->batch_cxt);
+	int			n;
+	Datum		arr;
+
+	if (s->keys != NULL)
+	{
+		arr = batch_array(s, 'D', &n);
+		if (n > 0)
+		{
+			uint64		deleted = execute(s->delete_plan, arr, NULL);
+
+			s->counts.deleted += deleted;
+			s->counts.missing += n - deleted;
+		}
+		/* rows added earlier in the batch: deleted, whether written or not */
+		arr = batch_array(s, 'd', &n);
+		if (n > 0)
+		{
+			execute(s->delete_plan, arr, NULL);
+			s->counts.deleted += n;
+		}
+		arr = batch_array(s, 'U', &n);
+		if (n > 0)
+		{
+			uint64		inserted = 0;
+			uint64		processed = execute(s->upsert_plan, arr,
+											s->upsert_reports ? &inserted : NULL);
+
+			if (!s->upsert_reports)
+				inserted = processed;	/* DO NOTHING: conflicts are not returned */
+			s->counts.inserted += inserted;
+			s->counts.updated += n - inserted;
+		}
+	}
+	else
+	{
+		arr = batch_array(s, 'U', &n);
+		if (n > 0)
+			s->counts.inserted += execute(s->insert_plan, arr, NULL);
+	}
+	MemoryContextSwitchTo(old);
+
+	MemoryContextReset(s->batch_cxt);
+	s->pending = NULL;
+	s->n = 0;
+}
+
+static bool
+batch_full(ApplySink *s)
+{
+	return s->n >= APPLY_BATCH_ROWS ||
+		MemoryContextMemAllocated(s->batch_cxt, true) > (Size) work_mem * 1024;
+}
+
+void
+apply_sink_put(ApplySink *s, RowKind kind, TupleTableSlot *row)
+{
+	MemoryContext old;
+	Datum		datum;
+
+	s->counts.received[kind]++;
+	old = MemoryContextSwitchTo(s->batch_cxt);
+	/* typed as the table's rows, whatever the slot's descriptor says */
+	datum = heap_copy_tuple_as_datum(ExecFetchSlotHeapTuple(row, false, NULL), s->rowdesc);
+	MemoryContextSwitchTo(old);
+
+	if (s->keys == NULL)
+	{
+		if (ROWKIND_IS_ADDITION(kind))
+		{
+			s->rows[s->n] = datum;
+			s->action[s->n++] = 'U';
+		}
+		else
+		{
+			/* in order: what was added before may be what goes */
+			flush(s);
+			if (execute(s->delete_one_plan, datum, NULL) > 0)
+				s->counts.deleted++;
+			else
+				s->counts.missing++;
+		}
+	}
+	else
+	{
+		StateRef	ref;
+		char		action = ROWKIND_IS_ADDITION(kind) ? 'U' : 'D';
+
+		if (s->pending == NULL)
+			s->pending = keyed_state_create(s->keys, sizeof(int32), 0, 0, 0, 0,
+											s->batch_cxt);
+		if (keyed_state_lookup(s->pending, row, 0, true, &ref) == KS_FOUND)
+		{
+			int32		prev = *(int32 *) ref.value;
+
+			if (action == 'D' && s->action[prev] == 'U')
+				action = 'd';
+			s->action[prev] = 'X';
+			s->counts.superseded++;
+		}
+		*(int32 *) ref.value = s->n;
+		s->rows[s->n] = datum;
+		s->action[s->n++] = action;
+	}
+	if (batch_full(s))
+		flush(s);
+}
+
+void
+apply_sink_finish(ApplySink *s, ApplyCounts *counts)
+{
+	if (s->n > 0)
+		flush(s);
+	*counts = s->counts;
+}
