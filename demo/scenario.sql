@@ -147,3 +147,37 @@ SELECT uid, function, lsn IS NOT NULL AS has_position, slot_name IS NOT NULL AS 
        rows_in, rows_out
   FROM ptf.state ORDER BY uid;
 SELECT ptf.drop_state('orders_cdc'), ptf.drop_state('first_order');
+
+\echo
+\echo '=== (f) The other way: Debezium records of a remote customers table land'
+\echo '===     in a table; from_changelog reads them back as changes and'
+\echo '===     apply_changelog keeps a mirror, incrementally and exactly once.'
+CREATE TABLE customers (id int PRIMARY KEY, name text, tier text);
+CREATE TABLE debezium_landing (op text, before jsonb, after jsonb, ts_ms bigint);
+CREATE FUNCTION sync_customers() RETURNS TABLE (inserted bigint, updated bigint, deleted bigint, missing bigint)
+LANGUAGE sql AS $$
+    SELECT inserted, updated, deleted, missing FROM ptf.apply_changelog('customers', $q$
+        SELECT kind, data FROM ptf.from_changelog(NULL::debezium_landing, NULL::customers,
+            before => 'before', after => 'after', partition_by => '{id}',
+            consume_full_deletes => false,
+            op_mapping => '{"c, r": "INSERT", "u": "UPDATE_BEFORE, UPDATE_AFTER", "d": "DELETE"}',
+            changes => true, uid => 'customers_mirror')$q$)
+$$;
+SELECT * FROM sync_customers();              -- starts the landing table's stream
+\echo '=== A snapshot (op r), then changes; under REPLICA IDENTITY DEFAULT Debezium'
+\echo '=== sends no before for updates and only the key for deletes: the mirror'
+\echo '=== keeps the last image per key to make them whole.'
+INSERT INTO debezium_landing VALUES
+  ('r', NULL, '{"id": 1, "name": "Ada", "tier": "gold"}', 1714557600000),
+  ('r', NULL, '{"id": 2, "name": "Brian", "tier": "basic"}', 1714557600000);
+INSERT INTO debezium_landing VALUES
+  ('c', NULL, '{"id": 3, "name": "Chen", "tier": "basic"}', 1714557660000),
+  ('u', NULL, '{"id": 2, "name": "Brian", "tier": "gold"}', 1714557720000),
+  ('d', '{"id": 1}', NULL, 1714557780000);
+SELECT * FROM sync_customers();
+TABLE customers;
+\echo '=== Processed records may be deleted from the landing table: that is'
+\echo '=== clean-up, not a change.  The next sync finds nothing new.'
+DELETE FROM debezium_landing;
+SELECT * FROM sync_customers();
+SELECT ptf.drop_state('customers_mirror');

@@ -42,7 +42,7 @@
 #include "sink/apply.h"
 #include "state/keyed_state.h"
 
-#define APPLY_BATCH_ROWS 10000
+#define APPLY_BATCH_ROWS 1000000
 
 struct ApplySink
 {
@@ -227,9 +227,9 @@ apply_sink_create(Oid relid)
 	{
 		appendStringInfo(&sql,
 						 "INSERT INTO %s AS t (%s)%s SELECT %s FROM pg_catalog.unnest($1) AS d "
-						 "ON CONFLICT (%s) ",
+						 "ORDER BY %s ON CONFLICT (%s) ",
 						 name, cols.data, overriding ? " OVERRIDING SYSTEM VALUE" : "",
-						 cols.data, keycols.data);
+						 cols.data, keycols.data, keycols.data);
 		s->upsert_reports = (sets.len > 0);
 		if (s->upsert_reports)
 			appendStringInfo(&sql, "DO UPDATE SET %s "
@@ -418,13 +418,16 @@ apply_sink_put(ApplySink *s, RowKind kind, TupleTableSlot *row)
 			if (action == 'D' && s->action[prev] == 'U')
 				action = 'd';
 			s->action[prev] = 'X';
+			/* its memory goes to the changes that follow */
+			pfree(DatumGetPointer(s->rows[prev]));
 			s->counts.superseded++;
 		}
 		*(int32 *) ref.value = s->n;
 		s->rows[s->n] = datum;
 		s->action[s->n++] = action;
 	}
-	if (batch_full(s))
+	/* an update's halves stay in one batch: the -U alone would delete */
+	if (kind != ROWKIND_UPDATE_BEFORE && batch_full(s))
 		flush(s);
 }
 

@@ -55,6 +55,19 @@ $node->safe_psql('postgres', q{
     SELECT count(*) FROM ptf.to_changelog(NULL::acct_key, changes => true, uid => 'key');
     SELECT count(*) FROM ptf.deduplicate_keep_first(NULL::acct_key, partition_by => '{id}',
         changes => true, uid => 'first');
+    -- a CDC pipeline: acct_full's changes as Debezium rows in a landing
+    -- table, read back incrementally and applied to a mirror
+    CREATE TABLE landing (op text, before jsonb, after jsonb);
+    CREATE FUNCTION to_landing() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        INSERT INTO landing VALUES (CASE TG_OP WHEN 'INSERT' THEN 'c' WHEN 'UPDATE' THEN 'u' ELSE 'd' END,
+            CASE WHEN TG_OP <> 'INSERT' THEN to_jsonb(OLD) END,
+            CASE WHEN TG_OP <> 'DELETE' THEN to_jsonb(NEW) END);
+        RETURN NULL;
+    END $$;
+    CREATE TRIGGER to_landing AFTER INSERT OR UPDATE OR DELETE ON acct_full
+        FOR EACH ROW EXECUTE FUNCTION to_landing();
+    CREATE TABLE mirror (LIKE acct_full INCLUDING ALL);
 });
 
 # One consumer step: each stream's next batch written to its table in the
@@ -68,7 +81,13 @@ my @consume = (
         FROM ptf.to_changelog(NULL::acct_key, changes => true, uid => 'key')},
     q{INSERT INTO out_first SELECT id, v
         FROM ptf.deduplicate_keep_first(NULL::acct_key, partition_by => '{id}',
-            changes => true, uid => 'first')});
+            changes => true, uid => 'first')},
+    q{SELECT inserts + updates_after + deletes FROM ptf.apply_changelog('mirror', $q$
+        SELECT kind, data FROM ptf.from_changelog(NULL::landing, NULL::mirror,
+            before => 'before', after => 'after',
+            op_mapping => '{"c": "INSERT", "u": "UPDATE_BEFORE, UPDATE_AFTER", "d": "DELETE"}',
+            changes => true, uid => 'mirror')$q$)});
+$node->safe_psql('postgres', $consume[3]);    # the mirror's stream starts with the others
 
 # writers: random upserts, updates of several rows, deletes; both tables in
 # one transaction.  A long note gets TOASTed, and stays so while unchanged.
@@ -183,7 +202,9 @@ for my $i (1 .. 200)
     my $more = 0;
     for my $q (@consume)
     {
-        my $r = $node->safe_psql('postgres', "WITH moved AS ($q RETURNING 1) SELECT count(*) FROM moved");
+        my $r = $q =~ /^INSERT/
+          ? $node->safe_psql('postgres', "WITH moved AS ($q RETURNING 1) SELECT count(*) FROM moved")
+          : $node->safe_psql('postgres', $q);
         $more += $r;
     }
     last if $more == 0;
@@ -232,6 +253,12 @@ is($node->safe_psql('postgres', q{
     '0', 'keep-first emitted the first row of every key');
 is($node->safe_psql('postgres', q{SELECT count(*) - count(DISTINCT id) FROM out_first}),
     '0', 'keep-first emitted each key once');
+
+# the CDC pipeline: the mirror is the table
+is($node->safe_psql('postgres', q{
+    SELECT count(*) FROM ((TABLE acct_full EXCEPT ALL TABLE mirror)
+                          UNION ALL (TABLE mirror EXCEPT ALL TABLE acct_full)) d}),
+    '0', 'the mirror fed by from_changelog and apply_changelog equals the source');
 
 # ---- a uid copied into another database by pg_dump cannot use the slot,
 # and forgetting it there leaves the original alone
