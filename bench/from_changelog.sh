@@ -24,17 +24,8 @@ PTF_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 ROWS=${ROWS:-1000000}
 REPS=${REPS:-3}
 
-ptf_sane_locale
-ptf_ensure_packages
-ptf_build_install
-
-dir=$(mktemp -d /tmp/ptf-bench.XXXXXX)
-trap 'ptf_pg_stop "$dir" >/dev/null 2>&1 || true; rm -rf "$dir"' EXIT
-export PTF_PG_CONF_EXTRA="shared_buffers = 1GB
-max_wal_size = 8GB
-checkpoint_timeout = 30min
-work_mem = 64MB"
-ptf_pg_start "$dir"
+ptf_bench_start "work_mem = 64MB"
+dir=$PTF_BENCH_DIR
 
 ptf_log "bench: $ROWS Debezium rows"
 ptf_psql -X -q -v ON_ERROR_STOP=1 <<SQL
@@ -95,8 +86,6 @@ merge|MERGE INTO mirror_merge m USING (SELECT DISTINCT ON (id) id, op, after FRO
 LIST
 }
 
-median() { sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
-
 script=$dir/run.sql
 {
     echo "\\timing on"
@@ -119,10 +108,8 @@ if grep -q "differs from the expected" "$dir/out.txt"; then
     grep "differs from the expected" "$dir/out.txt" >&2
     ptf_die "a mirror is wrong"
 fi
-awk '/^@@ [a-z]/{ name = $2; next } /^@@$/{ name = ""; next } /^Time: / && name != "" { print name, $2 }' \
-    "$dir/out.txt" >"$dir/times.txt"
-m() { awk -v n="$1" '$1 == n { print $2 }' "$dir/times.txt" | median; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2fx", a / b }'; }
+ptf_bench_times "$dir/out.txt" >"$dir/times.txt"
+m() { ptf_bench_median "$dir/times.txt" "$1"; }
 p=$(m ptf); l=$(m loop); g=$(m merge)
 
 echo
@@ -130,5 +117,5 @@ echo "### $ROWS Debezium rows applied to an empty mirror (median of $REPS, ms; e
 echo
 echo "| work | ptf | anchor | anchor ms | ratio | target |"
 echo "|---|---:|---|---:|---:|---:|"
-echo "| \`apply_changelog(from_changelog(...))\` | $p | PL/pgSQL loop in order: \`jsonb_populate_record\`, \`INSERT ... ON CONFLICT\` / \`DELETE\` | $l | $(ratio "$p" "$l") | <= 1.0x |"
-echo "| \`apply_changelog(from_changelog(...))\` | $p | set-based: last row per key (\`DISTINCT ON\`) + \`MERGE\` | $g | $(ratio "$p" "$g") | |"
+echo "| \`apply_changelog(from_changelog(...))\` | $p | PL/pgSQL loop in order: \`jsonb_populate_record\`, \`INSERT ... ON CONFLICT\` / \`DELETE\` | $l | $(ptf_bench_ratio "$p" "$l") | <= 1.0x |"
+echo "| \`apply_changelog(from_changelog(...))\` | $p | set-based: last row per key (\`DISTINCT ON\`) + \`MERGE\` | $g | $(ptf_bench_ratio "$p" "$g") | |"

@@ -20,16 +20,8 @@ KEYS=${KEYS:-500000}
 REPS=${REPS:-3}
 WORK_MEMS=${WORK_MEMS:-"64MB 4MB"}
 
-ptf_sane_locale
-ptf_ensure_packages
-ptf_build_install
-
-dir=$(mktemp -d /tmp/ptf-bench.XXXXXX)
-trap 'ptf_pg_stop "$dir" >/dev/null 2>&1 || true; rm -rf "$dir"' EXIT
-export PTF_PG_CONF_EXTRA="shared_buffers = 1GB
-max_wal_size = 8GB
-checkpoint_timeout = 30min"
-ptf_pg_start "$dir"
+ptf_bench_start ""
+dir=$PTF_BENCH_DIR
 
 ptf_log "bench: generating $ROWS rows over $KEYS keys (twice)"
 ptf_psql -X -q -v ON_ERROR_STOP=1 <<SQL
@@ -63,8 +55,6 @@ no_uid_batch2|SELECT count(*) FROM ptf.deduplicate_keep_first(NULL::bench_events
 LIST
 }
 
-median() { sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
-
 for wm in $WORK_MEMS; do
     ptf_log "bench: work_mem = $wm, $REPS rounds"
     script=$dir/run.sql
@@ -97,10 +87,8 @@ for wm in $WORK_MEMS; do
         chown postgres "$dir/cold.sql"
         ptf_psql -X -q -v ON_ERROR_STOP=1 -f "$dir/cold.sql" >>"$dir/out.txt"
     done
-    awk '/^@@ /{ name = $2; next } /^Time: / && name != "" { print name, $2; name = "" }' \
-        "$dir/out.txt" >"$dir/times.txt"
-    m() { awk -v n="$1" '$1 == n { print $2 }' "$dir/times.txt" | median; }
-    ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2fx", a / b }'; }
+    ptf_bench_times "$dir/out.txt" >"$dir/times.txt"
+    m() { ptf_bench_median "$dir/times.txt" "$1"; }
     a=$(m arrival); d=$(m distinct_on); e=$(m event); dt=$(m distinct_on_ts)
     rn=$(m row_number); u=$(m uid_batch2); nu=$(m no_uid_batch2); uc=$(m uid_batch2_new_session)
     echo
@@ -108,11 +96,11 @@ for wm in $WORK_MEMS; do
     echo
     echo "| work | ptf | anchor | anchor ms | ratio | target |"
     echo "|---|---:|---|---:|---:|---:|"
-    echo "| keep-first by arrival | $a | \`SELECT DISTINCT ON (k) *\` | $d | $(ratio "$a" "$d") | <= 0.5x |"
-    echo "| keep-first by event time | $e | \`DISTINCT ON (k) ... ORDER BY k, ts\` | $dt | $(ratio "$e" "$dt") | <= 0.5x |"
-    echo "| keep-first by event time | $e | \`ROW_NUMBER() OVER (PARTITION BY k ORDER BY ts) = 1\` | $rn | $(ratio "$e" "$rn") | <= 0.5x |"
-    echo "| uid, second batch (half new keys) | $u | same call without uid | $nu | $(ratio "$u" "$nu") | <= 2x |"
-    echo "| uid, second batch, in a new session | $uc | same call without uid | $nu | $(ratio "$uc" "$nu") | <= 2x |"
+    echo "| keep-first by arrival | $a | \`SELECT DISTINCT ON (k) *\` | $d | $(ptf_bench_ratio "$a" "$d") | <= 0.5x |"
+    echo "| keep-first by event time | $e | \`DISTINCT ON (k) ... ORDER BY k, ts\` | $dt | $(ptf_bench_ratio "$e" "$dt") | <= 0.5x |"
+    echo "| keep-first by event time | $e | \`ROW_NUMBER() OVER (PARTITION BY k ORDER BY ts) = 1\` | $rn | $(ptf_bench_ratio "$e" "$rn") | <= 0.5x |"
+    echo "| uid, second batch (half new keys) | $u | same call without uid | $nu | $(ptf_bench_ratio "$u" "$nu") | <= 2x |"
+    echo "| uid, second batch, in a new session | $uc | same call without uid | $nu | $(ptf_bench_ratio "$uc" "$nu") | <= 2x |"
 done
 
 echo

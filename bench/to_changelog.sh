@@ -22,19 +22,10 @@ INSERTS=${INSERTS:-1000000}
 UPDATES=${UPDATES:-500000}
 REPS=${REPS:-3}
 
-ptf_sane_locale
-ptf_ensure_packages
-ptf_build_install
-
-dir=$(mktemp -d /tmp/ptf-bench.XXXXXX)
-trap 'ptf_pg_stop "$dir" >/dev/null 2>&1 || true; rm -rf "$dir"' EXIT
-# test_decoding is the anchor; decoding memory as PostgreSQL ships it
-export PTF_PG_CONF_EXTRA="shared_buffers = 1GB
-max_wal_size = 8GB
-checkpoint_timeout = 30min
+ptf_bench_start "# test_decoding is the anchor; decoding memory as PostgreSQL ships it
 logical_decoding_work_mem = 64MB
 output_plugin_libraries = 'deduplicate_keep_first, test_decoding'"
-ptf_pg_start "$dir"
+dir=$PTF_BENCH_DIR
 
 ptf_log "bench: $INSERTS inserts, then $UPDATES updates, REPLICA IDENTITY FULL"
 ptf_psql -X -q -v ON_ERROR_STOP=1 <<SQL
@@ -72,8 +63,6 @@ plugin_json|SELECT count(*) FROM pg_logical_slot_peek_changes('json', NULL, NULL
 LIST
 }
 
-median() { sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
-
 script=$dir/run.sql
 {
     echo "SET ptf.max_changes_per_call = 0;"
@@ -93,10 +82,8 @@ script=$dir/run.sql
 chown postgres "$script"
 ptf_log "bench: $REPS rounds (and one warm-up)"
 ptf_psql -X -q -v ON_ERROR_STOP=1 -f "$script" >"$dir/out.txt"
-awk '/^@@ /{ name = $2; next } /^Time: / && name != "" { print name, $2; name = "" }' \
-    "$dir/out.txt" >"$dir/times.txt"
-m() { awk -v n="$1" '$1 == n { print $2 }' "$dir/times.txt" | median; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2fx", a / b }'; }
+ptf_bench_times "$dir/out.txt" >"$dir/times.txt"
+m() { ptf_bench_median "$dir/times.txt" "$1"; }
 t=$(m to_changelog); td=$(m test_decoding); pj=$(m plugin_json)
 rows=$(ptf_psql -X -q -At -c "BEGIN" -c "SET ptf.max_changes_per_call = 0" \
     -c "SELECT count(*) FROM ptf.to_changelog(NULL::bench_cdc, changes => true, uid => 'bench')" -c "ROLLBACK")
@@ -107,5 +94,5 @@ echo "### $changes changes ($INSERTS inserts + $UPDATES updates, REPLICA IDENTIT
 echo
 echo "| work | ptf | anchor | anchor ms | ratio | target |"
 echo "|---|---:|---|---:|---:|---:|"
-echo "| \`to_changelog(changes => true)\`, $rows rows out | $t | \`pg_logical_slot_peek_changes\`, test_decoding | $td | $(ratio "$t" "$td") | <= 1.0x (goal 0.7x) |"
-echo "| our plugin's JSON, \`pg_logical_slot_peek_changes\` | $pj | same, test_decoding | $td | $(ratio "$pj" "$td") | |"
+echo "| \`to_changelog(changes => true)\`, $rows rows out | $t | \`pg_logical_slot_peek_changes\`, test_decoding | $td | $(ptf_bench_ratio "$t" "$td") | <= 1.0x (goal 0.7x) |"
+echo "| our plugin's JSON, \`pg_logical_slot_peek_changes\` | $pj | same, test_decoding | $td | $(ptf_bench_ratio "$pj" "$td") | |"

@@ -250,3 +250,37 @@ ptf_pg_stop() {
             printf 'WARNING: pg_ctl stop failed for %s\n' "$dir" >&2
     fi
 }
+
+# ---- benchmarks (bench/) ----
+
+# ptf_bench_start [SETTINGS]: build and install, then start a throwaway
+# server for a benchmark in PTF_BENCH_DIR (removed on exit), with settings
+# for big data plus SETTINGS (postgresql.conf lines).
+ptf_bench_start() {
+    ptf_sane_locale
+    ptf_ensure_packages
+    ptf_build_install
+    PTF_BENCH_DIR=$(mktemp -d /tmp/ptf-bench.XXXXXX)
+    trap 'ptf_pg_stop "$PTF_BENCH_DIR" >/dev/null 2>&1 || true; rm -rf "$PTF_BENCH_DIR"' EXIT
+    export PTF_PG_CONF_EXTRA="shared_buffers = 1GB
+max_wal_size = 8GB
+checkpoint_timeout = 30min
+${1:-}"
+    ptf_pg_start "$PTF_BENCH_DIR"
+}
+
+# ptf_bench_times OUT: psql output with "@@ name" before a timed statement
+# (and "@@" alone after it, when other statements follow) -> "name ms" lines.
+ptf_bench_times() {
+    awk '/^@@ [^ ]/{ name = $2; next } /^@@$/{ name = ""; next }
+         /^Time: / && name != "" { print name, $2; name = "" }' "$1"
+}
+
+# ptf_bench_median TIMES NAME: the median time of NAME in a ptf_bench_times file.
+ptf_bench_median() {
+    awk -v n="$2" '$1 == n { print $2 }' "$1" | sort -n |
+        awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'
+}
+
+# ptf_bench_ratio A B: "A/Bx" with two decimals.
+ptf_bench_ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2fx", a / b }'; }

@@ -26,6 +26,7 @@
 #include "utils/memutils.h"
 
 #include "input/cdc_rows.h"
+#include "input/input.h"
 
 typedef struct ImageColumn
 {
@@ -48,6 +49,7 @@ struct CdcRows
 	FmgrInfo	populate;		/* jsonb_populate_record(NULL::target, j) */
 	TupleTableSlot *flat_slot;
 	TupleTableSlot *image_slot;
+	HeapTupleData image_tuple;	/* the image in image_slot */
 	uint64		rowno;
 	uint64		skipped;
 };
@@ -244,6 +246,23 @@ invalid_code(CdcRows *d, TupleTableSlot *row, const PtfRowMeta *meta, const char
 			 errhint("Map the code in op_mapping, or skip such rows with invalid_op_handling => 'SKIP'.")));
 }
 
+/* An image column's value; a JSON null is no image either. */
+static Datum
+image_value(TupleTableSlot *row, ImageColumn *col, bool *isnull)
+{
+	Datum		v = slot_getattr(row, col->attno, isnull);
+
+	if (!*isnull && col->is_jsonb)
+	{
+		Jsonb	   *j = DatumGetJsonbP(v);
+		JsonbValue	s;
+
+		if (JB_ROOT_IS_SCALAR(j) && JsonbExtractScalar(&j->root, &s) && s.type == jbvNull)
+			*isnull = true;
+	}
+	return v;
+}
+
 /*
  * The row's image for kind, in the image slot; false when it has none.
  * A retraction takes the before image, else the after one -- but the -U
@@ -256,39 +275,17 @@ envelope_image(CdcRows *d, TupleTableSlot *row, RowKind kind, bool pair)
 	ImageColumn *col = &d->after;
 	bool		isnull = true;
 	Datum		v = (Datum) 0;
-	HeapTupleHeader th;
-	HeapTupleData tuple;
 
 	if (!ROWKIND_IS_ADDITION(kind) && d->before.attno != 0)
 	{
-		v = slot_getattr(row, d->before.attno, &isnull);
-		if (!isnull && d->before.is_jsonb)
-		{
-			Jsonb	   *j = DatumGetJsonbP(v);
-			JsonbValue	s;
-
-			if (JB_ROOT_IS_SCALAR(j) && JsonbExtractScalar(&j->root, &s) &&
-				s.type == jbvNull)
-				isnull = true;
-		}
+		v = image_value(row, &d->before, &isnull);
 		if (!isnull)
 			col = &d->before;
 		else if (pair && !d->spec.retractions_from_state)
 			return false;
 	}
 	if (col == &d->after)
-	{
-		v = slot_getattr(row, d->after.attno, &isnull);
-		if (!isnull && d->after.is_jsonb)
-		{
-			Jsonb	   *j = DatumGetJsonbP(v);
-			JsonbValue	s;
-
-			if (JB_ROOT_IS_SCALAR(j) && JsonbExtractScalar(&j->root, &s) &&
-				s.type == jbvNull)
-				isnull = true;
-		}
-	}
+		v = image_value(row, &d->after, &isnull);
 	if (isnull)
 		return false;
 
@@ -305,12 +302,7 @@ envelope_image(CdcRows *d, TupleTableSlot *row, RowKind kind, bool pair)
 		if (fcinfo->isnull)
 			return false;
 	}
-	th = DatumGetHeapTupleHeader(v);
-	tuple.t_len = HeapTupleHeaderGetDatumLength(th);
-	ItemPointerSetInvalid(&tuple.t_self);
-	tuple.t_tableOid = InvalidOid;
-	tuple.t_data = th;
-	ExecStoreHeapTuple(&tuple, d->image_slot, false);
+	ptf_slot_store_composite(d->image_slot, v, &d->image_tuple);
 	return true;
 }
 

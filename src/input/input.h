@@ -45,6 +45,14 @@ extern void sql_input_prepare(PtfSqlInput *in);
 /* Run it, handing every row to sink. */
 extern void sql_input_run(PtfSqlInput *in, PtfRowSink sink, void *arg);
 
+/*
+ * A composite datum (a row of the slot's type) stored in a heap-tuple slot
+ * without copying; buf holds the tuple header and must live as long as
+ * the slot refers to it.
+ */
+extern void ptf_slot_store_composite(TupleTableSlot *slot, Datum composite,
+									 HeapTupleData *buf);
+
 /* Name of a relation for messages and SQL text, schema-qualified, quoted. */
 extern char *ptf_relation_sql_name(Oid relid);
 

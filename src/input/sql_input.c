@@ -35,8 +35,21 @@ typedef struct SqlInputDest
 	TupleTableSlot *data_slot;	/* the data column of (kind, data) rows */
 	AttrNumber	kind_attno;
 	AttrNumber	data_attno;
+	HeapTupleData data_tuple;	/* the data column's row, in data_slot */
 	MemoryContext rowcxt;		/* reset for every row */
 } SqlInputDest;
+
+void
+ptf_slot_store_composite(TupleTableSlot *slot, Datum composite, HeapTupleData *buf)
+{
+	HeapTupleHeader th = DatumGetHeapTupleHeader(composite);
+
+	buf->t_len = HeapTupleHeaderGetDatumLength(th);
+	ItemPointerSetInvalid(&buf->t_self);
+	buf->t_tableOid = InvalidOid;
+	buf->t_data = th;
+	ExecStoreHeapTuple(buf, slot, false);
+}
 
 char *
 ptf_relation_sql_name(Oid relid)
@@ -175,19 +188,12 @@ dest_receive(TupleTableSlot *slot, DestReceiver *self)
 		RowKind		kind = changelog_kind(slot, d->kind_attno);
 		bool		isnull;
 		Datum		data = slot_getattr(slot, d->data_attno, &isnull);
-		HeapTupleHeader th;
-		HeapTupleData tuple;
 
 		if (isnull)
 			ereport(ERROR,
 					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 					 errmsg("input changelog row has a NULL data row")));
-		th = DatumGetHeapTupleHeader(data);
-		tuple.t_len = HeapTupleHeaderGetDatumLength(th);
-		ItemPointerSetInvalid(&tuple.t_self);
-		tuple.t_tableOid = InvalidOid;
-		tuple.t_data = th;
-		ExecStoreHeapTuple(&tuple, d->data_slot, false);
+		ptf_slot_store_composite(d->data_slot, data, &d->data_tuple);
 		d->sink(d->sink_arg, kind, d->data_slot);
 		ExecClearTuple(d->data_slot);
 	}
