@@ -18,6 +18,7 @@ OBJS = \
 	src/functions/common.o \
 	src/functions/deduplicate_keep_first.o \
 	src/functions/from_changelog.o \
+	src/functions/pipelines.o \
 	src/functions/state_functions.o \
 	src/functions/to_changelog.o \
 	src/decoding/plugin.o \
@@ -31,7 +32,10 @@ OBJS = \
 	src/state/durable.o \
 	src/state/key.o \
 	src/state/keyed_state.o \
-	src/state/tuple_pool.o
+	src/state/tuple_pool.o \
+	src/worker/launcher.o \
+	src/worker/pipeline.o \
+	src/worker/shmem.o
 
 PG_CPPFLAGS = -I$(srcdir)/src
 PG_CFLAGS   = -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Werror

@@ -267,3 +267,69 @@ AS 'MODULE_PATHNAME', 'ptf_apply_changelog'
 LANGUAGE C STRICT VOLATILE;
 COMMENT ON FUNCTION ptf.apply_changelog(regclass, text) IS
     'Apply the (kind, data) rows of a query to a table: upserts and deletes by its key';
+
+-------------------------------------------------------------------------------
+-- Pipelines: a query over a change stream, run continuously by the
+-- database's pipeline worker into a sink table.
+-------------------------------------------------------------------------------
+
+CREATE TABLE ptf.pipeline_registry (
+    id          serial PRIMARY KEY,
+    name        text NOT NULL UNIQUE,
+    owner       regrole NOT NULL,
+    query       text NOT NULL,
+    sink        regclass NOT NULL,
+    sink_mode   text NOT NULL CHECK (sink_mode IN ('append', 'changelog')),
+    function    text NOT NULL,
+    uid         text NOT NULL UNIQUE,
+    paused      boolean NOT NULL DEFAULT false,
+    created_at  timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp()
+);
+COMMENT ON TABLE ptf.pipeline_registry IS 'One row per pipeline; users see theirs through ptf.pipelines';
+REVOKE ALL ON ptf.pipeline_registry FROM PUBLIC;
+REVOKE ALL ON SEQUENCE ptf.pipeline_registry_id_seq FROM PUBLIC;
+SELECT pg_catalog.pg_extension_config_dump('ptf.pipeline_registry', '');
+SELECT pg_catalog.pg_extension_config_dump('ptf.pipeline_registry_id_seq', '');
+
+CREATE VIEW ptf.pipelines WITH (security_barrier) AS
+SELECT name, owner, query, sink, sink_mode, function, uid, paused, created_at
+  FROM ptf.pipeline_registry
+ WHERE pg_catalog.pg_has_role(owner, 'USAGE');
+COMMENT ON VIEW ptf.pipelines IS 'The pipelines of roles the current user belongs to';
+GRANT SELECT ON ptf.pipelines TO PUBLIC;
+
+CREATE FUNCTION ptf.create_pipeline(name text, query text, sink regclass,
+                                    sink_mode text DEFAULT 'append')
+RETURNS void
+AS 'MODULE_PATHNAME', 'ptf_create_pipeline'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+COMMENT ON FUNCTION ptf.create_pipeline(text, text, regclass, text) IS
+    'Run a query over a change stream continuously into a sink table';
+
+CREATE FUNCTION ptf.drop_pipeline(name text) RETURNS boolean
+AS 'MODULE_PATHNAME', 'ptf_drop_pipeline'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+COMMENT ON FUNCTION ptf.drop_pipeline(text) IS
+    'Drop a pipeline with its state and slot; false if there was none';
+
+CREATE FUNCTION ptf.pause_pipeline(name text) RETURNS void
+AS 'MODULE_PATHNAME', 'ptf_pause_pipeline'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+
+CREATE FUNCTION ptf.resume_pipeline(name text) RETURNS void
+AS 'MODULE_PATHNAME', 'ptf_resume_pipeline'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+
+CREATE FUNCTION ptf._pipeline_status(
+    OUT name text, OUT state text, OUT pid int, OUT rows_in bigint, OUT rows_out bigint,
+    OUT rows_late bigint, OUT rows_skipped bigint, OUT lsn pg_lsn, OUT lag_bytes bigint,
+    OUT lag_seconds double precision, OUT last_step_at timestamptz, OUT failures int,
+    OUT last_error text)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'ptf_pipeline_status_rows'
+LANGUAGE C VOLATILE;
+
+CREATE VIEW ptf.pipeline_status AS SELECT * FROM ptf._pipeline_status();
+COMMENT ON VIEW ptf.pipeline_status IS
+    'Live status of the current user''s pipelines, from the pipeline workers'' shared memory';
+GRANT SELECT ON ptf.pipeline_status TO PUBLIC;

@@ -23,6 +23,8 @@
 #include "frame.h"
 #include "input/change_stream.h"
 #include "ptf.h"
+#include "worker/shmem.h"
+#include "worker/worker.h"
 
 PG_MODULE_MAGIC;
 
@@ -30,8 +32,16 @@ void		_PG_init(void);
 
 int64		ptf_state_ttl_us = 0;
 bool		ptf_loaded_at_startup = false;
+bool		ptf_in_pipeline_worker = false;
 
 static char *ptf_state_ttl_string = NULL;
+
+static const struct config_enum_entry fault_points[] = {
+	{"none", PTF_FAULT_NONE, false},
+	{"before_commit", PTF_FAULT_BEFORE_COMMIT, false},
+	{"after_commit", PTF_FAULT_AFTER_COMMIT, false},
+	{NULL, 0, false}
+};
 
 static const char *const rowkind_short[ROWKIND_COUNT] = {"+I", "-U", "+U", "-D"};
 static const char *const rowkind_long[ROWKIND_COUNT] = {
@@ -147,5 +157,54 @@ _PG_init(void)
 							PGC_USERSET, 0,
 							NULL, NULL, NULL);
 
+	DefineCustomIntVariable("ptf.max_workers",
+							"Databases that can run pipelines at the same time (a worker each).",
+							"Each takes a background worker: keep max_worker_processes above it.",
+							&ptf_max_workers,
+							4, 1, 64,
+							PGC_POSTMASTER, 0,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("ptf.max_pipelines",
+							"Pipelines whose live status is kept, across all databases.",
+							NULL,
+							&ptf_max_pipelines,
+							64, 1, 10000,
+							PGC_POSTMASTER, 0,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("ptf.pipeline_batch_size",
+							"Changes a pipeline step reads, at most.",
+							"A step ends at the end of the transaction that reaches it.",
+							&ptf_pipeline_batch_size,
+							100000, 1, INT_MAX,
+							PGC_SIGHUP, 0,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("ptf.pipeline_idle_time",
+							"How long a pipeline worker naps when nothing is new.",
+							"It is woken sooner when pipelines change.",
+							&ptf_pipeline_idle_ms,
+							100, 1, 60000,
+							PGC_SIGHUP, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("ptf.pipeline_max_backoff",
+							"The longest pause before a failing pipeline is tried again.",
+							"The pause starts at a second and doubles with each failure.",
+							&ptf_pipeline_max_backoff_ms,
+							60000, 1000, INT_MAX,
+							PGC_SIGHUP, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+	DefineCustomEnumVariable("ptf.debug_fault_point",
+							 "Tests only: a point where pipeline steps stop and wait.",
+							 NULL,
+							 &ptf_debug_fault_point,
+							 PTF_FAULT_NONE, fault_points,
+							 PGC_SIGHUP, GUC_NOT_IN_SAMPLE | GUC_NO_SHOW_ALL,
+							 NULL, NULL, NULL);
+
 	MarkGUCPrefixReserved("ptf");
+
+	if (process_shared_preload_libraries_in_progress && !IsBinaryUpgrade)
+	{
+		ptf_shmem_init();
+		ptf_register_launcher();
+	}
 }

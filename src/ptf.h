@@ -71,5 +71,6 @@ typedef void (*PtfMetaRowSink) (void *arg, RowKind kind,
 /* GUCs (ptf.c) */
 extern int64 ptf_state_ttl_us;	/* ptf.state_ttl, 0 = keep forever */
 extern bool ptf_loaded_at_startup;	/* in shared_preload_libraries */
+extern bool ptf_in_pipeline_worker; /* this backend runs pipelines */
 
 #endif							/* PTF_H */

@@ -37,6 +37,7 @@
 #include "commands/dbcommands.h"
 #include "miscadmin.h"
 #include "replication/logical.h"
+#include "replication/origin.h"
 #include "replication/output_plugin.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
@@ -60,7 +61,7 @@ PtfDecodingSink *ptf_decoding_sink = NULL;
 typedef struct JsonPlugin
 {
 	MemoryContext cxt;			/* reset after every change */
-	PtfDecodingSink *sink;		/* in-process consumer, or NULL */
+	bool		in_process;		/* for our change streams: no output */
 	bool		debezium;
 	OpMapping	mapping;
 	List	   *tables;			/* names to emit; NIL: all */
@@ -81,7 +82,7 @@ plugin_startup(LogicalDecodingContext *ctx, OutputPluginOptions *opt, bool is_in
 	if (ptf_decoding_sink != NULL)
 	{
 		/* our own input: nothing is written, tuples are handed over */
-		p->sink = ptf_decoding_sink;
+		p->in_process = true;
 		opt->output_type = OUTPUT_PLUGIN_BINARY_OUTPUT;
 		return;
 	}
@@ -149,6 +150,32 @@ plugin_startup(LogicalDecodingContext *ctx, OutputPluginOptions *opt, bool is_in
 	}
 }
 
+/*
+ * The in-process consumer of the moment.  A decoding context may outlive
+ * one read (a pipeline keeps it between steps), so the consumer is looked
+ * up for every callback rather than remembered at startup.
+ */
+static PtfDecodingSink *
+current_sink(JsonPlugin *p)
+{
+	if (!p->in_process)
+		return NULL;
+	if (ptf_decoding_sink == NULL)
+		elog(ERROR, "in-process decoding without a consumer");
+	return ptf_decoding_sink;
+}
+
+/* A pipeline's own writes (its replication origin) never come back to it. */
+static bool
+plugin_filter_origin(LogicalDecodingContext *ctx, RepOriginId origin_id)
+{
+	JsonPlugin *p = ctx->output_plugin_private;
+	PtfDecodingSink *sink = current_sink(p);
+
+	return sink != NULL && sink->skip_origin != InvalidRepOriginId &&
+		origin_id == sink->skip_origin;
+}
+
 static void
 plugin_shutdown(LogicalDecodingContext *ctx)
 {
@@ -161,9 +188,10 @@ static void
 plugin_begin(LogicalDecodingContext *ctx, ReorderBufferTXN *txn)
 {
 	JsonPlugin *p = ctx->output_plugin_private;
+	PtfDecodingSink *sink = current_sink(p);
 
-	if (p->sink)
-		p->sink->begin(p->sink->arg, txn);
+	if (sink)
+		sink->begin(sink->arg, txn);
 	else
 		strlcpy(p->commit_time, timestamptz_to_str(txn->xact_time.commit_time),
 				sizeof(p->commit_time));
@@ -174,9 +202,10 @@ plugin_commit(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
 			  XLogRecPtr commit_lsn)
 {
 	JsonPlugin *p = ctx->output_plugin_private;
+	PtfDecodingSink *sink = current_sink(p);
 
-	if (p->sink)
-		p->sink->commit(p->sink->arg, txn, commit_lsn);
+	if (sink)
+		sink->commit(sink->arg, txn, commit_lsn);
 }
 
 /* ---- JSON for outside consumers ---- */
@@ -397,9 +426,11 @@ plugin_change(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
 	HeapTuple	oldtup;
 	Bitmapset  *key_only = NULL;
 
-	if (p->sink)
+	if (p->in_process)
 	{
-		p->sink->change(p->sink->arg, txn, rel, change);
+		PtfDecodingSink *sink = current_sink(p);
+
+		sink->change(sink->arg, txn, rel, change);
 		return;
 	}
 
@@ -468,9 +499,11 @@ plugin_truncate(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
 	MemoryContext old;
 	int			i;
 
-	if (p->sink)
+	if (p->in_process)
 	{
-		p->sink->truncate(p->sink->arg, txn, nrelations, relations, change);
+		PtfDecodingSink *sink = current_sink(p);
+
+		sink->truncate(sink->arg, txn, nrelations, relations, change);
 		return;
 	}
 
@@ -510,5 +543,6 @@ _PG_output_plugin_init(OutputPluginCallbacks *cb)
 	cb->change_cb = plugin_change;
 	cb->truncate_cb = plugin_truncate;
 	cb->commit_cb = plugin_commit;
+	cb->filter_by_origin_cb = plugin_filter_origin;
 	cb->shutdown_cb = plugin_shutdown;
 }

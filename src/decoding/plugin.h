@@ -15,6 +15,7 @@
 #ifndef PTF_DECODING_PLUGIN_H
 #define PTF_DECODING_PLUGIN_H
 
+#include "replication/origin.h"
 #include "replication/reorderbuffer.h"
 #include "utils/rel.h"
 
@@ -32,6 +33,7 @@ typedef struct PtfDecodingSink
 							 Relation *relations, ReorderBufferChange *change);
 	void		(*commit) (void *arg, ReorderBufferTXN *txn, XLogRecPtr commit_lsn);
 	void	   *arg;
+	RepOriginId skip_origin;	/* changes made under it are not ours to read */
 } PtfDecodingSink;
 
 extern PtfDecodingSink *ptf_decoding_sink;

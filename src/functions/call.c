@@ -12,6 +12,9 @@
 
 #include "functions/call.h"
 
+/* WAL an idle stream may read past before its position is stored anyway */
+#define IDLE_STORE_DISTANCE (16 * 1024 * 1024)
+
 char *
 ptf_call_prepare(PtfSqlInput *sql_in, Oid relid, TupleDesc rowdesc, const char *query,
 				 bool changes, const char *uid)
@@ -58,6 +61,20 @@ ptf_call_store(DurableState *ds, PtfOperator *op, PtfFrame *frame, PtfChangeStre
 	PtfFrameStats stats;
 
 	frame_stats(frame, &stats);
+
+	/*
+	 * A call that read nothing writes nothing -- an idle pipeline leaves no
+	 * WAL behind -- unless its stream moved on far enough that the slot
+	 * should let go of the WAL in between.
+	 */
+	if (stats.rows_in == 0 && rows_skipped == 0 &&
+		(cs == NULL || (change_stream_skipped(cs) == 0 &&
+						change_stream_position(cs) - progress->last_lsn < IDLE_STORE_DISTANCE)))
+	{
+		durable_close(ds);
+		return;
+	}
+
 	progress->max_event_time = stats.max_event_time;
 	progress->watermark = stats.watermark;
 	progress->rows_in += stats.rows_in;

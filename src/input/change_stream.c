@@ -42,6 +42,7 @@
 #include "miscadmin.h"
 #include "replication/decode.h"
 #include "replication/logical.h"
+#include "replication/origin.h"
 #include "replication/slot.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
@@ -58,6 +59,7 @@
 #include "input/input.h"
 
 int			ptf_max_changes_per_call = 1000000;
+ChangeStreamReport change_stream_last_report;
 
 struct PtfChangeStream
 {
@@ -74,6 +76,7 @@ struct PtfChangeStream
 	uint64		rows;
 	uint64		skipped;		/* truncations passed over */
 	bool		stop;
+	TimestampTz last_commit_time;
 
 	/* the transaction being read */
 	bool		skip_txn;
@@ -113,6 +116,25 @@ slot_exists_here(const char *name)
 						  "AND database OPERATOR(pg_catalog.=) pg_catalog.current_database()",
 						  1, argtypes, values, NULL, SPI_OK_SELECT);
 	return SPI_processed > 0;
+}
+
+void
+change_stream_confirm(const char *slot_name, XLogRecPtr lsn)
+{
+	ReplicationSlotAcquire(slot_name, true);
+	PG_TRY();
+	{
+		if (MyReplicationSlot->data.confirmed_flush < lsn)
+		{
+			LogicalConfirmReceivedLocation(lsn);
+			ReplicationSlotMarkDirty();
+		}
+	}
+	PG_FINALLY();
+	{
+		ReplicationSlotRelease();
+	}
+	PG_END_TRY();
 }
 
 void
@@ -240,6 +262,7 @@ cs_commit(void *arg, ReorderBufferTXN *txn, XLogRecPtr commit_lsn)
 	if (cs->skip_txn)
 		return;
 	cs->position = txn->end_lsn;
+	cs->last_commit_time = txn->xact_time.commit_time;
 	if (ptf_max_changes_per_call > 0 && cs->rows >= (uint64) ptf_max_changes_per_call)
 		cs->stop = true;
 }
@@ -526,6 +549,8 @@ change_stream_run(PtfChangeStream *cs, XLogRecPtr resume_after,
 	dsink.truncate = cs_truncate;
 	dsink.commit = cs_commit;
 	dsink.arg = cs;
+	/* a pipeline's own writes carry its origin: never read them back */
+	dsink.skip_origin = replorigin_session_origin;
 
 	CheckLogicalDecodingRequirements();
 	check_slot_usable(cs->slot_name, resume_after);
@@ -576,6 +601,11 @@ change_stream_run(PtfChangeStream *cs, XLogRecPtr resume_after,
 			CurrentResourceOwner = cs->outer_owner;
 			CHECK_FOR_INTERRUPTS();
 		}
+
+		change_stream_last_report.end_of_wal = end_of_wal;
+		change_stream_last_report.position = cs->position;
+		change_stream_last_report.last_commit_time = cs->last_commit_time;
+		change_stream_last_report.reached_end = !cs->stop;
 
 		FreeDecodingContext(ctx);
 		ptf_decoding_sink = NULL;

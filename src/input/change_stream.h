@@ -18,6 +18,7 @@
 
 #include "access/tupdesc.h"
 #include "access/xlogdefs.h"
+#include "datatype/timestamp.h"
 
 #include "ptf.h"
 
@@ -31,6 +32,17 @@ typedef enum ChangeStreamTruncate
 } ChangeStreamTruncate;
 
 extern int	ptf_max_changes_per_call;	/* GUC; 0: no limit */
+
+/* What the last change_stream_run of this backend read (pipelines report it). */
+typedef struct ChangeStreamReport
+{
+	XLogRecPtr	end_of_wal;		/* read up to here at most */
+	XLogRecPtr	position;		/* end of the last transaction read */
+	TimestampTz last_commit_time;	/* of that transaction */
+	bool		reached_end;	/* not stopped by ptf.max_changes_per_call */
+} ChangeStreamReport;
+
+extern ChangeStreamReport change_stream_last_report;
 
 /*
  * Checks the table (a plain table the caller may read entirely, without
@@ -59,5 +71,8 @@ extern uint64 change_stream_skipped(PtfChangeStream *cs);
 
 /* ptf.drop_state: the uid's slot goes with it */
 extern void change_stream_drop_slot(const char *slot_name);
+
+/* Let the slot go of what is before lsn, a committed position. */
+extern void change_stream_confirm(const char *slot_name, XLogRecPtr lsn);
 
 #endif							/* PTF_CHANGE_STREAM_H */

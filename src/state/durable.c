@@ -375,6 +375,7 @@ durable_open(const DurableIdentity *id, DurableProgress *progress)
 	char	   *s;
 	Oid			owner;
 	Oid			row_type;
+	bool		exists;
 	Datum		stored_keys;
 	Datum		call_keys = key_names_array(id);
 
@@ -407,19 +408,34 @@ durable_open(const DurableIdentity *id, DurableProgress *progress)
 	/* an owner check before taking the row lock: no waiting on others' uids */
 	ptf_spi_exec_as_owner("SELECT owner FROM ptf.uid_registry WHERE uid OPERATOR(pg_catalog.=) $1",
 						  1, argtypes, values, NULL, SPI_OK_SELECT);
-	if (SPI_processed == 1)
+	exists = (SPI_processed == 1);
+	if (exists)
 		check_owner(id->uid, DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
 															SPI_tuptable->tupdesc,
 															1, &isnull)));
 
-	ptf_spi_exec_as_owner("INSERT INTO ptf.uid_registry "
-						  "(uid, function, owner, row_type, key_columns, on_time, time_type, slot_name, options) "
-						  "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (uid) DO NOTHING",
-						  9, argtypes, values, nulls, SPI_OK_INSERT);
+	/*
+	 * Calls of one uid serialize on an advisory lock, which writes nothing:
+	 * a pipeline step that finds no changes leaves no WAL behind.  Other
+	 * callers also lock the row, so that under REPEATABLE READ a call that
+	 * waited fails rather than work on the state it saw before.
+	 */
+	ptf_spi_exec_as_owner("SELECT pg_catalog.pg_advisory_xact_lock(1347700273, pg_catalog.hashtext($1))",
+						  1, argtypes, values, NULL, SPI_OK_SELECT);
+	if (!exists)
+		ptf_spi_exec_as_owner("INSERT INTO ptf.uid_registry "
+							  "(uid, function, owner, row_type, key_columns, on_time, time_type, slot_name, options) "
+							  "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (uid) DO NOTHING",
+							  9, argtypes, values, nulls, SPI_OK_INSERT);
 
-	ptf_spi_exec_as_owner("SELECT function, owner, row_type, key_columns, on_time, state_table, "
+	ptf_spi_exec_as_owner(ptf_in_pipeline_worker ?
+						  "SELECT function, owner, row_type, key_columns, on_time, state_table, "
 						  "max_event_time, watermark, last_lsn, rows_in, rows_out, rows_late, rows_skipped, "
-						  "slot_name, xmin, options "
+						  "slot_name, xmin, options, version "
+						  "FROM ptf.uid_registry WHERE uid OPERATOR(pg_catalog.=) $1" :
+						  "SELECT function, owner, row_type, key_columns, on_time, state_table, "
+						  "max_event_time, watermark, last_lsn, rows_in, rows_out, rows_late, rows_skipped, "
+						  "slot_name, xmin, options, version "
 						  "FROM ptf.uid_registry WHERE uid OPERATOR(pg_catalog.=) $1 FOR UPDATE",
 						  1, argtypes, values, NULL, SPI_OK_SELECT);
 	if (SPI_processed != 1)
@@ -648,6 +664,12 @@ write_new_inline_keys(DurableState *ds, KeyedState *ks, Relation rel,
 				ExecClearTuple(slots[--nbatch]);
 		}
 	}
+}
+
+void
+durable_close(DurableState *ds)
+{
+	leave_uid(ds->uid);
 }
 
 void

@@ -63,6 +63,9 @@ extern DurableState *durable_open(const DurableIdentity *id,
 /* Load every kept key into ks, values through op->restore_value. */
 extern void durable_load(DurableState *ds, KeyedState *ks, PtfOperator *op);
 
+/* End a call that changed nothing: no writes at all. */
+extern void durable_close(DurableState *ds);
+
 /* Write back changed records and the new progress. */
 extern void durable_commit(DurableState *ds, KeyedState *ks, PtfOperator *op,
 						   const DurableProgress *progress);

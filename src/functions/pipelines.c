@@ -1,0 +1,509 @@
+/*-------------------------------------------------------------------------
+ *
+ * pipelines.c
+ *	  SQL entry points of pipelines: ptf.create_pipeline, drop_pipeline,
+ *	  pause_pipeline, resume_pipeline, and ptf._pipeline_status() behind
+ *	  the ptf.pipeline_status view.  The pipelines themselves run in the
+ *	  database's pipeline worker (worker/pipeline.c).
+ *
+ * A pipeline's query is checked when it is made: one SELECT from one of
+ * our functions reading a change stream under a uid (it may pick columns
+ * and filter rows), whose rows fit the sink.  Making it starts the stream
+ * (the uid's first call), so what is written afterwards is the pipeline's.
+ * Pipelines belong to the role that made them; other roles cannot see,
+ * pause or drop them.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "access/xlog.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "nodes/nodeFuncs.h"
+#include "parser/analyze.h"
+#include "tcop/tcopprot.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/pg_lsn.h"
+#include "utils/timestamp.h"
+#include "utils/regproc.h"
+#include "utils/tuplestore.h"
+#include "utils/typcache.h"
+
+#include "catalog.h"
+#include "input/input.h"
+#include "state/durable.h"
+#include "worker/shmem.h"
+#include "worker/worker.h"
+
+PG_FUNCTION_INFO_V1(ptf_create_pipeline);
+PG_FUNCTION_INFO_V1(ptf_drop_pipeline);
+PG_FUNCTION_INFO_V1(ptf_pause_pipeline);
+PG_FUNCTION_INFO_V1(ptf_resume_pipeline);
+PG_FUNCTION_INFO_V1(ptf_pipeline_status_rows);
+
+#define PIPELINE_LOCK_KEY 1347700274	/* with the pipeline's id */
+
+/* ---- waking the worker once the change is committed ---- */
+
+static bool wake_at_commit = false;
+static bool xact_callback_registered = false;
+
+static void
+pipelines_xact_callback(XactEvent event, void *arg)
+{
+	if (event == XACT_EVENT_COMMIT && wake_at_commit)
+		ptf_request_worker(MyDatabaseId);
+	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT ||
+		event == XACT_EVENT_PARALLEL_COMMIT || event == XACT_EVENT_PARALLEL_ABORT)
+		wake_at_commit = false;
+}
+
+static void
+wake_worker_at_commit(void)
+{
+	if (!xact_callback_registered)
+	{
+		RegisterXactCallback(pipelines_xact_callback, NULL);
+		xact_callback_registered = true;
+	}
+	wake_at_commit = true;
+}
+
+/* ---- arguments ---- */
+
+static char *
+required_text(FunctionCallInfo fcinfo, int argno, const char *name)
+{
+	char	   *s;
+
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("%s must not be NULL", name)));
+	s = text_to_cstring(PG_GETARG_TEXT_PP(argno));
+	if (s[0] == '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must not be empty", name)));
+	return s;
+}
+
+static void
+bad_query(const char *detail)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("a pipeline's query must read a change stream with one of the ptf functions"),
+			 errdetail("%s", detail),
+			 errhint("For example: SELECT * FROM ptf.deduplicate_keep_first(NULL::events, partition_by => '{user_id}', changes => true, uid => 'first-events')")));
+}
+
+/*
+ * SELECT [columns] FROM ptf.f(..., changes => true, uid => '...') [WHERE ...]
+ * with f one of ours; returns f's name and the uid.
+ */
+static void
+check_pipeline_query(const char *query, char **function, char **uid)
+{
+	List	   *raw = pg_parse_query(query);
+	Query	   *q;
+	RangeTblEntry *rte;
+	RangeTblFunction *rtfunc;
+	FuncExpr   *fe;
+	ListCell   *lc;
+	bool		changes = false;
+	char	   *name;
+
+	if (list_length(raw) != 1)
+		bad_query("The query must be a single statement.");
+	q = parse_analyze_fixedparams(linitial_node(RawStmt, raw), query, NULL, 0, NULL);
+	if (q->commandType != CMD_SELECT || q->utilityStmt != NULL || q->setOperations != NULL ||
+		q->hasAggs || q->groupClause != NIL || q->hasWindowFuncs || q->sortClause != NIL ||
+		q->limitCount != NULL || q->limitOffset != NULL || q->distinctClause != NIL ||
+		q->cteList != NIL || q->hasSubLinks || q->hasTargetSRFs || q->rowMarks != NIL ||
+		q->havingQual != NULL)
+		bad_query("It may choose columns and filter rows, nothing more: no joins, grouping, ordering, limits or subqueries.");
+	if (list_length(q->rtable) != 1)
+		bad_query("It reads from one function call, and nothing else.");
+	rte = linitial_node(RangeTblEntry, q->rtable);
+	if (rte->rtekind != RTE_FUNCTION || list_length(rte->functions) != 1 || rte->funcordinality)
+		bad_query("It reads from one function call, and nothing else.");
+	rtfunc = linitial_node(RangeTblFunction, rte->functions);
+	if (!IsA(rtfunc->funcexpr, FuncExpr))
+		bad_query("It reads from one function call, and nothing else.");
+	fe = (FuncExpr *) rtfunc->funcexpr;
+	name = get_func_name(fe->funcid);
+	if (get_func_namespace(fe->funcid) != get_namespace_oid("ptf", false) ||
+		(strcmp(name, "deduplicate_keep_first") != 0 && strcmp(name, "to_changelog") != 0 &&
+		 strcmp(name, "from_changelog") != 0))
+		bad_query(psprintf("%s is not one of ptf.deduplicate_keep_first, ptf.to_changelog, ptf.from_changelog.",
+						   format_procedure(fe->funcid)));
+
+	*uid = NULL;
+	foreach(lc, fe->args)
+	{
+		NamedArgExpr *na = (NamedArgExpr *) lfirst(lc);
+		Const	   *c;
+
+		if (!IsA(na, NamedArgExpr))
+			continue;
+		c = (Const *) na->arg;
+		if (strcmp(na->name, "changes") == 0)
+			changes = IsA(c, Const) && !c->constisnull && DatumGetBool(c->constvalue);
+		else if (strcmp(na->name, "uid") == 0)
+		{
+			if (!IsA(c, Const) || c->constisnull || c->consttype != TEXTOID)
+				bad_query("Its uid must be a text literal: uid => '...'.");
+			*uid = TextDatumGetCString(c->constvalue);
+		}
+	}
+	if (!changes)
+		bad_query("It must read the table's changes: changes => true.");
+	if (*uid == NULL || (*uid)[0] == '\0')
+		bad_query("It must name its state: uid => '...'.");
+	*function = name;
+}
+
+/* The pipeline's row, as the caller may see it; false when there is none. */
+static bool
+find_pipeline(const char *name, int32 *id, Oid *owner, char **uid)
+{
+	Oid			argtypes[1] = {TEXTOID};
+	Datum		args[1] = {CStringGetTextDatum(name)};
+	bool		isnull;
+
+	ptf_spi_exec_as_owner("SELECT id, owner, uid FROM ptf.pipeline_registry "
+						  "WHERE name OPERATOR(pg_catalog.=) $1",
+						  1, argtypes, args, NULL, SPI_OK_SELECT);
+	if (SPI_processed != 1)
+		return false;
+	*id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	*owner = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+	if (uid)
+		*uid = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3);
+	return true;
+}
+
+static void
+check_pipeline_owner(const char *name, Oid owner)
+{
+	if (!has_privs_of_role(GetUserId(), owner))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("must be owner of pipeline \"%s\"", name),
+				 errdetail("The pipeline belongs to role %s.", GetUserNameFromId(owner, false))));
+}
+
+static void
+check_sink_privileges(Oid sink, bool changelog)
+{
+	AclMode		need = changelog ? (ACL_INSERT | ACL_UPDATE | ACL_DELETE) : ACL_INSERT;
+
+	if (pg_class_aclmask(sink, GetUserId(), need, ACLMASK_ALL) != need)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied for table %s", get_rel_name(sink)),
+				 errdetail(changelog ? "A changelog sink needs INSERT, UPDATE and DELETE." :
+						   "An append sink needs INSERT.")));
+}
+
+/* ---- the functions ---- */
+
+Datum
+ptf_create_pipeline(PG_FUNCTION_ARGS)
+{
+	char	   *name = required_text(fcinfo, 0, "name");
+	char	   *query = required_text(fcinfo, 1, "query");
+	Oid			sink;
+	char	   *mode;
+	bool		changelog;
+	char	   *function;
+	char	   *uid;
+	char		relkind;
+	Oid			argtypes[7] = {TEXTOID, OIDOID, TEXTOID, OIDOID, TEXTOID, TEXTOID, TEXTOID};
+	Datum		args[7];
+	int32		id;
+	Oid			owner;
+
+	if (!ptf_shmem_available())
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("pipelines need deduplicate_keep_first in shared_preload_libraries"),
+				 errhint("Add it to shared_preload_libraries in postgresql.conf and restart the server.")));
+	if (PG_ARGISNULL(2))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("sink must not be NULL")));
+	sink = PG_GETARG_OID(2);
+	mode = required_text(fcinfo, 3, "sink_mode");
+	if (strcmp(mode, "append") != 0 && strcmp(mode, "changelog") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("sink_mode must be 'append' or 'changelog', not '%s'", mode)));
+	changelog = (strcmp(mode, "changelog") == 0);
+	relkind = get_rel_relkind(sink);
+	if (relkind != RELKIND_RELATION && relkind != RELKIND_PARTITIONED_TABLE)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("the sink of a pipeline must be a table")));
+	check_sink_privileges(sink, changelog);
+	check_pipeline_query(query, &function, &uid);
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (find_pipeline(name, &id, &owner, NULL))
+		ereport(ERROR,
+				(errcode(ERRCODE_DUPLICATE_OBJECT),
+				 errmsg("pipeline \"%s\" already exists", name)));
+	args[0] = CStringGetTextDatum(uid);
+	ptf_spi_exec_as_owner("SELECT name FROM ptf.pipeline_registry WHERE uid OPERATOR(pg_catalog.=) $1",
+						  1, argtypes, args, NULL, SPI_OK_SELECT);
+	if (SPI_processed > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_DUPLICATE_OBJECT),
+				 errmsg("uid \"%s\" is already the state of pipeline \"%s\"", uid,
+						SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1))));
+
+	/* the rows must fit the sink */
+	if (changelog)
+	{
+		PtfSqlInput in;
+
+		memset(&in, 0, sizeof(in));
+		in.query = query;
+		in.rowdesc = lookup_rowtype_tupdesc_copy(get_rel_type_id(sink), -1);
+		sql_input_prepare(&in);
+		if (!in.changelog)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATATYPE_MISMATCH),
+					 errmsg("sink_mode 'changelog' needs a query returning (kind, data) rows of the sink's type"),
+					 errhint("ptf.from_changelog returns such rows.")));
+	}
+	else if (SPI_prepare(psprintf("INSERT INTO %s SELECT * FROM (%s) AS q",
+								  ptf_relation_sql_name(sink), query), 0, NULL) == NULL)
+		elog(ERROR, "could not plan the pipeline's statement: %s",
+			 SPI_result_code_string(SPI_result));
+
+	/* the stream starts now: the uid's first call, unless it has state */
+	ptf_spi_exec_as_owner("SELECT 1 FROM ptf.uid_registry WHERE uid OPERATOR(pg_catalog.=) $1",
+						  1, argtypes, args, NULL, SPI_OK_SELECT);
+	if (SPI_processed == 0 &&
+		SPI_execute(psprintf("SELECT count(*) FROM (%s) AS q", query), false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not start the pipeline's stream");
+
+	args[0] = CStringGetTextDatum(name);
+	args[1] = ObjectIdGetDatum(GetUserId());
+	args[2] = CStringGetTextDatum(query);
+	args[3] = ObjectIdGetDatum(sink);
+	args[4] = CStringGetTextDatum(mode);
+	args[5] = CStringGetTextDatum(function);
+	args[6] = CStringGetTextDatum(uid);
+	ptf_spi_exec_as_owner("INSERT INTO ptf.pipeline_registry "
+						  "(name, owner, query, sink, sink_mode, function, uid) "
+						  "VALUES ($1, $2, $3, $4, $5, $6, $7)",
+						  7, argtypes, args, NULL, SPI_OK_INSERT);
+	SPI_finish();
+	wake_worker_at_commit();
+	PG_RETURN_VOID();
+}
+
+Datum
+ptf_drop_pipeline(PG_FUNCTION_ARGS)
+{
+	char	   *name = required_text(fcinfo, 0, "name");
+	int32		id;
+	Oid			owner;
+	char	   *uid;
+	Oid			argtypes[1] = {INT4OID};
+	Datum		args[1];
+	Oid			targtypes[1] = {TEXTOID};
+	Datum		targs[1];
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (!find_pipeline(name, &id, &owner, &uid))
+	{
+		SPI_finish();
+		PG_RETURN_BOOL(false);
+	}
+	check_pipeline_owner(name, owner);
+
+	/* a step in progress finishes first */
+	args[0] = Int32GetDatum(id);
+	ptf_spi_exec_as_owner("SELECT pg_catalog.pg_advisory_xact_lock(1347700274, $1)",
+						  1, argtypes, args, NULL, SPI_OK_SELECT);
+	ptf_spi_exec_as_owner("DELETE FROM ptf.pipeline_registry WHERE id OPERATOR(pg_catalog.=) $1",
+						  1, argtypes, args, NULL, SPI_OK_DELETE);
+	(void) durable_drop(uid);
+	targs[0] = CStringGetTextDatum(ptf_pipeline_origin_name(MyDatabaseId, id));
+	ptf_spi_exec_as_owner("SELECT pg_catalog.pg_replication_origin_drop(roname) "
+						  "FROM pg_catalog.pg_replication_origin WHERE roname OPERATOR(pg_catalog.=) $1",
+						  1, targtypes, targs, NULL, SPI_OK_SELECT);
+	SPI_finish();
+	wake_worker_at_commit();
+	PG_RETURN_BOOL(true);
+}
+
+static void
+set_paused(FunctionCallInfo fcinfo, bool paused)
+{
+	char	   *name = required_text(fcinfo, 0, "name");
+	int32		id;
+	Oid			owner;
+	Oid			argtypes[2] = {INT4OID, BOOLOID};
+	Datum		args[2];
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (!find_pipeline(name, &id, &owner, NULL))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("pipeline \"%s\" does not exist", name)));
+	check_pipeline_owner(name, owner);
+	args[0] = Int32GetDatum(id);
+	args[1] = BoolGetDatum(paused);
+	ptf_spi_exec_as_owner("UPDATE ptf.pipeline_registry SET paused = $2 "
+						  "WHERE id OPERATOR(pg_catalog.=) $1",
+						  2, argtypes, args, NULL, SPI_OK_UPDATE);
+	SPI_finish();
+	wake_worker_at_commit();
+}
+
+Datum
+ptf_pause_pipeline(PG_FUNCTION_ARGS)
+{
+	set_paused(fcinfo, true);
+	PG_RETURN_VOID();
+}
+
+Datum
+ptf_resume_pipeline(PG_FUNCTION_ARGS)
+{
+	set_paused(fcinfo, false);
+	PG_RETURN_VOID();
+}
+
+static const char *
+state_name(PipelineState s)
+{
+	switch (s)
+	{
+		case PIPELINE_RUNNING:
+			return "running";
+		case PIPELINE_PAUSED:
+			return "paused";
+		case PIPELINE_FAILING:
+			return "failing";
+		default:
+			return "waiting";
+	}
+}
+
+/* The live status of the caller's pipelines, from the worker's shared memory. */
+Datum
+ptf_pipeline_status_rows(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	Oid			argtypes[1] = {OIDOID};
+	Datum		args[1] = {ObjectIdGetDatum(GetUserId())};
+	TimestampTz now = GetCurrentTimestamp();
+	XLogRecPtr	flush = RecoveryInProgress() ? InvalidXLogRecPtr : GetFlushRecPtr(NULL);
+	bool		worker_alive = false;
+	uint64		i;
+
+	InitMaterializedSRF(fcinfo, 0);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	ptf_spi_exec_as_owner("SELECT id, name, paused FROM ptf.pipeline_registry "
+						  "WHERE pg_catalog.pg_has_role($1, owner, 'USAGE') ORDER BY name",
+						  1, argtypes, args, NULL, SPI_OK_SELECT);
+
+	if (ptf_shmem_available())
+	{
+		DatabaseWorker *w;
+
+		ptf_shmem_lock(false);
+		w = ptf_database_worker(MyDatabaseId, false);
+		worker_alive = (w != NULL && w->pid != 0);
+		ptf_shmem_unlock();
+	}
+
+	for (i = 0; i < SPI_processed; i++)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[i];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		bool		isnull;
+		int32		id = DatumGetInt32(SPI_getbinval(tup, desc, 1, &isnull));
+		bool		paused = DatumGetBool(SPI_getbinval(tup, desc, 3, &isnull));
+		PipelineStatus st;
+		bool		have = false;
+		Datum		values[13];
+		bool		nulls[13];
+
+		memset(nulls, 0, sizeof(nulls));
+		if (ptf_shmem_available())
+		{
+			PipelineStatus *s;
+
+			ptf_shmem_lock(false);
+			s = ptf_pipeline_status(MyDatabaseId, id, false);
+			if (s != NULL)
+			{
+				st = *s;
+				have = true;
+			}
+			ptf_shmem_unlock();
+		}
+
+		values[0] = CStringGetTextDatum(SPI_getvalue(tup, desc, 2));
+		if (paused)
+			values[1] = CStringGetTextDatum("paused");
+		else if (!have || !worker_alive)
+			values[1] = CStringGetTextDatum("waiting");
+		else
+			values[1] = CStringGetTextDatum(state_name(st.state));
+		if (!have)
+		{
+			int			k;
+
+			for (k = 2; k < 13; k++)
+				nulls[k] = true;
+		}
+		else
+		{
+			values[2] = Int32GetDatum(st.pid);
+			nulls[2] = !worker_alive;
+			values[3] = Int64GetDatum((int64) st.rows_in);
+			values[4] = Int64GetDatum((int64) st.rows_out);
+			values[5] = Int64GetDatum((int64) st.rows_late);
+			values[6] = Int64GetDatum((int64) st.rows_skipped);
+			values[7] = LSNGetDatum(st.position);
+			nulls[7] = XLogRecPtrIsInvalid(st.position);
+			values[8] = Int64GetDatum(flush > st.position ? (int64) (flush - st.position) : 0);
+			nulls[8] = nulls[7] || XLogRecPtrIsInvalid(flush);
+			/* how old the newest change it has written is, unless it is caught up */
+			if (st.state == PIPELINE_RUNNING && st.caught_up)
+				values[9] = Float8GetDatum(0.0);
+			else if (st.last_change_at != 0)
+				values[9] = Float8GetDatum((double) (now - st.last_change_at) / 1000000.0);
+			else
+				nulls[9] = true;
+			values[10] = TimestampTzGetDatum(st.last_step_at);
+			nulls[10] = (st.last_step_at == 0);
+			values[11] = Int32GetDatum(st.failures);
+			values[12] = CStringGetTextDatum(st.last_error);
+			nulls[12] = (st.last_error[0] == '\0');
+		}
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	SPI_finish();
+	return (Datum) 0;
+}

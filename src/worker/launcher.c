@@ -1,0 +1,251 @@
+/*-------------------------------------------------------------------------
+ *
+ * launcher.c
+ *	  The launcher: a background worker started with the server (from
+ *	  shared_preload_libraries) that keeps one pipeline worker running in
+ *	  every database that wants one.
+ *
+ * A worker can connect to one database only, so the launcher connects to
+ * none.  At start it looks at every database once (a worker started there
+ * finds out whether it has pipelines, and leaves if not); afterwards a
+ * database asks for a worker when a pipeline is created in it
+ * (ptf_request_worker).  A worker that dies is started again after a
+ * pause; one that leaves because its database has no pipelines left is
+ * not.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/heapam.h"
+#include "access/htup_details.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/pg_database.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "tcop/tcopprot.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+#include "utils/syscache.h"
+#include "utils/timestamp.h"
+
+#include "worker/shmem.h"
+#include "worker/worker.h"
+
+PGDLLEXPORT void ptf_launcher_main(Datum arg);
+
+#define RESTART_PAUSE_MS	5000	/* before starting a dead worker again */
+#define LAUNCHER_NAP_MS		10000
+
+/* databases not looked at yet */
+static List *unprobed = NIL;
+
+void
+ptf_register_launcher(void)
+{
+	BackgroundWorker bgw;
+
+	memset(&bgw, 0, sizeof(bgw));
+	bgw.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	bgw.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	bgw.bgw_restart_time = 5;
+	strlcpy(bgw.bgw_library_name, "deduplicate_keep_first", BGW_MAXLEN);
+	strlcpy(bgw.bgw_function_name, "ptf_launcher_main", BGW_MAXLEN);
+	strlcpy(bgw.bgw_name, "ptf pipeline launcher", BGW_MAXLEN);
+	strlcpy(bgw.bgw_type, "ptf pipeline launcher", BGW_MAXLEN);
+	RegisterBackgroundWorker(&bgw);
+}
+
+static void
+probe_all_databases(void)
+{
+	Relation	rel;
+	TableScanDesc scan;
+	HeapTuple	tup;
+	MemoryContext outer = CurrentMemoryContext;
+
+	StartTransactionCommand();
+	(void) GetTransactionSnapshot();
+	rel = table_open(DatabaseRelationId, AccessShareLock);
+	scan = table_beginscan_catalog(rel, 0, NULL);
+	while ((tup = heap_getnext(scan, ForwardScanDirection)) != NULL)
+	{
+		Form_pg_database db = (Form_pg_database) GETSTRUCT(tup);
+		MemoryContext old;
+
+		if (!db->datallowconn || db->datistemplate)
+			continue;
+		old = MemoryContextSwitchTo(outer);
+		unprobed = lappend_oid(unprobed, db->oid);
+		MemoryContextSwitchTo(old);
+	}
+	table_endscan(scan);
+	table_close(rel, AccessShareLock);
+	CommitTransactionCommand();
+}
+
+static bool
+database_exists(Oid dboid)
+{
+	bool		exists;
+
+	StartTransactionCommand();
+	exists = SearchSysCacheExists1(DATABASEOID, ObjectIdGetDatum(dboid));
+	CommitTransactionCommand();
+	return exists;
+}
+
+static bool
+start_worker(Oid dboid, BackgroundWorkerHandle **handle)
+{
+	BackgroundWorker bgw;
+
+	memset(&bgw, 0, sizeof(bgw));
+	bgw.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	bgw.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	bgw.bgw_restart_time = BGW_NEVER_RESTART;
+	strlcpy(bgw.bgw_library_name, "deduplicate_keep_first", BGW_MAXLEN);
+	strlcpy(bgw.bgw_function_name, "ptf_pipeline_worker_main", BGW_MAXLEN);
+	snprintf(bgw.bgw_name, BGW_MAXLEN, "ptf pipeline worker for database %u", dboid);
+	strlcpy(bgw.bgw_type, "ptf pipeline worker", BGW_MAXLEN);
+	bgw.bgw_main_arg = ObjectIdGetDatum(dboid);
+	bgw.bgw_notify_pid = MyProcPid;
+	return RegisterDynamicBackgroundWorker(&bgw, handle);
+}
+
+void
+ptf_launcher_main(Datum arg)
+{
+	BackgroundWorkerHandle **handles;
+	Oid		   *to_start;
+	MemoryContext cxt;
+
+	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	BackgroundWorkerUnblockSignals();
+	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
+
+	cxt = AllocSetContextCreate(TopMemoryContext, "ptf launcher", ALLOCSET_DEFAULT_SIZES);
+	MemoryContextSwitchTo(cxt);
+	handles = palloc0(sizeof(BackgroundWorkerHandle *) * ptf_max_workers);
+	to_start = palloc0(sizeof(Oid) * ptf_max_workers);
+	ptf_shmem_set_launcher(MyLatch);
+	probe_all_databases();
+
+	while (!ShutdownRequestPending)
+	{
+		TimestampTz now = GetCurrentTimestamp();
+		long		nap = LAUNCHER_NAP_MS;
+		int			i;
+
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+
+		ptf_shmem_lock(true);
+		/* databases not yet looked at take free places */
+		while (unprobed != NIL)
+		{
+			Oid			dboid = linitial_oid(unprobed);
+			DatabaseWorker *w = ptf_database_worker(dboid, false);
+
+			if (w == NULL)
+			{
+				w = ptf_database_worker(dboid, true);
+				if (w == NULL)
+					break;		/* all taken: later */
+				w->wanted = true;
+			}
+			unprobed = list_delete_first(unprobed);
+		}
+
+		for (i = 0; i < ptf_max_workers; i++)
+		{
+			DatabaseWorker *w = ptf_database_worker_at(i);
+			pid_t		pid;
+
+			if (handles[i] != NULL &&
+				GetBackgroundWorkerPid(handles[i], &pid) == BGWH_STOPPED)
+			{
+				pfree(handles[i]);
+				handles[i] = NULL;
+				w->pid = 0;
+				w->latch = NULL;
+				/*
+				 * Wanted still: it failed (try again after a pause), or it
+				 * left just as a pipeline was made (start one at once).
+				 */
+				if (w->wanted)
+					w->retry_at = w->left_cleanly ? 0 :
+						TimestampTzPlusMilliseconds(now, RESTART_PAUSE_MS);
+				w->left_cleanly = false;
+			}
+			if (w->dboid == InvalidOid || handles[i] != NULL)
+				continue;
+			if (!w->wanted)
+			{
+				w->dboid = InvalidOid;	/* the place is free again */
+				continue;
+			}
+			if (w->retry_at > now)
+			{
+				nap = Min(nap, (long) ((w->retry_at - now) / 1000) + 1);
+				continue;
+			}
+			to_start[i] = w->dboid;
+		}
+		ptf_shmem_unlock();
+
+		/* catalog lookups and starts without the lock */
+		for (i = 0; i < ptf_max_workers; i++)
+		{
+			Oid			dboid = to_start[i];
+			bool		exists;
+			bool		started = false;
+
+			if (dboid == InvalidOid)
+				continue;
+			to_start[i] = InvalidOid;
+			exists = database_exists(dboid);
+			if (exists)
+			{
+				started = start_worker(dboid, &handles[i]);
+				if (!started)
+				{
+					handles[i] = NULL;
+					ereport(LOG,
+							(errmsg("could not start a pipeline worker for database %u", dboid),
+							 errhint("Raise max_worker_processes.")));
+				}
+			}
+			ptf_shmem_lock(true);
+			{
+				DatabaseWorker *w = ptf_database_worker_at(i);
+
+				if (w->dboid == dboid && !exists)
+				{
+					w->wanted = false;	/* dropped meanwhile */
+					w->dboid = InvalidOid;
+				}
+				else if (w->dboid == dboid && !started)
+					w->retry_at = TimestampTzPlusMilliseconds(now, RESTART_PAUSE_MS);
+			}
+			ptf_shmem_unlock();
+		}
+
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 nap, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+	ptf_shmem_set_launcher(NULL);
+	/* not 0: a launcher stopped by hand is started again */
+	proc_exit(1);
+}

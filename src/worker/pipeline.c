@@ -1,0 +1,592 @@
+/*-------------------------------------------------------------------------
+ *
+ * pipeline.c
+ *	  The pipeline worker of one database: runs every pipeline of the
+ *	  database in steps, one transaction per step, exactly once.
+ *
+ * A step runs the pipeline's query -- one of our functions over a change
+ * stream, under the pipeline's uid -- as the pipeline's owner, and writes
+ * its rows to the sink: appended (INSERT ... SELECT) or applied as a
+ * changelog (ptf.apply_changelog).  The function stores its state and the
+ * stream position in the same transaction, so a step commits whole or
+ * not at all; after the commit the slot is moved up to the stored
+ * position.  The step's transaction carries the pipeline's replication
+ * origin, and the pipeline's own stream skips changes made under it: a
+ * pipeline never reads its own writes back.
+ *
+ * A step that fails is logged, recorded in the pipeline's status and
+ * retried after a pause that doubles up to ptf.pipeline_max_backoff; it
+ * takes neither the worker nor other pipelines down.  When nothing new
+ * was committed since a pipeline last read everything, its step is not
+ * run at all; when no pipeline had work, the worker naps until woken by a
+ * change of the pipelines or ptf.pipeline_idle_time passes.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "access/xlog.h"
+#include "catalog/pg_authid.h"
+#include "catalog/pg_type.h"
+#include "commands/extension.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "replication/origin.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "tcop/tcopprot.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/pg_lsn.h"
+#include "utils/snapmgr.h"
+#include "utils/syscache.h"
+#include "utils/timestamp.h"
+
+#include "catalog.h"
+#include "input/change_stream.h"
+#include "input/input.h"
+#include "ptf.h"
+#include "worker/shmem.h"
+#include "worker/worker.h"
+
+PGDLLEXPORT void ptf_pipeline_worker_main(Datum arg);
+
+int			ptf_pipeline_batch_size = 100000;
+int			ptf_pipeline_idle_ms = 100;
+int			ptf_pipeline_max_backoff_ms = 60000;
+int			ptf_debug_fault_point = PTF_FAULT_NONE;
+
+typedef struct Pipeline
+{
+	int32		id;
+	char	   *name;
+	Oid			owner;
+	char	   *query;
+	Oid			sink;
+	bool		changelog;		/* sink_mode 'changelog' */
+	char	   *uid;
+	bool		paused;
+} Pipeline;
+
+static DatabaseWorker *me = NULL;
+
+static void
+clear_worker_entry(int code, Datum arg)
+{
+	if (me == NULL)
+		return;
+	ptf_shmem_lock(true);
+	if (me->pid == MyProcPid)
+	{
+		me->pid = 0;
+		me->latch = NULL;
+	}
+	ptf_shmem_unlock();
+}
+
+/* The database's pipelines, NIL when it has none (or not the extension). */
+static List *
+load_pipelines(void)
+{
+	List	   *pipelines = NIL;
+	MemoryContext outer = CurrentMemoryContext;
+	uint64		i;
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	PushActiveSnapshot(GetTransactionSnapshot());
+	pgstat_report_activity(STATE_RUNNING, "loading pipelines");
+
+	if (OidIsValid(get_extension_oid("deduplicate_keep_first", true)))
+	{
+		if (SPI_execute("SELECT id, name, owner, query, sink, sink_mode, uid, paused "
+						"FROM ptf.pipeline_registry ORDER BY id", true, 0) != SPI_OK_SELECT)
+			elog(ERROR, "could not read ptf.pipeline_registry");
+		for (i = 0; i < SPI_processed; i++)
+		{
+			HeapTuple	tup = SPI_tuptable->vals[i];
+			TupleDesc	desc = SPI_tuptable->tupdesc;
+			MemoryContext old = MemoryContextSwitchTo(outer);
+			Pipeline   *p = palloc0(sizeof(Pipeline));
+			bool		isnull;
+
+			p->id = DatumGetInt32(SPI_getbinval(tup, desc, 1, &isnull));
+			p->name = SPI_getvalue(tup, desc, 2);
+			p->owner = DatumGetObjectId(SPI_getbinval(tup, desc, 3, &isnull));
+			p->query = SPI_getvalue(tup, desc, 4);
+			p->sink = DatumGetObjectId(SPI_getbinval(tup, desc, 5, &isnull));
+			p->changelog = strcmp(SPI_getvalue(tup, desc, 6), "changelog") == 0;
+			p->uid = SPI_getvalue(tup, desc, 7);
+			p->paused = DatumGetBool(SPI_getbinval(tup, desc, 8, &isnull));
+			pipelines = lappend(pipelines, p);
+			MemoryContextSwitchTo(old);
+		}
+	}
+	SPI_finish();
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	pgstat_report_activity(STATE_IDLE, NULL);
+	return pipelines;
+}
+
+/* Tests stop a step here until ptf.debug_fault_point changes, or a kill. */
+static void
+fault_point(PtfFaultPoint point, const char *name)
+{
+	if (ptf_debug_fault_point != (int) point)
+		return;
+	ereport(LOG,
+			(errmsg("ptf fault point \"%s\" reached", name)));
+	while (ptf_debug_fault_point == (int) point)
+	{
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 100, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+	}
+}
+
+char *
+ptf_pipeline_origin_name(Oid dboid, int32 id)
+{
+	return psprintf("ptf_pipeline_%u_%d", dboid, id);
+}
+
+/* The pipeline's replication origin, made on first use. */
+static RepOriginId
+pipeline_origin(Pipeline *p)
+{
+	char	   *name = ptf_pipeline_origin_name(MyDatabaseId, p->id);
+	RepOriginId origin = replorigin_by_name(name, true);
+
+	if (origin == InvalidRepOriginId)
+	{
+		origin = replorigin_create(name);
+		CommandCounterIncrement();
+	}
+	return origin;
+}
+
+/* The step's statement: the query's rows into the sink. */
+static void
+run_query_into_sink(Pipeline *p)
+{
+	int			rc;
+
+	if (get_rel_name(p->sink) == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("the sink of pipeline \"%s\" no longer exists", p->name)));
+	if (p->changelog)
+	{
+		Oid			argtypes[2] = {REGCLASSOID, TEXTOID};
+		Datum		args[2];
+
+		args[0] = ObjectIdGetDatum(p->sink);
+		args[1] = CStringGetTextDatum(p->query);
+		rc = SPI_execute_with_args("SELECT 1 FROM ptf.apply_changelog($1, $2)",
+								   2, argtypes, args, NULL, false, 0);
+	}
+	else
+		rc = SPI_execute(psprintf("INSERT INTO %s SELECT * FROM (%s) AS q",
+								  ptf_relation_sql_name(p->sink), p->query),
+						 false, 0);
+	if (rc < 0)
+		elog(ERROR, "pipeline step failed: %s", SPI_result_code_string(rc));
+}
+
+typedef struct StepResult
+{
+	uint64		rows_in;
+	uint64		rows_out;
+	uint64		rows_late;
+	uint64		rows_skipped;
+	XLogRecPtr	stored;			/* the uid's stored position */
+	char	   *slot_name;
+} StepResult;
+
+static void
+read_progress(Pipeline *p, StepResult *r)
+{
+	Oid			argtypes[1] = {TEXTOID};
+	Datum		args[1] = {CStringGetTextDatum(p->uid)};
+	HeapTuple	tup;
+	TupleDesc	desc;
+	bool		isnull;
+	Datum		lsn;
+
+	ptf_spi_exec_as_owner("SELECT rows_in, rows_out, rows_late, rows_skipped, last_lsn, slot_name "
+						  "FROM ptf.uid_registry WHERE uid OPERATOR(pg_catalog.=) $1",
+						  1, argtypes, args, NULL, SPI_OK_SELECT);
+	if (SPI_processed != 1)
+		return;
+	tup = SPI_tuptable->vals[0];
+	desc = SPI_tuptable->tupdesc;
+	r->rows_in = DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull));
+	r->rows_out = DatumGetInt64(SPI_getbinval(tup, desc, 2, &isnull));
+	r->rows_late = DatumGetInt64(SPI_getbinval(tup, desc, 3, &isnull));
+	r->rows_skipped = DatumGetInt64(SPI_getbinval(tup, desc, 4, &isnull));
+	lsn = SPI_getbinval(tup, desc, 5, &isnull);
+	r->stored = isnull ? InvalidXLogRecPtr : DatumGetLSN(lsn);
+	r->slot_name = SPI_getvalue(tup, desc, 6);
+	if (r->slot_name)
+		r->slot_name = MemoryContextStrdup(TopTransactionContext, r->slot_name);
+}
+
+static void
+record_success(Pipeline *p, const StepResult *r)
+{
+	PipelineStatus *st;
+	const ChangeStreamReport *rep = &change_stream_last_report;
+
+	ptf_shmem_lock(true);
+	st = ptf_pipeline_status(MyDatabaseId, p->id, true);
+	if (st)
+	{
+		st->state = PIPELINE_RUNNING;
+		st->pid = MyProcPid;
+		st->rows_in = r->rows_in;
+		st->rows_out = r->rows_out;
+		st->rows_late = r->rows_late;
+		st->rows_skipped = r->rows_skipped;
+		if (rep->position > st->position)
+		{
+			st->position = rep->position;
+			st->last_change_at = rep->last_commit_time;
+		}
+		if (r->stored > st->position)
+			st->position = r->stored;
+		st->read_upto = rep->end_of_wal;
+		st->caught_up = rep->reached_end;
+		st->last_step_at = GetCurrentTimestamp();
+		st->failures = 0;
+		st->retry_at = 0;
+		st->last_error[0] = '\0';
+	}
+	ptf_shmem_unlock();
+}
+
+static void
+record_failure(Pipeline *p, const char *message)
+{
+	PipelineStatus *st;
+
+	ptf_shmem_lock(true);
+	st = ptf_pipeline_status(MyDatabaseId, p->id, true);
+	if (st)
+	{
+		int64		backoff = 1000;
+		int			i;
+
+		st->state = PIPELINE_FAILING;
+		st->pid = MyProcPid;
+		st->failures++;
+		for (i = 1; i < st->failures && backoff < ptf_pipeline_max_backoff_ms; i++)
+			backoff *= 2;
+		backoff = Min(backoff, ptf_pipeline_max_backoff_ms);
+		st->last_step_at = GetCurrentTimestamp();
+		st->retry_at = TimestampTzPlusMilliseconds(st->last_step_at, backoff);
+		st->caught_up = false;
+		strlcpy(st->last_error, message, PTF_MAX_ERROR_LEN);
+	}
+	ptf_shmem_unlock();
+}
+
+static void
+record_paused(Pipeline *p)
+{
+	PipelineStatus *st;
+
+	ptf_shmem_lock(true);
+	st = ptf_pipeline_status(MyDatabaseId, p->id, true);
+	if (st)
+	{
+		st->state = PIPELINE_PAUSED;
+		st->pid = MyProcPid;
+		st->caught_up = false;
+		st->failures = 0;
+		st->retry_at = 0;
+	}
+	ptf_shmem_unlock();
+}
+
+/*
+ * Is there anything for a step to do?  Not when the pipeline last read all
+ * that had committed and nothing was written since; not while it waits to
+ * retry.
+ */
+static bool
+step_due(Pipeline *p, TimestampTz now, TimestampTz *wake_at)
+{
+	PipelineStatus *st;
+	bool		due = true;
+
+	ptf_shmem_lock(false);
+	st = ptf_pipeline_status(MyDatabaseId, p->id, false);
+	if (st != NULL)
+	{
+		if (st->state == PIPELINE_FAILING && st->retry_at > now)
+		{
+			due = false;
+			if (*wake_at == 0 || st->retry_at < *wake_at)
+				*wake_at = st->retry_at;
+		}
+		else if (st->state == PIPELINE_RUNNING && st->caught_up &&
+				 GetFlushRecPtr(NULL) <= st->read_upto)
+			due = false;
+	}
+	ptf_shmem_unlock();
+	return due;
+}
+
+/* Move the slot up to what committed, outside any transaction. */
+static void
+advance_slot(const StepResult *r)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+
+	if (r->slot_name == NULL || XLogRecPtrIsInvalid(r->stored))
+		return;
+	PG_TRY();
+	{
+		change_stream_confirm(r->slot_name, r->stored);
+	}
+	PG_CATCH();
+	{
+		/* the next step does it; the slot may be busy with a reader */
+		MemoryContextSwitchTo(cxt);
+		FlushErrorState();
+	}
+	PG_END_TRY();
+}
+
+/* One step of one pipeline; true when it may have more to do at once. */
+static bool
+run_step(Pipeline *p)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	volatile bool more = false;
+	StepResult	result;
+
+	memset(&result, 0, sizeof(result));
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	PG_TRY();
+	{
+		Oid			argtypes[1] = {INT4OID};
+		Datum		args[1] = {Int32GetDatum(p->id)};
+		Oid			save_user;
+		int			save_sec;
+		bool		isnull;
+		RepOriginId origin;
+
+		if (SPI_connect() != SPI_OK_CONNECT)
+			elog(ERROR, "SPI_connect failed");
+		PushActiveSnapshot(GetTransactionSnapshot());
+		pgstat_report_activity(STATE_RUNNING, p->query);
+
+		/* drop_pipeline and pause_pipeline wait for the step */
+		ptf_spi_exec_as_owner("SELECT pg_catalog.pg_advisory_xact_lock_shared(1347700274, $1)",
+							  1, argtypes, args, NULL, SPI_OK_SELECT);
+		ptf_spi_exec_as_owner("SELECT paused FROM ptf.pipeline_registry WHERE id OPERATOR(pg_catalog.=) $1",
+							  1, argtypes, args, NULL, SPI_OK_SELECT);
+		if (SPI_processed == 1 &&
+			!DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)))
+		{
+			if (!SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(p->owner)))
+				ereport(ERROR,
+						(errcode(ERRCODE_UNDEFINED_OBJECT),
+						 errmsg("the owner of pipeline \"%s\" no longer exists", p->name)));
+
+			/* the step's writes carry the pipeline's origin */
+			origin = pipeline_origin(p);
+			replorigin_session_setup(origin);
+			replorigin_session_origin = origin;
+
+			/* as the owner, never with more rights */
+			GetUserIdAndSecContext(&save_user, &save_sec);
+			SetUserIdAndSecContext(p->owner, save_sec | SECURITY_LOCAL_USERID_CHANGE);
+			(void) set_config_option("ptf.max_changes_per_call",
+									 psprintf("%d", ptf_pipeline_batch_size),
+									 PGC_SUSET, PGC_S_SESSION, GUC_ACTION_LOCAL,
+									 true, 0, false);
+			run_query_into_sink(p);
+			SetUserIdAndSecContext(save_user, save_sec);
+
+			read_progress(p, &result);
+			more = !change_stream_last_report.reached_end;
+		}
+		else
+			result.slot_name = NULL;
+
+		fault_point(PTF_FAULT_BEFORE_COMMIT, "before_commit");
+		SPI_finish();
+		PopActiveSnapshot();
+		CommitTransactionCommand();
+		if (replorigin_session_origin != InvalidRepOriginId)
+		{
+			replorigin_session_reset();
+			replorigin_session_origin = InvalidRepOriginId;
+		}
+		pgstat_report_activity(STATE_IDLE, NULL);
+
+		fault_point(PTF_FAULT_AFTER_COMMIT, "after_commit");
+		advance_slot(&result);
+		record_success(p, &result);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		AbortCurrentTransaction();
+		if (replorigin_session_origin != InvalidRepOriginId)
+		{
+			replorigin_session_reset();
+			replorigin_session_origin = InvalidRepOriginId;
+		}
+		pgstat_report_activity(STATE_IDLE, NULL);
+		ereport(LOG,
+				(errmsg("pipeline \"%s\" failed: %s", p->name, edata->message),
+				 edata->detail ? errdetail_internal("%s", edata->detail) : 0));
+		record_failure(p, edata->message);
+		FreeErrorData(edata);
+		more = false;
+	}
+	PG_END_TRY();
+	return more;
+}
+
+/* Statuses of pipelines that are gone are forgotten. */
+static void
+forget_dropped(List *pipelines)
+{
+	int			i;
+
+	ptf_shmem_lock(true);
+	for (i = 0;; i++)
+	{
+		PipelineStatus *st = ptf_pipeline_status_at(i);
+		ListCell   *lc;
+		bool		found = false;
+
+		if (st == NULL)
+			break;
+		if (st->dboid != MyDatabaseId)
+			continue;
+		foreach(lc, pipelines)
+			if (((Pipeline *) lfirst(lc))->id == st->id)
+				found = true;
+		if (!found)
+			memset(st, 0, sizeof(PipelineStatus));
+	}
+	ptf_shmem_unlock();
+}
+
+void
+ptf_pipeline_worker_main(Datum arg)
+{
+	Oid			dboid = DatumGetObjectId(arg);
+	MemoryContext loop_cxt;
+
+	pqsignal(SIGTERM, die);
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	BackgroundWorkerUnblockSignals();
+	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
+	ptf_in_pipeline_worker = true;
+
+	ptf_shmem_lock(true);
+	me = ptf_database_worker(dboid, true);
+	if (me != NULL)
+	{
+		me->pid = MyProcPid;
+		me->latch = MyLatch;
+	}
+	ptf_shmem_unlock();
+	if (me == NULL)
+		proc_exit(1);
+	before_shmem_exit(clear_worker_entry, 0);
+
+	loop_cxt = AllocSetContextCreate(TopMemoryContext, "ptf pipeline worker",
+									 ALLOCSET_DEFAULT_SIZES);
+	for (;;)
+	{
+		List	   *pipelines;
+		ListCell   *lc;
+		uint64		generation;
+		bool		more = false;
+		TimestampTz now;
+		TimestampTz wake_at = 0;
+		long		nap;
+
+		CHECK_FOR_INTERRUPTS();
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+		MemoryContextReset(loop_cxt);
+		MemoryContextSwitchTo(loop_cxt);
+
+		ptf_shmem_lock(false);
+		generation = me->generation;
+		ptf_shmem_unlock();
+
+		pipelines = load_pipelines();
+		forget_dropped(pipelines);
+		if (pipelines == NIL)
+		{
+			/* nothing to run: leave, unless a pipeline was made meanwhile */
+			bool		leave;
+
+			ptf_shmem_lock(true);
+			leave = (me->generation == generation);
+			if (leave)
+			{
+				me->wanted = false;
+				me->left_cleanly = true;
+			}
+			ptf_shmem_unlock();
+			if (leave)
+				break;
+			continue;
+		}
+
+		now = GetCurrentTimestamp();
+		foreach(lc, pipelines)
+		{
+			Pipeline   *p = lfirst(lc);
+
+			if (p->paused)
+				record_paused(p);
+			else if (step_due(p, now, &wake_at))
+				more |= run_step(p);
+			CHECK_FOR_INTERRUPTS();
+		}
+		if (more)
+			continue;
+
+		nap = ptf_pipeline_idle_ms;
+		if (wake_at != 0)
+			nap = Min(nap, Max((long) ((wake_at - GetCurrentTimestamp()) / 1000), 1));
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 nap, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+	}
+	proc_exit(0);
+}

@@ -1,0 +1,88 @@
+/*-------------------------------------------------------------------------
+ *
+ * shmem.h
+ *	  What the background workers share with everyone: which databases want
+ *	  a pipeline worker, and each pipeline's live status.
+ *
+ * Shared memory is a cache of what the workers are doing, never state: it
+ * is rebuilt (empty) after every restart; the truth is in tables.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef PTF_WORKER_SHMEM_H
+#define PTF_WORKER_SHMEM_H
+
+#include "access/xlogdefs.h"
+#include "datatype/timestamp.h"
+#include "storage/latch.h"
+
+#define PTF_MAX_ERROR_LEN 512
+
+typedef enum PipelineState
+{
+	PIPELINE_WAITING = 0,		/* no worker has taken it up yet */
+	PIPELINE_RUNNING,
+	PIPELINE_PAUSED,
+	PIPELINE_FAILING			/* its last step failed; retried later */
+} PipelineState;
+
+/* A pipeline as its worker last saw it. */
+typedef struct PipelineStatus
+{
+	Oid			dboid;			/* InvalidOid: free */
+	int32		id;				/* in ptf.pipeline_registry */
+	PipelineState state;
+	int			pid;
+	uint64		rows_in;
+	uint64		rows_out;
+	uint64		rows_late;
+	uint64		rows_skipped;
+	XLogRecPtr	position;		/* end of the last transaction it processed */
+	XLogRecPtr	read_upto;		/* its last step read the WAL up to here */
+	TimestampTz last_change_at; /* commit time of the newest change it processed */
+	TimestampTz last_step_at;
+	bool		caught_up;		/* its last step read all that had committed */
+	int			failures;		/* steps failed in a row */
+	TimestampTz retry_at;
+	char		last_error[PTF_MAX_ERROR_LEN];
+} PipelineStatus;
+
+/* A database that has (or may have) pipelines, and its worker. */
+typedef struct DatabaseWorker
+{
+	Oid			dboid;			/* InvalidOid: free */
+	bool		wanted;			/* the launcher should keep a worker there */
+	int			pid;			/* 0: none running */
+	Latch	   *latch;			/* the worker's, to wake it */
+	uint64		generation;		/* bumped whenever its pipelines change */
+	bool		left_cleanly;	/* its last worker found nothing to run */
+	TimestampTz retry_at;		/* after a worker failed to start or died */
+} DatabaseWorker;
+
+extern int	ptf_max_workers;	/* GUCs, fixed at server start */
+extern int	ptf_max_pipelines;
+
+extern void ptf_shmem_init(void);	/* from _PG_init, when preloading */
+extern bool ptf_shmem_available(void);
+
+/* The shared lock around everything below. */
+extern void ptf_shmem_lock(bool exclusive);
+extern void ptf_shmem_unlock(void);
+
+/* launcher */
+extern void ptf_shmem_set_launcher(Latch *latch);
+extern void ptf_wake_launcher(void);
+
+/* databases (under the lock) */
+extern DatabaseWorker *ptf_database_worker(Oid dboid, bool create);
+extern DatabaseWorker *ptf_database_worker_at(int i);
+
+/* ask for a worker in a database, and wake it (pipelines changed) */
+extern void ptf_request_worker(Oid dboid);
+
+/* pipelines' status (under the lock) */
+extern PipelineStatus *ptf_pipeline_status(Oid dboid, int32 id, bool create);
+extern PipelineStatus *ptf_pipeline_status_at(int i);
+extern void ptf_pipeline_status_forget(Oid dboid, int32 id);
+
+#endif							/* PTF_WORKER_SHMEM_H */

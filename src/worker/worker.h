@@ -1,0 +1,31 @@
+/*-------------------------------------------------------------------------
+ *
+ * worker.h
+ *	  The background workers that run pipelines: the launcher (one per
+ *	  server) and a pipeline worker per database with pipelines.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef PTF_WORKER_H
+#define PTF_WORKER_H
+
+/* GUCs */
+extern int	ptf_pipeline_batch_size;	/* changes per step, at most */
+extern int	ptf_pipeline_idle_ms;	/* nap when nothing is new */
+extern int	ptf_pipeline_max_backoff_ms;	/* after failures, at most */
+extern int	ptf_debug_fault_point;	/* tests: where a step stops */
+
+typedef enum PtfFaultPoint
+{
+	PTF_FAULT_NONE = 0,
+	PTF_FAULT_BEFORE_COMMIT,	/* the step's work is done, not committed */
+	PTF_FAULT_AFTER_COMMIT		/* committed, the slot not yet moved on */
+} PtfFaultPoint;
+
+/* the replication origin a pipeline's writes carry */
+extern char *ptf_pipeline_origin_name(Oid dboid, int32 id);
+
+/* from _PG_init, when preloading */
+extern void ptf_register_launcher(void);
+
+#endif							/* PTF_WORKER_H */
