@@ -66,6 +66,20 @@ SELECT inserted, deleted, missing FROM apply_changelog('bag', $$VALUES
     ('-D', ROW(1, 'a')::ac.bag), ('-D', ROW(2, NULL)::ac.bag), ('-D', ROW(3, 'x')::ac.bag),
     ('+I', ROW(3, 'x')::ac.bag)$$);
 SELECT * FROM bag ORDER BY v;
+-- rows bigger than a memory block, deleted in order after being added
+SELECT inserted, deleted FROM apply_changelog('bag', $$
+    SELECT k, ROW(9, repeat('w', 20000))::ac.bag FROM unnest(ARRAY['+I', '-D']) k$$);
+-- a partitioned table without key: a row is its partition and place
+CREATE TABLE parts (k int, v text) PARTITION BY LIST (k);
+CREATE TABLE parts1 PARTITION OF parts FOR VALUES IN (1);
+CREATE TABLE parts2 PARTITION OF parts FOR VALUES IN (2);
+INSERT INTO parts VALUES (1, 'a'), (2, 'b');
+SELECT deleted FROM apply_changelog('parts', $$VALUES ('-D', ROW(1, 'a')::ac.parts)$$);
+TABLE parts;
+-- a column without equality is fine until a row must be found by it
+CREATE TABLE notes (doc json);
+SELECT inserted FROM apply_changelog('notes', $$VALUES ('+I', ROW('{"a": 1}')::ac.notes)$$);
+SELECT * FROM apply_changelog('notes', $$VALUES ('-D', ROW('{"a": 1}')::ac.notes)$$);
 
 -- ---- keys: composite, a replica identity index when there is no primary key
 CREATE TABLE pairs (a int, b text, v int, PRIMARY KEY (a, b));
@@ -86,6 +100,12 @@ CREATE TABLE computed (id int GENERATED ALWAYS AS IDENTITY PRIMARY KEY, price in
 SELECT inserted, updated FROM apply_changelog('computed', $$VALUES
     ('+I', ROW(5, 10, NULL)::ac.computed), ('+U', ROW(5, 11, NULL)::ac.computed)$$);
 TABLE computed;
+-- an identity column that is not the key keeps its value
+CREATE TABLE numbered (code text PRIMARY KEY, n int GENERATED ALWAYS AS IDENTITY, v int);
+SELECT inserted, updated FROM apply_changelog('numbered', $$VALUES
+    ('+I', ROW('a', 7, 1)::ac.numbered), ('+U', ROW('a', 8, 2)::ac.numbered)$$);
+SELECT inserted, updated FROM apply_changelog('numbered', $$VALUES ('+U', ROW('a', 9, 3)::ac.numbered)$$);
+TABLE numbered;
 
 -- ---- triggers see the net change of each key in a batch
 CREATE TABLE audit (op text, id int);

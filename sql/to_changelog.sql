@@ -161,6 +161,9 @@ SELECT op, data FROM to_changelog(NULL::tt, changes => true, uid => 'tt');
 -- a table logging no key cannot be normalized
 CREATE TABLE nokey (v int);
 SELECT * FROM to_changelog(NULL::nokey, changes => true, uid => 'nokey');
+CREATE TABLE nothing (id int PRIMARY KEY, v int);
+ALTER TABLE nothing REPLICA IDENTITY NOTHING;
+SELECT * FROM to_changelog(NULL::nothing, changes => true, uid => 'nothing');
 ALTER TABLE nokey REPLICA IDENTITY FULL;
 SELECT * FROM to_changelog(NULL::nokey, changes => true, uid => 'nokey');
 INSERT INTO nokey VALUES (1);

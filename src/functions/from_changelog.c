@@ -241,7 +241,9 @@ ptf_from_changelog(PG_FUNCTION_ARGS)
 		id.keeps_images = !full_deletes;
 		id.slot_name = slot_name;
 		/* the records read, and whether images are kept, are the uid's */
-		id.options = psprintf("records of %s%s", format_type_be(call.input.rowtype),
+		id.options = psprintf("records of %s%s",
+							  format_type_extended(call.input.rowtype, -1,
+												   FORMAT_TYPE_FORCE_QUALIFY),
 							  full_deletes ? "" : ", an image kept per key");
 		ds = durable_open(&id, &progress);
 

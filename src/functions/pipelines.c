@@ -342,7 +342,7 @@ ptf_drop_pipeline(PG_FUNCTION_ARGS)
 						  1, argtypes, args, NULL, SPI_OK_SELECT);
 	ptf_spi_exec_as_owner("DELETE FROM ptf.pipeline_registry WHERE id OPERATOR(pg_catalog.=) $1",
 						  1, argtypes, args, NULL, SPI_OK_DELETE);
-	(void) durable_drop(uid);
+	(void) durable_drop(uid, true);
 	targs[0] = CStringGetTextDatum(ptf_pipeline_origin_name(MyDatabaseId, id));
 	ptf_spi_exec_as_owner("SELECT pg_catalog.pg_replication_origin_drop(roname) "
 						  "FROM pg_catalog.pg_replication_origin WHERE roname OPERATOR(pg_catalog.=) $1",

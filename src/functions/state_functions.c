@@ -25,8 +25,6 @@ ptf_drop_state(PG_FUNCTION_ARGS)
 {
 	char	   *uid = ptf_uid_arg(fcinfo, 0);
 	bool		dropped;
-	Oid			argtypes[1] = {TEXTOID};
-	Datum		args[1];
 
 	if (uid == NULL)
 		ereport(ERROR,
@@ -34,17 +32,7 @@ ptf_drop_state(PG_FUNCTION_ARGS)
 				 errmsg("uid must not be NULL")));
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	/* a pipeline's stream would silently start over */
-	args[0] = CStringGetTextDatum(uid);
-	ptf_spi_exec_as_owner("SELECT name FROM ptf.pipeline_registry WHERE uid OPERATOR(pg_catalog.=) $1",
-						  1, argtypes, args, NULL, SPI_OK_SELECT);
-	if (SPI_processed > 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_IN_USE),
-				 errmsg("uid \"%s\" is the state of pipeline \"%s\"", uid,
-						SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1)),
-				 errhint("ptf.drop_pipeline() drops the pipeline with its state.")));
-	dropped = durable_drop(uid);
+	dropped = durable_drop(uid, false);
 	SPI_finish();
 	PG_RETURN_BOOL(dropped);
 }

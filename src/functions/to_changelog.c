@@ -73,6 +73,8 @@ typedef struct ToChangelogCall
 	char	   *uid;
 	PtfOutput	out;
 	uint64		unmapped;
+	TransactionId last_xid;		/* the last decoded transaction, widened */
+	FullTransactionId last_fxid;
 	Datum	   *values;
 	bool	   *nulls;
 	MemoryContext cxt;
@@ -134,18 +136,23 @@ emit_change(void *arg, RowKind kind, TupleTableSlot *row)
 		nulls[2] = nulls[3] = nulls[4] = true;
 	else
 	{
+		/* once per transaction: widening takes a lock */
+		if (meta->xid != call->last_xid || !FullTransactionIdIsValid(call->last_fxid))
+		{
+			call->last_xid = meta->xid;
+			call->last_fxid = widen_xid(meta->xid);
+		}
 		values[2] = LSNGetDatum(meta->lsn);
 		values[3] = TimestampTzGetDatum(meta->commit_time);
-		values[4] = FullTransactionIdGetDatum(widen_xid(meta->xid));
+		values[4] = FullTransactionIdGetDatum(call->last_fxid);
 	}
 	tuplestore_putvalues(call->out.store, call->out.desc, values, nulls);
 	call->out.rows++;
 }
 
 /*
- * The key of a table's rows: its replica identity index, else its primary
- * key (also under REPLICA IDENTITY FULL, so that the uid's keys do not
- * change with the setting); NULL when it has neither.
+ * The key of a table's rows: its replica identity index, or under
+ * REPLICA IDENTITY FULL its primary key; NULL when it logs none.
  */
 static KeySpec *
 replica_identity_keys(Oid relid, TupleDesc rowdesc, char *replident)
@@ -154,10 +161,14 @@ replica_identity_keys(Oid relid, TupleDesc rowdesc, char *replident)
 	Oid			indexoid = RelationGetReplicaIndex(rel);
 	KeySpec    *keys = NULL;
 
-	if (!OidIsValid(indexoid))
+	/*
+	 * Only FULL logs whole rows whatever the key; under NOTHING, or an
+	 * identity index that is gone, no key is logged at all.
+	 */
+	*replident = rel->rd_rel->relreplident;
+	if (!OidIsValid(indexoid) && *replident == REPLICA_IDENTITY_FULL)
 		indexoid = RelationGetPrimaryKeyIndex(rel);
 
-	*replident = rel->rd_rel->relreplident;
 	if (OidIsValid(indexoid))
 	{
 		Relation	idx = index_open(indexoid, AccessShareLock);
@@ -246,7 +257,7 @@ ptf_to_changelog(PG_FUNCTION_ARGS)
 						get_rel_name(call.input.relid)),
 				 errdetail("Its replica identity is %s; UPDATE_BEFORE rows and whole deletes need old images.",
 						   replident == REPLICA_IDENTITY_NOTHING ? "NOTHING" : "DEFAULT without a primary key"),
-				 errhint("ALTER TABLE ... REPLICA IDENTITY FULL, or add a primary key.")));
+				 errhint("ALTER TABLE ... REPLICA IDENTITY FULL, or DEFAULT with a primary key.")));
 	call.keys = ri_keys != NULL ? ri_keys : partition_by;
 	time.need_proc_time = call.normalize && call.ttl_us > 0;
 

@@ -363,8 +363,14 @@ void
 cdc_rows_decode(CdcRows *d, TupleTableSlot *row, const PtfRowMeta *meta,
 				PtfMetaRowSink sink, void *arg)
 {
-	DecodeContext c = {d, meta};
+	static const PtfRowMeta no_meta;
+	DecodeContext c;
 	ErrorContextCallback errcb;
+
+	if (meta == NULL)
+		meta = &no_meta;
+	c.d = d;
+	c.meta = meta;
 
 	d->rowno++;
 	errcb.callback = decode_error_context;

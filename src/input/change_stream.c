@@ -44,6 +44,7 @@
 #include "replication/logical.h"
 #include "replication/origin.h"
 #include "replication/slot.h"
+#include "storage/spin.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/inval.h"
@@ -84,6 +85,7 @@ struct PtfChangeStream
 
 	TupleDesc	checked_desc;	/* the historic descriptor last found compatible */
 	ResourceOwner outer_owner;	/* the caller's, not decoding's subtransaction's */
+	MemoryContext outer_cxt;
 	TupleTableSlot *old_slot;
 	TupleTableSlot *new_slot;
 	MemoryContext rowcxt;
@@ -507,11 +509,17 @@ check_slot_usable(const char *slot_name, XLogRecPtr resume_after)
 {
 	ReplicationSlot *slot;
 	Oid			dboid = InvalidOid;
+	XLogRecPtr	restart_lsn = InvalidXLogRecPtr;
 
 	LWLockAcquire(ReplicationSlotControlLock, LW_SHARED);
 	slot = SearchNamedReplicationSlot(slot_name, false);
 	if (slot != NULL)
+	{
+		SpinLockAcquire(&slot->mutex);
 		dboid = slot->data.database;
+		restart_lsn = slot->data.restart_lsn;
+		SpinLockRelease(&slot->mutex);
+	}
 	LWLockRelease(ReplicationSlotControlLock);
 
 	if (slot == NULL)
@@ -521,6 +529,14 @@ check_slot_usable(const char *slot_name, XLogRecPtr resume_after)
 				 XLogRecPtrIsInvalid(resume_after) ? 0 :
 				 errdetail("The changes after %X/%X cannot be read any more.",
 						   LSN_FORMAT_ARGS(resume_after)),
+				 errhint("ptf.drop_state() forgets the uid; its next call starts a new stream.")));
+	if (XLogRecPtrIsInvalid(restart_lsn))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the replication slot %s of this uid was invalidated", slot_name),
+				 errdetail("It fell more than max_slot_wal_keep_size behind%s; the WAL it needed is gone.",
+						   XLogRecPtrIsInvalid(resume_after) ? "" :
+						   psprintf(" (the uid's position is %X/%X)", LSN_FORMAT_ARGS(resume_after))),
 				 errhint("ptf.drop_state() forgets the uid; its next call starts a new stream.")));
 	if (dboid != MyDatabaseId)
 		ereport(ERROR,
@@ -541,6 +557,7 @@ change_stream_run(PtfChangeStream *cs, XLogRecPtr resume_after,
 	cs->sink = sink;
 	cs->sink_arg = arg;
 	cs->outer_owner = CurrentResourceOwner;
+	cs->outer_cxt = CurrentMemoryContext;
 	cs->resume_after = resume_after;
 	cs->position = resume_after;
 
@@ -597,8 +614,9 @@ change_stream_run(PtfChangeStream *cs, XLogRecPtr resume_after,
 				elog(ERROR, "could not find record for logical decoding: %s", errm);
 			if (record != NULL)
 				LogicalDecodingProcessRecord(ctx, ctx->reader);
-			/* decoding's transaction management leaves its own owner behind */
+			/* decoding's transaction management leaves its own owner and context behind */
 			CurrentResourceOwner = cs->outer_owner;
+			MemoryContextSwitchTo(cs->outer_cxt);
 			CHECK_FOR_INTERRUPTS();
 		}
 
@@ -615,6 +633,7 @@ change_stream_run(PtfChangeStream *cs, XLogRecPtr resume_after,
 	PG_CATCH();
 	{
 		CurrentResourceOwner = cs->outer_owner;
+		MemoryContextSwitchTo(cs->outer_cxt);
 		ptf_decoding_sink = NULL;
 		InvalidateSystemCaches();
 		/* an error caught by a savepoint must not leave the slot ours */

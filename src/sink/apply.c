@@ -56,6 +56,8 @@ struct ApplySink
 	SPIPlanPtr	delete_plan;
 	SPIPlanPtr	insert_plan;	/* keyless */
 	SPIPlanPtr	delete_one_plan;
+	char	   *delete_one_sql;
+	MemoryContextCallback plans_cb;
 
 	MemoryContext batch_cxt;
 	KeyedState *pending;		/* key -> index of its last change */
@@ -63,8 +65,11 @@ struct ApplySink
 	char	   *action;			/* 'U' upsert, 'D' delete, 'd' delete of a
 								 * row added in the batch, 'X' superseded */
 	int			n;
+	int			max;			/* room in rows and action */
 	ApplyCounts counts;
 };
+
+static void free_plans(void *arg);
 
 /* OPERATOR(schema.=) for a type's default equality */
 static char *
@@ -217,7 +222,7 @@ apply_sink_create(Oid relid)
 			appendStringInfo(&keyeq, "%st.%s %s d.%s", keyeq.len ? " AND " : "", col,
 							 equality_operator(att->atttypid, NameStr(att->attname)), col);
 		}
-		else
+		else if (att->attidentity != ATTRIBUTE_IDENTITY_ALWAYS)
 			appendStringInfo(&sets, "%s%s = EXCLUDED.%s", sets.len ? ", " : "", col, col);
 	}
 	relation_close(rel, AccessShareLock);
@@ -250,19 +255,45 @@ apply_sink_create(Oid relid)
 						 cols.data);
 		s->insert_plan = prepare(sql.data, s->arraytype);
 
-		resetStringInfo(&sql);
-		appendStringInfo(&sql,
-						 "DELETE FROM %s AS t WHERE t.ctid OPERATOR(pg_catalog.=) "
-						 "(SELECT s.ctid FROM %s AS s WHERE %s LIMIT 1)",
-						 name, name, roweq.data);
-		s->delete_one_plan = prepare(sql.data, s->rowtype);
+		/*
+		 * One row equal in every column; a row is its table and ctid
+		 * (partitions have ctids of their own).  Prepared at the first
+		 * retraction: a column without equality fails only then.
+		 */
+		s->delete_one_sql = psprintf("DELETE FROM %s AS t USING "
+									 "(SELECT s.tableoid AS toid, s.ctid AS tid FROM %s AS s "
+									 "WHERE %s LIMIT 1) AS one "
+									 "WHERE t.tableoid OPERATOR(pg_catalog.=) one.toid "
+									 "AND t.ctid OPERATOR(pg_catalog.=) one.tid",
+									 name, name, roweq.data);
 	}
+
+	s->plans_cb.func = free_plans;
+	s->plans_cb.arg = s;
+	MemoryContextRegisterResetCallback(CurrentMemoryContext, &s->plans_cb);
 
 	s->batch_cxt = AllocSetContextCreate(CurrentMemoryContext, "ptf apply batch",
 										 ALLOCSET_DEFAULT_SIZES);
-	s->rows = palloc(sizeof(Datum) * APPLY_BATCH_ROWS);
-	s->action = palloc(APPLY_BATCH_ROWS);
+	s->max = 1024;
+	s->rows = palloc(sizeof(Datum) * s->max);
+	s->action = palloc(s->max);
 	return s;
+}
+
+/* The statements are the call's: freed with its memory, error or not. */
+static void
+free_plans(void *arg)
+{
+	ApplySink  *s = (ApplySink *) arg;
+	SPIPlanPtr *plans[] = {&s->upsert_plan, &s->delete_plan, &s->insert_plan, &s->delete_one_plan};
+	int			i;
+
+	for (i = 0; i < (int) lengthof(plans); i++)
+	{
+		if (*plans[i] != NULL)
+			SPI_freeplan(*plans[i]);
+		*plans[i] = NULL;
+	}
 }
 
 TupleDesc
@@ -367,6 +398,19 @@ flush(ApplySink *s)
 	s->n = 0;
 }
 
+static void
+add_change(ApplySink *s, Datum row, char action)
+{
+	if (s->n == s->max)
+	{
+		s->max *= 2;
+		s->rows = repalloc(s->rows, sizeof(Datum) * s->max);
+		s->action = repalloc(s->action, s->max);
+	}
+	s->rows[s->n] = row;
+	s->action[s->n++] = action;
+}
+
 static bool
 batch_full(ApplySink *s)
 {
@@ -381,6 +425,11 @@ apply_sink_put(ApplySink *s, RowKind kind, TupleTableSlot *row)
 	Datum		datum;
 
 	s->counts.received[kind]++;
+
+	/* in order on a keyless table: what was added before may be what goes */
+	if (s->keys == NULL && !ROWKIND_IS_ADDITION(kind))
+		flush(s);
+
 	old = MemoryContextSwitchTo(s->batch_cxt);
 	/* typed as the table's rows, whatever the slot's descriptor says */
 	datum = heap_copy_tuple_as_datum(ExecFetchSlotHeapTuple(row, false, NULL), s->rowdesc);
@@ -390,17 +439,23 @@ apply_sink_put(ApplySink *s, RowKind kind, TupleTableSlot *row)
 	{
 		if (ROWKIND_IS_ADDITION(kind))
 		{
-			s->rows[s->n] = datum;
-			s->action[s->n++] = 'U';
+			add_change(s, datum, 'U');
 		}
 		else
 		{
-			/* in order: what was added before may be what goes */
-			flush(s);
+			if (s->delete_one_plan == NULL)
+			{
+				/* inside the query that feeds us: a connection of its own */
+				if (SPI_connect() != SPI_OK_CONNECT)
+					elog(ERROR, "SPI_connect failed");
+				s->delete_one_plan = prepare(s->delete_one_sql, s->rowtype);
+				SPI_finish();
+			}
 			if (execute(s->delete_one_plan, datum, NULL) > 0)
 				s->counts.deleted++;
 			else
 				s->counts.missing++;
+			MemoryContextReset(s->batch_cxt);
 		}
 	}
 	else
@@ -423,8 +478,7 @@ apply_sink_put(ApplySink *s, RowKind kind, TupleTableSlot *row)
 			s->counts.superseded++;
 		}
 		*(int32 *) ref.value = s->n;
-		s->rows[s->n] = datum;
-		s->action[s->n++] = action;
+		add_change(s, datum, action);
 	}
 	/* an update's halves stay in one batch: the -U alone would delete */
 	if (kind != ROWKIND_UPDATE_BEFORE && batch_full(s))

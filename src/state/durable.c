@@ -799,7 +799,7 @@ is_state_table(Oid relid)
  * lost its stream, and its next call says so.
  */
 bool
-durable_drop(const char *uid)
+durable_drop(const char *uid, bool of_pipeline)
 {
 	Oid			argtypes[1] = {TEXTOID};
 	Datum		values[1];
@@ -817,9 +817,22 @@ durable_drop(const char *uid)
 	check_owner(uid, DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
 													SPI_tuptable->tupdesc, 1, &isnull)));
 	slot = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &noslot);
+	relid = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
 	if (!noslot)
 		slot = PointerGetDatum(TextDatumGetCString(slot));
-	relid = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
+
+	/* a pipeline's stream would silently start over */
+	if (!of_pipeline)
+	{
+		ptf_spi_exec_as_owner("SELECT name FROM ptf.pipeline_registry WHERE uid OPERATOR(pg_catalog.=) $1",
+							  1, argtypes, values, NULL, SPI_OK_SELECT);
+		if (SPI_processed > 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_IN_USE),
+					 errmsg("uid \"%s\" is the state of pipeline \"%s\"", uid,
+							SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1)),
+					 errhint("ptf.drop_pipeline() drops the pipeline with its state.")));
+	}
 	/* drop only what is still our state table: the OID may be reused */
 	if (!isnull && is_state_table(DatumGetObjectId(relid)))
 		ptf_spi_exec_as_owner(psprintf("DROP TABLE %s",

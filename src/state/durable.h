@@ -71,6 +71,6 @@ extern void durable_commit(DurableState *ds, KeyedState *ks, PtfOperator *op,
 						   const DurableProgress *progress);
 
 /* ptf.drop_state: forget a uid; false if there was none. */
-extern bool durable_drop(const char *uid);
+extern bool durable_drop(const char *uid, bool of_pipeline);
 
 #endif							/* PTF_DURABLE_H */
