@@ -9,11 +9,135 @@
 #include "postgres.h"
 
 #include "executor/spi.h"
+#include "utils/memutils.h"
 
 #include "functions/call.h"
 
 /* WAL an idle stream may read past before its position is stored anyway */
 #define IDLE_STORE_DISTANCE (16 * 1024 * 1024)
+
+typedef struct KeptOperator
+{
+	char	   *uid;
+	Oid			state_relid;
+	int64		version;		/* of the stored state it equals */
+	bool		in_use;			/* taken by a call: not the stored state */
+	MemoryContext cxt;
+	PtfOperator *op;
+} KeptOperator;
+
+#define MAX_KEPT_OPERATORS 64
+static KeptOperator *kept_ops[MAX_KEPT_OPERATORS];
+
+static KeptOperator *
+find_kept_op(const char *uid)
+{
+	int			i;
+
+	for (i = 0; i < MAX_KEPT_OPERATORS; i++)
+		if (kept_ops[i] != NULL && strcmp(kept_ops[i]->uid, uid) == 0)
+			return kept_ops[i];
+	return NULL;
+}
+
+static void
+forget_kept_op(KeptOperator *k)
+{
+	int			i;
+
+	for (i = 0; i < MAX_KEPT_OPERATORS; i++)
+		if (kept_ops[i] == k)
+			kept_ops[i] = NULL;
+	MemoryContextDelete(k->cxt);
+	pfree(k->uid);
+	pfree(k);
+}
+
+PtfOperator *
+ptf_call_kept_operator(DurableState *ds)
+{
+	KeptOperator *k;
+
+	if (!ptf_in_pipeline_worker || (k = find_kept_op(durable_uid(ds))) == NULL)
+		return NULL;
+	if (k->in_use || k->op == NULL || k->state_relid != durable_state_relid(ds) ||
+		k->version != durable_version(ds))
+	{
+		/* changed by a call that rolled back, or by someone else */
+		forget_kept_op(k);
+		return NULL;
+	}
+	k->in_use = true;
+	return k->op;
+}
+
+MemoryContext
+ptf_call_keep_context(DurableState *ds)
+{
+	KeptOperator *k;
+	int			i;
+
+	if (!ptf_in_pipeline_worker)
+		return NULL;
+	if ((k = find_kept_op(durable_uid(ds))) != NULL)
+		forget_kept_op(k);
+	for (i = 0; i < MAX_KEPT_OPERATORS && kept_ops[i] != NULL; i++)
+		;
+	if (i == MAX_KEPT_OPERATORS)
+		return NULL;
+	k = MemoryContextAllocZero(TopMemoryContext, sizeof(KeptOperator));
+	k->uid = MemoryContextStrdup(TopMemoryContext, durable_uid(ds));
+	k->cxt = AllocSetContextCreate(TopMemoryContext, "ptf kept operator",
+								   ALLOCSET_DEFAULT_SIZES);
+	k->in_use = true;
+	kept_ops[i] = k;
+	return k->cxt;
+}
+
+void
+ptf_call_keep(DurableState *ds, PtfOperator *op)
+{
+	KeptOperator *k = find_kept_op(durable_uid(ds));
+
+	if (k != NULL)
+	{
+		k->op = op;
+		k->state_relid = durable_state_relid(ds);
+	}
+}
+
+void
+ptf_call_forget_kept(List *keep_uids)
+{
+	int			i;
+
+	for (i = 0; i < MAX_KEPT_OPERATORS; i++)
+	{
+		ListCell   *lc;
+		bool		wanted = false;
+
+		if (kept_ops[i] == NULL)
+			continue;
+		foreach(lc, keep_uids)
+			if (strcmp(kept_ops[i]->uid, (char *) lfirst(lc)) == 0)
+				wanted = true;
+		if (!wanted)
+			forget_kept_op(kept_ops[i]);
+	}
+}
+
+/* The kept operator of ds, if op is it, now equals the stored state. */
+static void
+kept_op_stored(DurableState *ds, PtfOperator *op)
+{
+	KeptOperator *k = find_kept_op(durable_uid(ds));
+
+	if (k != NULL && k->op == op)
+	{
+		k->version = durable_version(ds);
+		k->in_use = false;
+	}
+}
 
 char *
 ptf_call_prepare(PtfSqlInput *sql_in, Oid relid, TupleDesc rowdesc, const char *query,
@@ -72,6 +196,7 @@ ptf_call_store(DurableState *ds, PtfOperator *op, PtfFrame *frame, PtfChangeStre
 						change_stream_position(cs) - progress->last_lsn < IDLE_STORE_DISTANCE)))
 	{
 		durable_close(ds);
+		kept_op_stored(ds, op);
 		return;
 	}
 
@@ -90,4 +215,5 @@ ptf_call_store(DurableState *ds, PtfOperator *op, PtfFrame *frame, PtfChangeStre
 	if (ttl_us > 0 && stats.rows_in > 0)
 		keyed_state_sweep(op->state, frame_processing_time(frame));
 	durable_commit(ds, op->state, op, progress);
+	kept_op_stored(ds, op);
 }

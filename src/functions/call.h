@@ -57,4 +57,26 @@ extern void ptf_call_store(DurableState *ds, PtfOperator *op, PtfFrame *frame,
 						   PtfChangeStream *cs, DurableProgress *progress,
 						   uint64 rows_out, uint64 rows_skipped, int64 ttl_us);
 
+/*
+ * Operators kept between calls.  A pipeline worker calls the same uid step
+ * after step; loading its state from the table every time would cost as
+ * much as the state is big.  So the worker keeps the operator (and its
+ * keyed state) of each uid, and uses it again while the uid's stored
+ * version is the one it wrote last.  Elsewhere nothing is kept.
+ *
+ * ptf_call_kept_operator: the kept operator of ds's uid, when it is
+ * exactly the stored state (it is then the caller's, until
+ * ptf_call_store); else NULL.
+ * ptf_call_keep_context: where to build an operator to keep (the keyed
+ * state's context included), or NULL when operators are not kept; the
+ * row type and keys it uses must be copied there too.
+ * ptf_call_keep: keep op, built in that context.
+ */
+extern PtfOperator *ptf_call_kept_operator(DurableState *ds);
+extern MemoryContext ptf_call_keep_context(DurableState *ds);
+extern void ptf_call_keep(DurableState *ds, PtfOperator *op);
+
+/* Pipeline workers: let go of the operators of other uids. */
+extern void ptf_call_forget_kept(List *keep_uids);
+
 #endif							/* PTF_FUNCTIONS_CALL_H */

@@ -163,13 +163,32 @@ ptf_deduplicate_keep_first(PG_FUNCTION_ARGS)
 		id.slot_name = slot_name;
 		ds = durable_open(&id, &progress);
 
-		dedup_value_sizes(&call.opts, &hot, &cold);
-		ks = keyed_state_create(call.keys, hot, cold, call.ttl_us, 0,
-								KEYED_STATE_DURABLE |
-								(call.opts.live_timers ? KEYED_STATE_STABLE : 0),
-								call.cxt);
-		op = dedup_create(&call.opts, ks, ptf_output_emit_row, &call.out);
-		durable_load(ds, ks, op);
+		if ((op = ptf_call_kept_operator(ds)) != NULL)
+			op->emit_arg = &call.out;
+		else
+		{
+			MemoryContext keep = ptf_call_keep_context(ds);
+			MemoryContext old = MemoryContextSwitchTo(keep ? keep : call.cxt);
+			DedupOptions opts = call.opts;
+			KeySpec    *keys = call.keys;
+
+			/* what the operator points at lives as long as it does */
+			if (keep)
+			{
+				opts.rowdesc = CreateTupleDescCopy(call.opts.rowdesc);
+				keys = key_spec_copy(call.keys, opts.rowdesc);
+			}
+			dedup_value_sizes(&opts, &hot, &cold);
+			ks = keyed_state_create(keys, hot, cold, call.ttl_us, 0,
+									KEYED_STATE_DURABLE |
+									(opts.live_timers ? KEYED_STATE_STABLE : 0),
+									keep ? keep : call.cxt);
+			op = dedup_create(&opts, ks, ptf_output_emit_row, &call.out);
+			MemoryContextSwitchTo(old);
+			durable_load(ds, ks, op);
+			if (keep)
+				ptf_call_keep(ds, op);
+		}
 	}
 	else
 		op = make_operator(&call, false);

@@ -247,10 +247,24 @@ ptf_from_changelog(PG_FUNCTION_ARGS)
 							  full_deletes ? "" : ", an image kept per key");
 		ds = durable_open(&id, &progress);
 
-		ks = keyed_state_create(call.keys, normalize_value_size(), 0, call.ttl_us,
-								0, KEYED_STATE_DURABLE | KEYED_STATE_REMOVABLE, call.cxt);
-		op = normalize_create(call.target, call.mode, ks, emit_change, &call);
-		durable_load(ds, ks, op);
+		if ((op = ptf_call_kept_operator(ds)) != NULL)
+			op->emit_arg = &call;
+		else
+		{
+			MemoryContext keep = ptf_call_keep_context(ds);
+			MemoryContext old = MemoryContextSwitchTo(keep ? keep : call.cxt);
+			TupleDesc	target = keep ? CreateTupleDescCopy(call.target) : call.target;
+			KeySpec    *keys = keep ? key_spec_copy(call.keys, target) : call.keys;
+
+			ks = keyed_state_create(keys, normalize_value_size(), 0, call.ttl_us, 0,
+									KEYED_STATE_DURABLE | KEYED_STATE_REMOVABLE,
+									keep ? keep : call.cxt);
+			op = normalize_create(target, call.mode, ks, emit_change, &call);
+			MemoryContextSwitchTo(old);
+			durable_load(ds, ks, op);
+			if (keep)
+				ptf_call_keep(ds, op);
+		}
 	}
 	else
 		op = make_operator(&call, false);

@@ -287,12 +287,26 @@ ptf_to_changelog(PG_FUNCTION_ARGS)
 		id.options = call.normalize ? "normalizing (an image kept per key)" : NULL;
 		ds = durable_open(&id, &progress);
 
-		ks = keyed_state_create(call.keys, normalize_value_size(), 0, call.ttl_us,
-								0, KEYED_STATE_DURABLE | KEYED_STATE_REMOVABLE, call.cxt);
-		op = normalize_create(call.input.rowdesc,
-							  call.normalize ? NORMALIZE_UPSERT : NORMALIZE_PASSTHROUGH,
-							  ks, emit_change, &call);
-		durable_load(ds, ks, op);
+		if ((op = ptf_call_kept_operator(ds)) != NULL)
+			op->emit_arg = &call;
+		else
+		{
+			MemoryContext keep = ptf_call_keep_context(ds);
+			MemoryContext old = MemoryContextSwitchTo(keep ? keep : call.cxt);
+			TupleDesc	rowdesc = keep ? CreateTupleDescCopy(call.input.rowdesc) : call.input.rowdesc;
+			KeySpec    *keys = keep ? key_spec_copy(call.keys, rowdesc) : call.keys;
+
+			ks = keyed_state_create(keys, normalize_value_size(), 0, call.ttl_us, 0,
+									KEYED_STATE_DURABLE | KEYED_STATE_REMOVABLE,
+									keep ? keep : call.cxt);
+			op = normalize_create(rowdesc,
+								  call.normalize ? NORMALIZE_UPSERT : NORMALIZE_PASSTHROUGH,
+								  ks, emit_change, &call);
+			MemoryContextSwitchTo(old);
+			durable_load(ds, ks, op);
+			if (keep)
+				ptf_call_keep(ds, op);
+		}
 	}
 	else
 		op = make_passthrough(&call, false);

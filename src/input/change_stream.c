@@ -78,6 +78,8 @@ struct PtfChangeStream
 	uint64		skipped;		/* truncations passed over */
 	bool		stop;
 	TimestampTz last_commit_time;
+	bool		txn_handed_over;	/* the transaction being read gave rows */
+	XLogRecPtr	last_productive;	/* end of the last transaction that did */
 
 	/* the transaction being read */
 	bool		skip_txn;
@@ -120,17 +122,127 @@ slot_exists_here(const char *name)
 	return SPI_processed > 0;
 }
 
+/* ---- decoding contexts kept between calls (pipeline workers) ---- */
+
+/*
+ * A pipeline worker reads its streams a step at a time.  Creating a
+ * decoding context reads the WAL again from the slot's restart_lsn, which
+ * may lag many seconds behind; so the worker keeps each stream's context
+ * between steps and goes on reading where it stopped -- as long as no
+ * transaction it handed over since was lost with a rolled-back step, and
+ * nobody else moved the slot.
+ */
+typedef struct KeptDecoder
+{
+	char		slot_name[NAMEDATALEN];
+	MemoryContext cxt;			/* holds the context; deleted with it */
+	LogicalDecodingContext *ctx;
+	ReplicationSlot *slot;
+	XLogRecPtr	last_productive;	/* transactions up to here gave rows */
+	XLogRecPtr	confirmed;		/* the slot's confirmed_flush, as we left it */
+} KeptDecoder;
+
+#define MAX_KEPT_DECODERS 64
+static KeptDecoder *kept[MAX_KEPT_DECODERS];
+
+static KeptDecoder *
+find_kept(const char *slot_name)
+{
+	int			i;
+
+	for (i = 0; i < MAX_KEPT_DECODERS; i++)
+		if (kept[i] != NULL && strcmp(kept[i]->slot_name, slot_name) == 0)
+			return kept[i];
+	return NULL;
+}
+
+static void
+forget_kept(KeptDecoder *kd)
+{
+	int			i;
+
+	for (i = 0; i < MAX_KEPT_DECODERS; i++)
+		if (kept[i] == kd)
+			kept[i] = NULL;
+	/* its WAL segment file is the reader's own descriptor */
+	if (kd->ctx != NULL && kd->ctx->reader->seg.ws_file >= 0)
+		wal_segment_close(kd->ctx->reader);
+	MemoryContextDelete(kd->cxt);
+	pfree(kd);
+}
+
+void
+change_stream_forget_kept(List *keep_slot_names)
+{
+	int			i;
+
+	for (i = 0; i < MAX_KEPT_DECODERS; i++)
+	{
+		ListCell   *lc;
+		bool		wanted = false;
+
+		if (kept[i] == NULL)
+			continue;
+		foreach(lc, keep_slot_names)
+			if (strcmp(kept[i]->slot_name, (char *) lfirst(lc)) == 0)
+				wanted = true;
+		if (!wanted)
+			forget_kept(kept[i]);
+	}
+}
+
+/*
+ * The kept context for the slot just acquired, if it can go on from
+ * resume_after; one that cannot is let go.
+ */
+static KeptDecoder *
+usable_kept(const char *slot_name, XLogRecPtr resume_after)
+{
+	KeptDecoder *kd = find_kept(slot_name);
+
+	if (kd == NULL)
+		return NULL;
+	if (kd->slot == MyReplicationSlot &&
+		kd->confirmed == MyReplicationSlot->data.confirmed_flush &&
+		kd->last_productive <= resume_after)
+		return kd;
+	forget_kept(kd);
+	return NULL;
+}
+
+static KeptDecoder *
+new_kept(const char *slot_name)
+{
+	int			i;
+	KeptDecoder *kd;
+
+	for (i = 0; i < MAX_KEPT_DECODERS && kept[i] != NULL; i++)
+		;
+	if (i == MAX_KEPT_DECODERS)
+		return NULL;
+	kd = MemoryContextAllocZero(TopMemoryContext, sizeof(KeptDecoder));
+	strlcpy(kd->slot_name, slot_name, NAMEDATALEN);
+	kd->cxt = AllocSetContextCreate(TopMemoryContext, "ptf kept decoding context",
+									ALLOCSET_DEFAULT_SIZES);
+	kept[i] = kd;
+	return kd;
+}
+
 void
 change_stream_confirm(const char *slot_name, XLogRecPtr lsn)
 {
 	ReplicationSlotAcquire(slot_name, true);
 	PG_TRY();
 	{
+		KeptDecoder *kd = find_kept(slot_name);
+
 		if (MyReplicationSlot->data.confirmed_flush < lsn)
 		{
 			LogicalConfirmReceivedLocation(lsn);
 			ReplicationSlotMarkDirty();
 		}
+		if (kd != NULL && kd->slot == MyReplicationSlot)
+			kd->confirmed = MyReplicationSlot->data.confirmed_flush;
 	}
 	PG_FINALLY();
 	{
@@ -265,6 +377,9 @@ cs_commit(void *arg, ReorderBufferTXN *txn, XLogRecPtr commit_lsn)
 		return;
 	cs->position = txn->end_lsn;
 	cs->last_commit_time = txn->xact_time.commit_time;
+	if (cs->txn_handed_over)
+		cs->last_productive = txn->end_lsn;
+	cs->txn_handed_over = false;
 	if (ptf_max_changes_per_call > 0 && cs->rows >= (uint64) ptf_max_changes_per_call)
 		cs->stop = true;
 }
@@ -407,6 +522,7 @@ hand_over(PtfChangeStream *cs, RowKind kind, TupleTableSlot *slot, HeapTuple tup
 	CurrentResourceOwner = decoding_owner;
 	ExecClearTuple(slot);
 	cs->rows++;
+	cs->txn_handed_over = true;
 }
 
 static void
@@ -488,6 +604,7 @@ cs_truncate(void *arg, ReorderBufferTXN *txn, int nrelations, Relation *relation
 				(errmsg("table %s was truncated; the deletions of its rows change nothing here",
 						RelationGetRelationName(relations[i]))));
 		cs->skipped++;
+		cs->txn_handed_over = true;
 	}
 }
 
@@ -552,6 +669,7 @@ change_stream_run(PtfChangeStream *cs, XLogRecPtr resume_after,
 {
 	PtfDecodingSink dsink;
 	LogicalDecodingContext *volatile ctx = NULL;
+	KeptDecoder *volatile kd = NULL;
 	XLogRecPtr	end_of_wal;
 
 	cs->sink = sink;
@@ -560,6 +678,7 @@ change_stream_run(PtfChangeStream *cs, XLogRecPtr resume_after,
 	cs->outer_cxt = CurrentMemoryContext;
 	cs->resume_after = resume_after;
 	cs->position = resume_after;
+	cs->last_productive = InvalidXLogRecPtr;
 
 	dsink.begin = cs_begin;
 	dsink.change = cs_change;
@@ -587,6 +706,9 @@ change_stream_run(PtfChangeStream *cs, XLogRecPtr resume_after,
 							   LSN_FORMAT_ARGS(resume_after)),
 					 errhint("Do not consume the slot of a uid with other tools; ptf.drop_state() starts the uid over.")));
 
+		if (ptf_in_pipeline_worker)
+			kd = usable_kept(cs->slot_name, resume_after);
+
 		/* what is committed can be let go of: WAL before it is released */
 		if (resume_committed && !XLogRecPtrIsInvalid(resume_after) && resume_after > confirmed)
 		{
@@ -595,13 +717,24 @@ change_stream_run(PtfChangeStream *cs, XLogRecPtr resume_after,
 		}
 
 		ptf_decoding_sink = &dsink;
-		ctx = CreateDecodingContext(InvalidXLogRecPtr, NIL, false,
-									XL_ROUTINE(.page_read = read_local_xlog_page,
-											   .segment_open = wal_segment_open,
-											   .segment_close = wal_segment_close),
-									NULL, write_refused, NULL);
+		if (kd != NULL)
+			ctx = kd->ctx;
+		else
+		{
+			MemoryContext old = CurrentMemoryContext;
 
-		XLogBeginRead(ctx->reader, MyReplicationSlot->data.restart_lsn);
+			if (ptf_in_pipeline_worker && (kd = new_kept(cs->slot_name)) != NULL)
+				MemoryContextSwitchTo(kd->cxt);
+			ctx = CreateDecodingContext(InvalidXLogRecPtr, NIL, false,
+										XL_ROUTINE(.page_read = read_local_xlog_page,
+												   .segment_open = wal_segment_open,
+												   .segment_close = wal_segment_close),
+										NULL, write_refused, NULL);
+			MemoryContextSwitchTo(old);
+			if (kd != NULL)
+				kd->ctx = ctx;
+			XLogBeginRead(ctx->reader, MyReplicationSlot->data.restart_lsn);
+		}
 		InvalidateSystemCaches();
 
 		while (ctx->reader->EndRecPtr < end_of_wal && !cs->stop)
@@ -609,6 +742,8 @@ change_stream_run(PtfChangeStream *cs, XLogRecPtr resume_after,
 			XLogRecord *record;
 			char	   *errm = NULL;
 
+			/* what the reader keeps between records lives as long as it does */
+			MemoryContextSwitchTo(ctx->context);
 			record = XLogReadRecord(ctx->reader, &errm);
 			if (errm)
 				elog(ERROR, "could not find record for logical decoding: %s", errm);
@@ -625,7 +760,15 @@ change_stream_run(PtfChangeStream *cs, XLogRecPtr resume_after,
 		change_stream_last_report.last_commit_time = cs->last_commit_time;
 		change_stream_last_report.reached_end = !cs->stop;
 
-		FreeDecodingContext(ctx);
+		if (kd != NULL)
+		{
+			if (!XLogRecPtrIsInvalid(cs->last_productive))
+				kd->last_productive = cs->last_productive;
+			kd->slot = MyReplicationSlot;
+			kd->confirmed = MyReplicationSlot->data.confirmed_flush;
+		}
+		else
+			FreeDecodingContext(ctx);
 		ptf_decoding_sink = NULL;
 		ReplicationSlotRelease();
 		InvalidateSystemCaches();
@@ -635,6 +778,9 @@ change_stream_run(PtfChangeStream *cs, XLogRecPtr resume_after,
 		CurrentResourceOwner = cs->outer_owner;
 		MemoryContextSwitchTo(cs->outer_cxt);
 		ptf_decoding_sink = NULL;
+		/* a context that failed midway is not to be trusted again */
+		if (kd != NULL)
+			forget_kept(kd);
 		InvalidateSystemCaches();
 		/* an error caught by a savepoint must not leave the slot ours */
 		if (MyReplicationSlot != NULL)

@@ -17,6 +17,7 @@
 #define PTF_CHANGE_STREAM_H
 
 #include "access/tupdesc.h"
+#include "nodes/pg_list.h"
 #include "access/xlogdefs.h"
 #include "datatype/timestamp.h"
 
@@ -71,6 +72,9 @@ extern uint64 change_stream_skipped(PtfChangeStream *cs);
 
 /* ptf.drop_state: the uid's slot goes with it */
 extern void change_stream_drop_slot(const char *slot_name);
+
+/* Pipeline workers keep decoding contexts: let go of those of other slots. */
+extern void change_stream_forget_kept(List *keep_slot_names);
 
 /* Let the slot go of what is before lsn, a committed position. */
 extern void change_stream_confirm(const char *slot_name, XLogRecPtr lsn);

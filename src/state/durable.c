@@ -55,6 +55,7 @@ struct DurableState
 {
 	char	   *uid;
 	Oid			state_relid;
+	int64		version;		/* the registry's, changed by every write */
 	int			nkeys;
 	Oid			time_type;		/* of the event_time column */
 	bool		keeps_images;
@@ -467,6 +468,7 @@ durable_open(const DurableIdentity *id, DurableProgress *progress)
 		identity_mismatch(id->uid, "on_time", s ? quote_identifier(s) : "(none)",
 						  id->on_time ? quote_identifier(id->on_time) : "(none)");
 
+	ds->version = get_int64(tup, desc, 17, 0);
 	progress->max_event_time = get_int64(tup, desc, 7, PTF_TIME_MIN);
 	progress->watermark = get_int64(tup, desc, 8, PTF_TIME_MIN);
 	{
@@ -666,6 +668,24 @@ write_new_inline_keys(DurableState *ds, KeyedState *ks, Relation rel,
 	}
 }
 
+const char *
+durable_uid(DurableState *ds)
+{
+	return ds->uid;
+}
+
+Oid
+durable_state_relid(DurableState *ds)
+{
+	return ds->state_relid;
+}
+
+int64
+durable_version(DurableState *ds)
+{
+	return ds->version;
+}
+
 void
 durable_close(DurableState *ds)
 {
@@ -776,8 +796,10 @@ durable_commit(DurableState *ds, KeyedState *ks, PtfOperator *op,
 						  "rows_late = $8, rows_skipped = $9, "
 						  "version = pg_catalog.nextval('ptf.state_version_seq'), "
 						  "updated_at = pg_catalog.clock_timestamp() "
-						  "WHERE uid OPERATOR(pg_catalog.=) $1",
-						  9, argtypes, values, nulls, SPI_OK_UPDATE);
+						  "WHERE uid OPERATOR(pg_catalog.=) $1 RETURNING version",
+						  9, argtypes, values, nulls, SPI_OK_UPDATE_RETURNING);
+	if (SPI_processed == 1)
+		ds->version = get_int64(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, 0);
 	leave_uid(ds->uid);
 }
 

@@ -63,6 +63,11 @@ extern DurableState *durable_open(const DurableIdentity *id,
 /* Load every kept key into ks, values through op->restore_value. */
 extern void durable_load(DurableState *ds, KeyedState *ks, PtfOperator *op);
 
+/* Which state this is: the uid, its table, and its version (changed by every write). */
+extern const char *durable_uid(DurableState *ds);
+extern Oid	durable_state_relid(DurableState *ds);
+extern int64 durable_version(DurableState *ds);
+
 /* End a call that changed nothing: no writes at all. */
 extern void durable_close(DurableState *ds);
 

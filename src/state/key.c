@@ -129,6 +129,17 @@ key_spec_from_attnos(TupleDesc rowdesc, int ncols, const AttrNumber *attnos)
 }
 
 KeySpec *
+key_spec_copy(const KeySpec *keys, TupleDesc rowdesc)
+{
+	AttrNumber *attnos = palloc(sizeof(AttrNumber) * Max(keys->ncols, 1));
+	int			i;
+
+	for (i = 0; i < keys->ncols; i++)
+		attnos[i] = keys->cols[i].attno;
+	return key_spec_from_attnos(rowdesc, keys->ncols, attnos);
+}
+
+KeySpec *
 key_spec_build(TupleDesc rowdesc, Datum names_array, const char *argname)
 {
 	ArrayType  *arr = DatumGetArrayTypeP(names_array);

@@ -54,6 +54,9 @@ extern KeySpec *key_spec_build(TupleDesc rowdesc, Datum names_array,
 extern KeySpec *key_spec_from_attnos(TupleDesc rowdesc, int ncols,
 									 const AttrNumber *attnos);
 
+/* The same key columns, built anew (in the current memory context) over rowdesc. */
+extern KeySpec *key_spec_copy(const KeySpec *keys, TupleDesc rowdesc);
+
 /* Extract the key of a row into the probe, return its hash. */
 extern uint32 key_probe(KeySpec *spec, TupleTableSlot *row);
 

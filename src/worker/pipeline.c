@@ -49,6 +49,7 @@
 #include "utils/timestamp.h"
 
 #include "catalog.h"
+#include "functions/call.h"
 #include "input/change_stream.h"
 #include "input/input.h"
 #include "ptf.h"
@@ -72,6 +73,7 @@ typedef struct Pipeline
 	bool		changelog;		/* sink_mode 'changelog' */
 	char	   *uid;
 	bool		paused;
+	char	   *slot_name;		/* its stream's, NULL before its first step */
 } Pipeline;
 
 static DatabaseWorker *me = NULL;
@@ -107,8 +109,11 @@ load_pipelines(void)
 
 	if (OidIsValid(get_extension_oid("deduplicate_keep_first", true)))
 	{
-		if (SPI_execute("SELECT id, name, owner, query, sink, sink_mode, uid, paused "
-						"FROM ptf.pipeline_registry ORDER BY id", true, 0) != SPI_OK_SELECT)
+		if (SPI_execute("SELECT p.id, p.name, p.owner, p.query, p.sink, p.sink_mode, p.uid, "
+						"p.paused, r.slot_name "
+						"FROM ptf.pipeline_registry p LEFT JOIN ptf.uid_registry r "
+						"ON r.uid OPERATOR(pg_catalog.=) p.uid ORDER BY p.id",
+						true, 0) != SPI_OK_SELECT)
 			elog(ERROR, "could not read ptf.pipeline_registry");
 		for (i = 0; i < SPI_processed; i++)
 		{
@@ -126,6 +131,7 @@ load_pipelines(void)
 			p->changelog = strcmp(SPI_getvalue(tup, desc, 6), "changelog") == 0;
 			p->uid = SPI_getvalue(tup, desc, 7);
 			p->paused = DatumGetBool(SPI_getbinval(tup, desc, 8, &isnull));
+			p->slot_name = SPI_getvalue(tup, desc, 9);
 			pipelines = lappend(pipelines, p);
 			MemoryContextSwitchTo(old);
 		}
@@ -549,6 +555,22 @@ ptf_pipeline_worker_main(Datum arg)
 
 		pipelines = load_pipelines();
 		forget_dropped(pipelines);
+		{
+			/* what is kept for pipelines that are gone goes */
+			List	   *slots = NIL;
+			List	   *uids = NIL;
+
+			foreach(lc, pipelines)
+			{
+				Pipeline   *p = lfirst(lc);
+
+				uids = lappend(uids, p->uid);
+				if (p->slot_name != NULL)
+					slots = lappend(slots, p->slot_name);
+			}
+			change_stream_forget_kept(slots);
+			ptf_call_forget_kept(uids);
+		}
 		if (pipelines == NIL)
 		{
 			/* nothing to run: leave, unless a pipeline was made meanwhile */
