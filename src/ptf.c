@@ -157,20 +157,6 @@ _PG_init(void)
 							PGC_USERSET, 0,
 							NULL, NULL, NULL);
 
-	DefineCustomIntVariable("ptf.max_workers",
-							"Databases that can run pipelines at the same time (a worker each).",
-							"Each takes a background worker: keep max_worker_processes above it.",
-							&ptf_max_workers,
-							4, 1, 64,
-							PGC_POSTMASTER, 0,
-							NULL, NULL, NULL);
-	DefineCustomIntVariable("ptf.max_pipelines",
-							"Pipelines whose live status is kept, across all databases.",
-							NULL,
-							&ptf_max_pipelines,
-							64, 1, 10000,
-							PGC_POSTMASTER, 0,
-							NULL, NULL, NULL);
 	DefineCustomIntVariable("ptf.pipeline_batch_size",
 							"Changes a pipeline step reads, at most.",
 							"A step ends at the end of the transaction that reaches it.",
@@ -200,11 +186,26 @@ _PG_init(void)
 							 PGC_SIGHUP, GUC_NOT_IN_SAMPLE | GUC_NO_SHOW_ALL,
 							 NULL, NULL, NULL);
 
-	MarkGUCPrefixReserved("ptf");
-
+	/* settings of the shared memory the workers use exist only when preloaded */
 	if (process_shared_preload_libraries_in_progress && !IsBinaryUpgrade)
 	{
+		DefineCustomIntVariable("ptf.max_workers",
+								"Databases that can run pipelines at the same time (a worker each).",
+								"Each takes a background worker: keep max_worker_processes above it.",
+								&ptf_max_workers,
+								4, 1, 64,
+								PGC_POSTMASTER, 0,
+								NULL, NULL, NULL);
+		DefineCustomIntVariable("ptf.max_pipelines",
+								"Pipelines whose live status is kept, across all databases.",
+								NULL,
+								&ptf_max_pipelines,
+								64, 1, 10000,
+								PGC_POSTMASTER, 0,
+								NULL, NULL, NULL);
 		ptf_shmem_init();
 		ptf_register_launcher();
 	}
+
+	MarkGUCPrefixReserved("ptf");
 }

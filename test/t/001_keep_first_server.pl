@@ -22,6 +22,11 @@ is($plain->safe_psql('postgres',
 is($plain->safe_psql('postgres',
         q{SELECT string_agg(v, ',' ORDER BY k) FROM ptf.deduplicate_keep_first(NULL::t, partition_by => '{k}', uid => 'u')}),
     'a,c', 'durable state works without shared_preload_libraries');
+my ($ret, $out, $err) = $plain->psql('postgres', q{
+    SELECT ptf.create_pipeline('p', $$SELECT * FROM ptf.deduplicate_keep_first(NULL::t,
+        changes => true, uid => 'p')$$, 't')});
+like($err, qr/pipelines need deduplicate_keep_first in shared_preload_libraries/,
+    'pipelines say what they need without preloading');
 $plain->stop;
 
 # ---- durable state is what was committed, across an immediate stop
