@@ -181,3 +181,35 @@ TABLE customers;
 DELETE FROM debezium_landing;
 SELECT * FROM sync_customers();
 SELECT ptf.drop_state('customers_mirror');
+
+\echo
+\echo '=== (g) A pipeline: the same keep-first, run continuously by the background'
+\echo '===     worker.  Nobody calls it: inserts show up in the sink moments later.'
+CREATE TABLE signups (id bigserial, email text, source text,
+                      at timestamptz NOT NULL DEFAULT clock_timestamp());
+CREATE TABLE first_signups (LIKE signups);
+SELECT ptf.create_pipeline('first-signups', $$
+    SELECT * FROM ptf.deduplicate_keep_first(NULL::signups, partition_by => '{email}',
+        changes => true, uid => 'first-signups')$$, 'first_signups');
+-- waits (at most 10 s) until a query returns what is expected
+CREATE FUNCTION pg_temp.wait_for(q text, expected bigint) RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE n bigint;
+BEGIN
+    FOR i IN 1 .. 200 LOOP
+        EXECUTE q INTO n;
+        EXIT WHEN n = expected;
+        PERFORM pg_sleep(0.05);
+    END LOOP;
+    RETURN n;
+END $$;
+INSERT INTO signups (email, source) VALUES
+  ('ada@example.com', 'ad'), ('bo@example.com', 'search'), ('ada@example.com', 'newsletter');
+SELECT pg_temp.wait_for('SELECT count(*) FROM first_signups', 2) AS first_signups;
+SELECT id, email, source FROM first_signups ORDER BY id;
+\echo '=== More signups, one from a known address: one new row in the sink.'
+INSERT INTO signups (email, source) VALUES ('cy@example.com', 'ad'), ('bo@example.com', 'ad');
+SELECT pg_temp.wait_for('SELECT count(*) FROM first_signups', 3) AS first_signups;
+SELECT id, email, source FROM first_signups ORDER BY id;
+\echo '=== The live status, from the worker''s shared memory:'
+SELECT name, state, rows_in, rows_out, lag_seconds, last_error FROM ptf.pipeline_status;
+SELECT ptf.drop_pipeline('first-signups');

@@ -5,16 +5,19 @@
  *
  * The registry is ordinary SQL through SPI, run as the extension's owner
  * (the caller has no rights on ptf.uid_registry: durable state is read
- * and written only through our functions, DESIGN 5).  Its row for a uid
- * is locked FOR UPDATE for the whole call: calls of one uid serialize,
- * and what one committed is what the next one loads.
+ * and written only through our functions, DESIGN 5).  Calls of one uid
+ * serialize on a transaction-level advisory lock, and what one committed
+ * is what the next one loads; callers other than pipeline workers also
+ * lock the registry row FOR UPDATE, so that a call under REPEATABLE READ
+ * that waited fails rather than use the state it saw before.
  *
  * The keys themselves are read and written with the heap AM directly:
  * loading is one sequential scan, writing back is a multi-insert of new
  * keys plus updates and deletes by TID of changed and removed ones (each
  * record remembers the TID it was loaded from).  State tables have no
- * index, so there is nothing else to maintain; the registry lock keeps
- * everybody else's hands off the table while TIDs are in use.
+ * index, so there is nothing else to maintain; the uid's lock keeps
+ * everybody else's hands off the table while TIDs are in use (a pipeline
+ * worker keeps them between its steps, see functions/call.c).
  *
  *-------------------------------------------------------------------------
  */
