@@ -379,6 +379,18 @@ advance_slot(const StepResult *r)
 	PG_END_TRY();
 }
 
+/* After a step's transaction, committed or not: no origin, idle. */
+static void
+end_step_session(void)
+{
+	if (replorigin_session_origin != InvalidRepOriginId)
+	{
+		replorigin_session_reset();
+		replorigin_session_origin = InvalidRepOriginId;
+	}
+	pgstat_report_activity(STATE_IDLE, NULL);
+}
+
 /* One step of one pipeline; true when it may have more to do at once. */
 static bool
 run_step(Pipeline *p)
@@ -442,12 +454,7 @@ run_step(Pipeline *p)
 		SPI_finish();
 		PopActiveSnapshot();
 		CommitTransactionCommand();
-		if (replorigin_session_origin != InvalidRepOriginId)
-		{
-			replorigin_session_reset();
-			replorigin_session_origin = InvalidRepOriginId;
-		}
-		pgstat_report_activity(STATE_IDLE, NULL);
+		end_step_session();
 
 		fault_point(PTF_FAULT_AFTER_COMMIT, "after_commit");
 		advance_slot(&result);
@@ -461,12 +468,7 @@ run_step(Pipeline *p)
 		edata = CopyErrorData();
 		FlushErrorState();
 		AbortCurrentTransaction();
-		if (replorigin_session_origin != InvalidRepOriginId)
-		{
-			replorigin_session_reset();
-			replorigin_session_origin = InvalidRepOriginId;
-		}
-		pgstat_report_activity(STATE_IDLE, NULL);
+		end_step_session();
 		ereport(LOG,
 				(errmsg("pipeline \"%s\" failed: %s", p->name, edata->message),
 				 edata->detail ? errdetail_internal("%s", edata->detail) : 0));
