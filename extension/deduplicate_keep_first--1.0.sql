@@ -283,6 +283,7 @@ CREATE TABLE ptf.pipeline_registry (
     function    text NOT NULL,
     uid         text NOT NULL UNIQUE,
     paused      boolean NOT NULL DEFAULT false,
+    search_path text NOT NULL,        -- the query is read with the creator's
     created_at  timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp()
 );
 COMMENT ON TABLE ptf.pipeline_registry IS 'One row per pipeline; users see theirs through ptf.pipelines';

@@ -20,6 +20,7 @@ typedef struct KeptOperator
 {
 	char	   *uid;
 	Oid			state_relid;
+	Oid			state_filenode; /* its records' TIDs are of this storage */
 	int64		version;		/* of the stored state it equals */
 	bool		in_use;			/* taken by a call: not the stored state */
 	MemoryContext cxt;
@@ -61,7 +62,7 @@ ptf_call_kept_operator(DurableState *ds)
 	if (!ptf_in_pipeline_worker || (k = find_kept_op(durable_uid(ds))) == NULL)
 		return NULL;
 	if (k->in_use || k->op == NULL || k->state_relid != durable_state_relid(ds) ||
-		k->version != durable_version(ds))
+		k->state_filenode != durable_state_filenode(ds) || k->version != durable_version(ds))
 	{
 		/* changed by a call that rolled back, or by someone else */
 		forget_kept_op(k);
@@ -103,6 +104,7 @@ ptf_call_keep(DurableState *ds, PtfOperator *op)
 	{
 		k->op = op;
 		k->state_relid = durable_state_relid(ds);
+		k->state_filenode = durable_state_filenode(ds);
 	}
 }
 

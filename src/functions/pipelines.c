@@ -27,9 +27,11 @@
 #include "miscadmin.h"
 #include "nodes/nodeFuncs.h"
 #include "parser/analyze.h"
+#include "replication/origin.h"
 #include "tcop/tcopprot.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/pg_lsn.h"
 #include "utils/timestamp.h"
@@ -38,6 +40,7 @@
 #include "utils/typcache.h"
 
 #include "catalog.h"
+#include "input/change_stream.h"
 #include "input/input.h"
 #include "state/durable.h"
 #include "worker/shmem.h"
@@ -215,6 +218,30 @@ check_sink_privileges(Oid sink, bool changelog)
 						   "An append sink needs INSERT.")));
 }
 
+/* the statement of an append step */
+static char *
+append_sql(Oid sink, const char *query)
+{
+	return psprintf("INSERT INTO %s SELECT * FROM (%s) AS q", ptf_relation_sql_name(sink), query);
+}
+
+/* The uid's first call: its slot is made, nothing is read. */
+static void
+start_stream(const char *query)
+{
+	change_stream_start_only = true;
+	PG_TRY();
+	{
+		if (SPI_execute(psprintf("SELECT count(*) FROM (%s) AS q", query), false, 0) != SPI_OK_SELECT)
+			elog(ERROR, "could not start the pipeline's stream");
+	}
+	PG_FINALLY();
+	{
+		change_stream_start_only = false;
+	}
+	PG_END_TRY();
+}
+
 /* ---- the functions ---- */
 
 Datum
@@ -228,10 +255,15 @@ ptf_create_pipeline(PG_FUNCTION_ARGS)
 	char	   *function;
 	char	   *uid;
 	char		relkind;
-	Oid			argtypes[7] = {TEXTOID, OIDOID, TEXTOID, OIDOID, TEXTOID, TEXTOID, TEXTOID};
-	Datum		args[7];
+	Oid			argtypes[1] = {TEXTOID};
+	Oid			iargtypes[9] = {INT4OID, TEXTOID, OIDOID, TEXTOID, OIDOID, TEXTOID, TEXTOID,
+	TEXTOID, TEXTOID};
+	Datum		args[9];
 	int32		id;
 	Oid			owner;
+	bool		isnull;
+	char	   *origin_name;
+	RepOriginId origin;
 
 	if (!ptf_shmem_available())
 		ereport(ERROR,
@@ -287,29 +319,59 @@ ptf_create_pipeline(PG_FUNCTION_ARGS)
 					 errmsg("sink_mode 'changelog' needs a query returning (kind, data) rows of the sink's type"),
 					 errhint("ptf.from_changelog returns such rows.")));
 	}
-	else if (SPI_prepare(psprintf("INSERT INTO %s SELECT * FROM (%s) AS q",
-								  ptf_relation_sql_name(sink), query), 0, NULL) == NULL)
+	else if (SPI_prepare(append_sql(sink, query), 0, NULL) == NULL)
 		elog(ERROR, "could not plan the pipeline's statement: %s",
 			 SPI_result_code_string(SPI_result));
 
-	/* the stream starts now: the uid's first call, unless it has state */
-	ptf_spi_exec_as_owner("SELECT 1 FROM ptf.uid_registry WHERE uid OPERATOR(pg_catalog.=) $1",
+	/*
+	 * The stream starts now: the uid's first call makes its slot, and reads
+	 * nothing -- the worker's first step reads all from there, under the
+	 * pipeline's origin.  It comes before this transaction writes anything
+	 * (a slot cannot be made after).  A uid that has state already goes on
+	 * from it, if it is the caller's.
+	 */
+	args[0] = CStringGetTextDatum(uid);
+	ptf_spi_exec_as_owner("SELECT owner FROM ptf.uid_registry WHERE uid OPERATOR(pg_catalog.=) $1",
 						  1, argtypes, args, NULL, SPI_OK_SELECT);
-	if (SPI_processed == 0 &&
-		SPI_execute(psprintf("SELECT count(*) FROM (%s) AS q", query), false, 0) != SPI_OK_SELECT)
-		elog(ERROR, "could not start the pipeline's stream");
+	if (SPI_processed == 1)
+	{
+		Oid			uid_owner = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
+															   SPI_tuptable->tupdesc, 1, &isnull));
 
-	args[0] = CStringGetTextDatum(name);
-	args[1] = ObjectIdGetDatum(GetUserId());
-	args[2] = CStringGetTextDatum(query);
-	args[3] = ObjectIdGetDatum(sink);
-	args[4] = CStringGetTextDatum(mode);
-	args[5] = CStringGetTextDatum(function);
-	args[6] = CStringGetTextDatum(uid);
+		if (!has_privs_of_role(GetUserId(), uid_owner))
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					 errmsg("permission denied for the state of uid \"%s\"", uid),
+					 errdetail("The state belongs to role %s.", GetUserNameFromId(uid_owner, false))));
+	}
+	else
+	{
+		start_stream(query);
+	}
+
+	/* the pipeline's number, and the replication origin its writes carry */
+	ptf_spi_exec_as_owner("SELECT pg_catalog.nextval('ptf.pipeline_registry_id_seq')",
+						  0, NULL, NULL, NULL, SPI_OK_SELECT);
+	id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	origin_name = ptf_pipeline_origin_name(MyDatabaseId, id);
+	origin = replorigin_by_name(origin_name, true);
+	if (origin == InvalidRepOriginId)
+		origin = replorigin_create(origin_name);
+	CommandCounterIncrement();
+
+	args[0] = Int32GetDatum(id);
+	args[1] = CStringGetTextDatum(name);
+	args[2] = ObjectIdGetDatum(GetUserId());
+	args[3] = CStringGetTextDatum(query);
+	args[4] = ObjectIdGetDatum(sink);
+	args[5] = CStringGetTextDatum(mode);
+	args[6] = CStringGetTextDatum(function);
+	args[7] = CStringGetTextDatum(uid);
+	args[8] = CStringGetTextDatum(GetConfigOptionByName("search_path", NULL, false));
 	ptf_spi_exec_as_owner("INSERT INTO ptf.pipeline_registry "
-						  "(name, owner, query, sink, sink_mode, function, uid) "
-						  "VALUES ($1, $2, $3, $4, $5, $6, $7)",
-						  7, argtypes, args, NULL, SPI_OK_INSERT);
+						  "(id, name, owner, query, sink, sink_mode, function, uid, search_path) "
+						  "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+						  9, iargtypes, args, NULL, SPI_OK_INSERT);
 	SPI_finish();
 	wake_worker_at_commit();
 	PG_RETURN_VOID();
@@ -370,6 +432,9 @@ set_paused(FunctionCallInfo fcinfo, bool paused)
 	check_pipeline_owner(name, owner);
 	args[0] = Int32GetDatum(id);
 	args[1] = BoolGetDatum(paused);
+	/* a step in progress finishes first; later ones see the change */
+	ptf_spi_exec_as_owner("SELECT pg_catalog.pg_advisory_xact_lock(1347700274, $1)",
+						  1, argtypes, args, NULL, SPI_OK_SELECT);
 	ptf_spi_exec_as_owner("UPDATE ptf.pipeline_registry SET paused = $2 "
 						  "WHERE id OPERATOR(pg_catalog.=) $1",
 						  2, argtypes, args, NULL, SPI_OK_UPDATE);

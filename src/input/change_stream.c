@@ -61,6 +61,7 @@
 
 int			ptf_max_changes_per_call = 1000000;
 ChangeStreamReport change_stream_last_report;
+bool		change_stream_start_only = false;
 
 struct PtfChangeStream
 {
@@ -210,6 +211,22 @@ usable_kept(const char *slot_name, XLogRecPtr resume_after)
 	return NULL;
 }
 
+/* Does the reorder buffer hold transactions spilled to disk? */
+static bool
+has_spilled(ReorderBuffer *rb)
+{
+	dlist_iter	iter;
+
+	dlist_foreach(iter, &rb->toplevel_by_lsn)
+	{
+		ReorderBufferTXN *txn = dlist_container(ReorderBufferTXN, node, iter.cur);
+
+		if (rbtxn_is_serialized(txn))
+			return true;
+	}
+	return false;
+}
+
 static KeptDecoder *
 new_kept(const char *slot_name)
 {
@@ -254,12 +271,9 @@ change_stream_confirm(const char *slot_name, XLogRecPtr lsn)
 void
 change_stream_drop_slot(const char *slot_name)
 {
-	Oid			argtypes[1] = {TEXTOID};
-	Datum		values[1] = {CStringGetTextDatum(slot_name)};
-
+	/* waits for a pipeline worker that holds it for a moment */
 	if (slot_exists_here(slot_name))
-		ptf_spi_exec_as_owner("SELECT pg_catalog.pg_drop_replication_slot($1::pg_catalog.name)",
-							  1, argtypes, values, NULL, SPI_OK_SELECT);
+		ReplicationSlotDrop(slot_name, false);
 }
 
 char *
@@ -672,6 +686,14 @@ change_stream_run(PtfChangeStream *cs, XLogRecPtr resume_after,
 	KeptDecoder *volatile kd = NULL;
 	XLogRecPtr	end_of_wal;
 
+	if (change_stream_start_only)
+	{
+		/* the stream starts at the slot, read from the next call on */
+		memset(&change_stream_last_report, 0, sizeof(change_stream_last_report));
+		change_stream_last_report.reached_end = true;
+		return;
+	}
+
 	cs->sink = sink;
 	cs->sink_arg = arg;
 	cs->outer_owner = CurrentResourceOwner;
@@ -760,6 +782,16 @@ change_stream_run(PtfChangeStream *cs, XLogRecPtr resume_after,
 		change_stream_last_report.last_commit_time = cs->last_commit_time;
 		change_stream_last_report.reached_end = !cs->stop;
 
+		if (kd != NULL && has_spilled(ctx->reorder))
+		{
+			/*
+			 * Whoever decodes the slot next deletes its spill files: a
+			 * context holding spilled transactions is not kept.
+			 */
+			forget_kept(kd);
+			kd = NULL;
+			ctx = NULL;
+		}
 		if (kd != NULL)
 		{
 			if (!XLogRecPtrIsInvalid(cs->last_productive))
@@ -767,7 +799,7 @@ change_stream_run(PtfChangeStream *cs, XLogRecPtr resume_after,
 			kd->slot = MyReplicationSlot;
 			kd->confirmed = MyReplicationSlot->data.confirmed_flush;
 		}
-		else
+		else if (ctx != NULL)
 			FreeDecodingContext(ctx);
 		ptf_decoding_sink = NULL;
 		ReplicationSlotRelease();

@@ -45,6 +45,9 @@ typedef struct ChangeStreamReport
 
 extern ChangeStreamReport change_stream_last_report;
 
+/* Set around a first call that only makes the slot (create_pipeline). */
+extern bool change_stream_start_only;
+
 /*
  * Checks the table (a plain table the caller may read entirely, without
  * row-level security), then makes sure the uid has a slot, creating it if

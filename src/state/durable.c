@@ -59,6 +59,7 @@ struct DurableState
 	char	   *uid;
 	Oid			state_relid;
 	int64		version;		/* the registry's, changed by every write */
+	Oid			state_filenode; /* the state table's storage, for TIDs */
 	int			nkeys;
 	Oid			time_type;		/* of the event_time column */
 	bool		keeps_images;
@@ -205,6 +206,8 @@ check_state_table(const DurableIdentity *id, DurableState *ds)
 	TupleDesc	desc = RelationGetDescr(rel);
 	int			i;
 
+	/* rows are found by TID: a rewritten table (VACUUM FULL) has others */
+	ds->state_filenode = rel->rd_node.relNode;
 	if (desc->natts != ds->nkeys + 3 + (ds->keeps_images ? 1 : 0))
 		ereport(ERROR,
 				(errcode(ERRCODE_DATA_CORRUPTED),
@@ -417,6 +420,22 @@ durable_open(const DurableIdentity *id, DurableProgress *progress)
 		check_owner(id->uid, DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
 															SPI_tuptable->tupdesc,
 															1, &isnull)));
+
+	/*
+	 * A pipeline's uid is its worker's: a call from elsewhere would take its
+	 * changes from the sink (and disturb what the worker keeps of them).
+	 */
+	if (exists && !ptf_in_pipeline_worker)
+	{
+		ptf_spi_exec_as_owner("SELECT name FROM ptf.pipeline_registry WHERE uid OPERATOR(pg_catalog.=) $1",
+							  1, argtypes, values, NULL, SPI_OK_SELECT);
+		if (SPI_processed > 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_IN_USE),
+					 errmsg("uid \"%s\" is the state of pipeline \"%s\"", id->uid,
+							SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1)),
+					 errdetail("Its changes are read by the pipeline worker, into the pipeline's sink.")));
+	}
 
 	/*
 	 * Calls of one uid serialize on an advisory lock, which writes nothing:
@@ -687,6 +706,12 @@ int64
 durable_version(DurableState *ds)
 {
 	return ds->version;
+}
+
+Oid
+durable_state_filenode(DurableState *ds)
+{
+	return ds->state_filenode;
 }
 
 void

@@ -67,6 +67,7 @@ extern void durable_load(DurableState *ds, KeyedState *ks, PtfOperator *op);
 extern const char *durable_uid(DurableState *ds);
 extern Oid	durable_state_relid(DurableState *ds);
 extern int64 durable_version(DurableState *ds);
+extern Oid	durable_state_filenode(DurableState *ds);
 
 /* End a call that changed nothing: no writes at all. */
 extern void durable_close(DurableState *ds);

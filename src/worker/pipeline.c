@@ -36,6 +36,7 @@
 #include "postmaster/bgworker.h"
 #include "postmaster/interrupt.h"
 #include "replication/origin.h"
+#include "replication/slot.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "tcop/tcopprot.h"
@@ -46,6 +47,7 @@
 #include "utils/pg_lsn.h"
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
+#include "utils/timeout.h"
 #include "utils/timestamp.h"
 
 #include "catalog.h"
@@ -74,6 +76,7 @@ typedef struct Pipeline
 	char	   *uid;
 	bool		paused;
 	char	   *slot_name;		/* its stream's, NULL before its first step */
+	char	   *search_path;	/* as it was when the pipeline was made */
 } Pipeline;
 
 static DatabaseWorker *me = NULL;
@@ -110,7 +113,7 @@ load_pipelines(void)
 	if (OidIsValid(get_extension_oid("deduplicate_keep_first", true)))
 	{
 		if (SPI_execute("SELECT p.id, p.name, p.owner, p.query, p.sink, p.sink_mode, p.uid, "
-						"p.paused, r.slot_name "
+						"p.paused, r.slot_name, p.search_path "
 						"FROM ptf.pipeline_registry p LEFT JOIN ptf.uid_registry r "
 						"ON r.uid OPERATOR(pg_catalog.=) p.uid ORDER BY p.id",
 						true, 0) != SPI_OK_SELECT)
@@ -132,6 +135,7 @@ load_pipelines(void)
 			p->uid = SPI_getvalue(tup, desc, 7);
 			p->paused = DatumGetBool(SPI_getbinval(tup, desc, 8, &isnull));
 			p->slot_name = SPI_getvalue(tup, desc, 9);
+			p->search_path = SPI_getvalue(tup, desc, 10);
 			pipelines = lappend(pipelines, p);
 			MemoryContextSwitchTo(old);
 		}
@@ -225,7 +229,7 @@ typedef struct StepResult
 } StepResult;
 
 static void
-read_progress(Pipeline *p, StepResult *r)
+read_progress(Pipeline *p, StepResult *r, MemoryContext keep)
 {
 	Oid			argtypes[1] = {TEXTOID};
 	Datum		args[1] = {CStringGetTextDatum(p->uid)};
@@ -248,8 +252,9 @@ read_progress(Pipeline *p, StepResult *r)
 	lsn = SPI_getbinval(tup, desc, 5, &isnull);
 	r->stored = isnull ? InvalidXLogRecPtr : DatumGetLSN(lsn);
 	r->slot_name = SPI_getvalue(tup, desc, 6);
+	/* used after the commit, to move the slot on */
 	if (r->slot_name)
-		r->slot_name = MemoryContextStrdup(TopTransactionContext, r->slot_name);
+		r->slot_name = MemoryContextStrdup(keep, r->slot_name);
 }
 
 static void
@@ -379,16 +384,51 @@ advance_slot(const StepResult *r)
 	PG_END_TRY();
 }
 
+static bool origin_session_set = false;
+
 /* After a step's transaction, committed or not: no origin, idle. */
 static void
 end_step_session(void)
 {
-	if (replorigin_session_origin != InvalidRepOriginId)
+	if (origin_session_set)
 	{
 		replorigin_session_reset();
 		replorigin_session_origin = InvalidRepOriginId;
+		origin_session_set = false;
 	}
 	pgstat_report_activity(STATE_IDLE, NULL);
+}
+
+/*
+ * The owner's part of a step: its query into its sink.  It runs as the
+ * owner in a security-restricted operation (as REFRESH MATERIALIZED VIEW
+ * runs a view's owner's query): nothing the owner's code leaves behind --
+ * a deferred trigger, a cursor WITH HOLD, a temporary object -- can run
+ * later with the worker's rights.  Settings it changes end with it; the
+ * search_path is the one the pipeline was made with.
+ */
+static void
+run_as_owner(Pipeline *p)
+{
+	Oid			save_user;
+	int			save_sec;
+	int			nest;
+
+	GetUserIdAndSecContext(&save_user, &save_sec);
+	SetUserIdAndSecContext(p->owner,
+						   save_sec | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
+	nest = NewGUCNestLevel();
+	(void) set_config_option("search_path", p->search_path,
+							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	(void) set_config_option("ptf.max_changes_per_call",
+							 psprintf("%d", ptf_pipeline_batch_size),
+							 PGC_SUSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	/* a lock someone holds delays this pipeline, not the worker's others */
+	(void) set_config_option("lock_timeout", "5s",
+							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	run_query_into_sink(p);
+	AtEOXact_GUC(false, nest);
+	SetUserIdAndSecContext(save_user, save_sec);
 }
 
 /* One step of one pipeline; true when it may have more to do at once. */
@@ -400,14 +440,15 @@ run_step(Pipeline *p)
 	StepResult	result;
 
 	memset(&result, 0, sizeof(result));
+	memset(&change_stream_last_report, 0, sizeof(change_stream_last_report));
+	change_stream_last_report.reached_end = true;
+
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	PG_TRY();
 	{
 		Oid			argtypes[1] = {INT4OID};
 		Datum		args[1] = {Int32GetDatum(p->id)};
-		Oid			save_user;
-		int			save_sec;
 		bool		isnull;
 		RepOriginId origin;
 
@@ -416,9 +457,16 @@ run_step(Pipeline *p)
 		PushActiveSnapshot(GetTransactionSnapshot());
 		pgstat_report_activity(STATE_RUNNING, p->query);
 
-		/* drop_pipeline and pause_pipeline wait for the step */
-		ptf_spi_exec_as_owner("SELECT pg_catalog.pg_advisory_xact_lock_shared(1347700274, $1)",
+		/*
+		 * drop_pipeline and pause_pipeline hold the pipeline's lock while
+		 * they change it; the step then comes back later rather than wait.
+		 */
+		ptf_spi_exec_as_owner("SELECT pg_catalog.pg_try_advisory_xact_lock_shared(1347700274, $1)",
 							  1, argtypes, args, NULL, SPI_OK_SELECT);
+		if (!DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)))
+			ereport(ERROR,
+					(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+					 errmsg("pipeline \"%s\" is being changed", p->name)));
 		ptf_spi_exec_as_owner("SELECT paused FROM ptf.pipeline_registry WHERE id OPERATOR(pg_catalog.=) $1",
 							  1, argtypes, args, NULL, SPI_OK_SELECT);
 		if (SPI_processed == 1 &&
@@ -433,22 +481,13 @@ run_step(Pipeline *p)
 			origin = pipeline_origin(p);
 			replorigin_session_setup(origin);
 			replorigin_session_origin = origin;
+			origin_session_set = true;
 
-			/* as the owner, never with more rights */
-			GetUserIdAndSecContext(&save_user, &save_sec);
-			SetUserIdAndSecContext(p->owner, save_sec | SECURITY_LOCAL_USERID_CHANGE);
-			(void) set_config_option("ptf.max_changes_per_call",
-									 psprintf("%d", ptf_pipeline_batch_size),
-									 PGC_SUSET, PGC_S_SESSION, GUC_ACTION_LOCAL,
-									 true, 0, false);
-			run_query_into_sink(p);
-			SetUserIdAndSecContext(save_user, save_sec);
+			run_as_owner(p);
 
-			read_progress(p, &result);
+			read_progress(p, &result, cxt);
 			more = !change_stream_last_report.reached_end;
 		}
-		else
-			result.slot_name = NULL;
 
 		fault_point(PTF_FAULT_BEFORE_COMMIT, "before_commit");
 		SPI_finish();
@@ -464,14 +503,22 @@ run_step(Pipeline *p)
 	{
 		ErrorData  *edata;
 
+		/* as PostgresMain recovers: no timeout or cancel left pending */
+		HOLD_INTERRUPTS();
+		disable_all_timeouts(false);
+		QueryCancelPending = false;
 		MemoryContextSwitchTo(cxt);
 		edata = CopyErrorData();
 		FlushErrorState();
 		AbortCurrentTransaction();
+		if (MyReplicationSlot != NULL)
+			ReplicationSlotRelease();
 		end_step_session();
+		RESUME_INTERRUPTS();
 		ereport(LOG,
 				(errmsg("pipeline \"%s\" failed: %s", p->name, edata->message),
-				 edata->detail ? errdetail_internal("%s", edata->detail) : 0));
+				 edata->detail ? errdetail_internal("%s", edata->detail) : 0,
+				 edata->hint ? errhint("%s", edata->hint) : 0));
 		record_failure(p, edata->message);
 		FreeErrorData(edata);
 		more = false;
@@ -506,6 +553,29 @@ forget_dropped(List *pipelines)
 	ptf_shmem_unlock();
 }
 
+/* Take the database's worker lock, held for the worker's life. */
+static bool
+only_worker(Oid dboid)
+{
+	bool		got;
+	bool		isnull;
+	Oid			argtypes[1] = {OIDOID};
+	Datum		args[1] = {ObjectIdGetDatum(dboid)};
+
+	StartTransactionCommand();
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	PushActiveSnapshot(GetTransactionSnapshot());
+	if (SPI_execute_with_args("SELECT pg_catalog.pg_try_advisory_lock(1347700275, $1::pg_catalog.int4)",
+							  1, argtypes, args, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not take the pipeline worker's lock");
+	got = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	SPI_finish();
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	return got;
+}
+
 void
 ptf_pipeline_worker_main(Datum arg)
 {
@@ -517,6 +587,17 @@ ptf_pipeline_worker_main(Datum arg)
 	BackgroundWorkerUnblockSignals();
 	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
 	ptf_in_pipeline_worker = true;
+
+	/*
+	 * One worker per database: a launcher started again does not know the
+	 * workers of the one before, so each worker makes sure.
+	 */
+	if (!only_worker(dboid))
+	{
+		ereport(LOG,
+				(errmsg("a pipeline worker for database %u is running already", dboid)));
+		proc_exit(0);
+	}
 
 	ptf_shmem_lock(true);
 	me = ptf_database_worker(dboid, true);

@@ -266,6 +266,52 @@ my ($ret, $out, $err) = $node->psql('postgres', q{SELECT ptf.drop_state('alices'
     extra_params => [ '-U', 'alice' ]);
 like($err, qr/is the state of pipeline "alices"/, 'the owner cannot take a pipeline\'s state from under it');
 
+# nor run the uid of another role's pipeline, nor call a pipeline's uid by hand
+($ret, $out, $err) = $node->psql('postgres', q{
+    SELECT ptf.create_pipeline('bobs', $q$SELECT * FROM ptf.deduplicate_keep_first(
+        NULL::alice_events, partition_by => '{k}', changes => true, uid => 'alices')$q$, 'alice_firsts')},
+    extra_params => [ '-U', 'bob' ]);
+like($err, qr/permission denied/, 'another role cannot take over a uid');
+($ret, $out, $err) = $node->psql('postgres', q{
+    SELECT * FROM ptf.deduplicate_keep_first(NULL::alice_events, partition_by => '{k}',
+        changes => true, uid => 'alices')}, extra_params => [ '-U', 'alice' ]);
+like($err, qr/is the state of pipeline "alices"/, 'a pipeline\'s uid is read by its worker only');
+
+# what the owner's code leaves for later does not run with the worker's rights
+$node->safe_psql('postgres', q{
+    SET ROLE alice;
+    CREATE TABLE mallory_src (id int);
+    CREATE TABLE mallory_sink (id int);
+    CREATE FUNCTION promote() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN EXECUTE 'ALTER ROLE alice SUPERUSER'; RETURN NULL; END $$;
+    CREATE CONSTRAINT TRIGGER later AFTER INSERT ON mallory_sink DEFERRABLE INITIALLY DEFERRED
+        FOR EACH ROW EXECUTE FUNCTION promote();
+    SELECT ptf.create_pipeline('mallory', $q$SELECT * FROM ptf.deduplicate_keep_first(
+        NULL::mallory_src, partition_by => '{id}', changes => true, uid => 'mallory')$q$, 'mallory_sink');
+    INSERT INTO mallory_src VALUES (1);
+});
+ok($node->poll_query_until('postgres', q{
+    SELECT last_error FROM ptf.pipeline_status WHERE name = 'mallory'},
+    'cannot fire deferred trigger within security-restricted operation'),
+    'a deferred trigger of the owner does not fire as the worker');
+is($node->safe_psql('postgres', q{SELECT rolsuper FROM pg_roles WHERE rolname = 'alice'}), 'f',
+    'the owner gained nothing');
+$node->safe_psql('postgres', q{SELECT ptf.drop_pipeline('mallory')});
+
+# the query is read with the search_path it was made with
+$node->safe_psql('postgres', q{
+    CREATE SCHEMA shop;
+    CREATE TABLE shop.orders (id int, customer int);
+    CREATE TABLE shop.first_orders (id int, customer int);
+    SET search_path = shop, public;
+    SELECT ptf.create_pipeline('first-orders', $q$SELECT * FROM ptf.deduplicate_keep_first(
+        NULL::orders, partition_by => '{customer}', changes => true, uid => 'first-orders')$q$,
+        'first_orders');
+});
+$node->safe_psql('postgres', q{INSERT INTO shop.orders VALUES (1, 7), (2, 7), (3, 8)});
+ok($node->poll_query_until('postgres', q{SELECT count(*) FROM shop.first_orders}, '2'),
+    'a pipeline made under another search_path runs');
+
 # a pipeline runs with its owner's rights only
 $node->safe_psql('postgres', q{REVOKE INSERT ON alice_firsts FROM alice}, );
 $node->safe_psql('postgres', q{INSERT INTO alice_events VALUES (4, 3)}, extra_params => [ '-U', 'alice' ]);
@@ -298,7 +344,7 @@ is($node->safe_psql('postgres', q{SELECT count(*) FROM pg_replication_slots}), $
 is($node->safe_psql('postgres', q{SELECT count(*) FROM ptf.state WHERE uid = 'picky'}), '0',
     'its state is gone');
 is($node->safe_psql('postgres', q{SELECT count(*) FROM pg_replication_origin WHERE roname LIKE 'ptf_pipeline_%'}),
-    '4', 'its replication origin is gone');
+    '5', 'its replication origin is gone');
 
 # ---- with no pipeline left, the worker leaves
 $node->safe_psql('postgres', q{
