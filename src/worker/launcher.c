@@ -148,6 +148,13 @@ ptf_launcher_main(Datum arg)
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
 		}
+		/* a database asked while every place was taken: look at all again */
+		if (ptf_take_probe_all())
+		{
+			list_free(unprobed);
+			unprobed = NIL;
+			probe_all_databases();
+		}
 
 		ptf_shmem_lock(true);
 		/* databases not yet looked at take free places */
@@ -233,6 +240,7 @@ ptf_launcher_main(Datum arg)
 				{
 					w->wanted = false;	/* dropped meanwhile */
 					w->dboid = InvalidOid;
+					ptf_forget_database(dboid);
 				}
 				else if (w->dboid == dboid && !started)
 					w->retry_at = TimestampTzPlusMilliseconds(now, RESTART_PAUSE_MS);

@@ -24,6 +24,7 @@ typedef struct PtfShared
 {
 	LWLock	   *lock;
 	Latch	   *launcher_latch;
+	bool		probe_all;		/* a database found no free place: look again */
 	DatabaseWorker *databases;	/* ptf_max_workers of them */
 	PipelineStatus *pipelines;	/* ptf_max_pipelines of them */
 } PtfShared;
@@ -110,6 +111,28 @@ ptf_shmem_set_launcher(Latch *latch)
 	ptf_shmem_unlock();
 }
 
+bool
+ptf_take_probe_all(void)
+{
+	bool		probe;
+
+	ptf_shmem_lock(true);
+	probe = shared->probe_all;
+	shared->probe_all = false;
+	ptf_shmem_unlock();
+	return probe;
+}
+
+void
+ptf_forget_database(Oid dboid)
+{
+	int			i;
+
+	for (i = 0; i < ptf_max_pipelines; i++)
+		if (shared->pipelines[i].dboid == dboid)
+			memset(&shared->pipelines[i], 0, sizeof(PipelineStatus));
+}
+
 void
 ptf_wake_launcher(void)
 {
@@ -172,10 +195,16 @@ ptf_request_worker(Oid dboid)
 	}
 	ptf_shmem_unlock();
 	if (!have_slot)
+	{
+		ptf_shmem_lock(true);
+		shared->probe_all = true;
+		ptf_shmem_unlock();
 		ereport(WARNING,
-				(errmsg("no pipeline worker can be started for this database"),
-				 errdetail("ptf.max_workers (%d) databases already have one.", ptf_max_workers),
+				(errmsg("no pipeline worker can be started for this database now"),
+				 errdetail("ptf.max_workers (%d) databases have one; this one gets one when a place is free.",
+						   ptf_max_workers),
 				 errhint("Raise ptf.max_workers (needs a restart).")));
+	}
 	if (worker_latch)
 		SetLatch(worker_latch);
 	else

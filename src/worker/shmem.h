@@ -72,6 +72,8 @@ extern void ptf_shmem_unlock(void);
 /* launcher */
 extern void ptf_shmem_set_launcher(Latch *latch);
 extern void ptf_wake_launcher(void);
+extern bool ptf_take_probe_all(void);	/* look at every database again? */
+extern void ptf_forget_database(Oid dboid); /* dropped: its statuses go (under the lock) */
 
 /* databases (under the lock) */
 extern DatabaseWorker *ptf_database_worker(Oid dboid, bool create);
