@@ -415,6 +415,29 @@ write_debezium(LogicalDecodingContext *ctx, JsonPlugin *p, ReorderBufferTXN *txn
 	OutputPluginWrite(ctx, true);
 }
 
+/*
+ * A change in the chosen format: one Debezium envelope (before, after), or
+ * changelog objects -- an update with its old image logged is two, its
+ * UPDATE_BEFORE first.
+ */
+static void
+write_change(LogicalDecodingContext *ctx, JsonPlugin *p, ReorderBufferTXN *txn,
+			 Relation rel, const char *qualified, RowKind kind,
+			 HeapTuple before, Bitmapset *key_only, HeapTuple after, XLogRecPtr lsn)
+{
+	if (p->debezium)
+		write_debezium(ctx, p, txn, rel, kind, before, key_only, after, lsn);
+	else if (kind == ROWKIND_DELETE)
+		write_changelog_row(ctx, p, txn, rel, qualified, kind, before, key_only, lsn);
+	else
+	{
+		if (before != NULL)
+			write_changelog_row(ctx, p, txn, rel, qualified, ROWKIND_UPDATE_BEFORE,
+								before, key_only, lsn);
+		write_changelog_row(ctx, p, txn, rel, qualified, kind, after, NULL, lsn);
+	}
+}
+
 static void
 plugin_change(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
 			  Relation rel, ReorderBufferChange *change)
@@ -453,36 +476,18 @@ plugin_change(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
 	switch (change->action)
 	{
 		case REORDER_BUFFER_CHANGE_INSERT:
-			if (p->debezium)
-				write_debezium(ctx, p, txn, rel, ROWKIND_INSERT, NULL, NULL, newtup,
-							   change->lsn);
-			else
-				write_changelog_row(ctx, p, txn, rel, qualified, ROWKIND_INSERT, newtup,
-									NULL, change->lsn);
+			write_change(ctx, p, txn, rel, qualified, ROWKIND_INSERT, NULL, NULL, newtup,
+						 change->lsn);
 			break;
 		case REORDER_BUFFER_CHANGE_UPDATE:
-			if (p->debezium)
-				write_debezium(ctx, p, txn, rel, ROWKIND_UPDATE_AFTER, oldtup, key_only,
-							   newtup, change->lsn);
-			else
-			{
-				if (oldtup)
-					write_changelog_row(ctx, p, txn, rel, qualified, ROWKIND_UPDATE_BEFORE,
-										oldtup, key_only, change->lsn);
-				write_changelog_row(ctx, p, txn, rel, qualified, ROWKIND_UPDATE_AFTER,
-									newtup, NULL, change->lsn);
-			}
+			write_change(ctx, p, txn, rel, qualified, ROWKIND_UPDATE_AFTER, oldtup, key_only,
+						 newtup, change->lsn);
 			break;
 		case REORDER_BUFFER_CHANGE_DELETE:
 			/* REPLICA IDENTITY NOTHING logs no old image: nothing to say */
-			if (oldtup == NULL)
-				break;
-			if (p->debezium)
-				write_debezium(ctx, p, txn, rel, ROWKIND_DELETE, oldtup, key_only, NULL,
-							   change->lsn);
-			else
-				write_changelog_row(ctx, p, txn, rel, qualified, ROWKIND_DELETE, oldtup,
-									key_only, change->lsn);
+			if (oldtup != NULL)
+				write_change(ctx, p, txn, rel, qualified, ROWKIND_DELETE, oldtup, key_only,
+							 NULL, change->lsn);
 			break;
 		default:
 			break;

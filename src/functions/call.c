@@ -54,7 +54,7 @@ forget_kept_op(KeptOperator *k)
 	pfree(k);
 }
 
-PtfOperator *
+static PtfOperator *
 ptf_call_kept_operator(DurableState *ds)
 {
 	KeptOperator *k;
@@ -72,7 +72,7 @@ ptf_call_kept_operator(DurableState *ds)
 	return k->op;
 }
 
-MemoryContext
+static MemoryContext
 ptf_call_keep_context(DurableState *ds)
 {
 	KeptOperator *k;
@@ -95,7 +95,7 @@ ptf_call_keep_context(DurableState *ds)
 	return k->cxt;
 }
 
-void
+static void
 ptf_call_keep(DurableState *ds, PtfOperator *op)
 {
 	KeptOperator *k = find_kept_op(durable_uid(ds));
@@ -126,6 +126,45 @@ ptf_call_forget_kept(List *keep_uids)
 		if (!wanted)
 			forget_kept_op(kept_ops[i]);
 	}
+}
+
+PtfOperator *
+ptf_call_durable_operator(DurableState *ds, const PtfStateSpec *spec, MemoryContext call_cxt,
+						  PtfBuildOperator build, void *build_arg, void *emit_arg)
+{
+	PtfOperator *op = ptf_call_kept_operator(ds);
+	MemoryContext keep;
+	MemoryContext cxt;
+	MemoryContext old;
+	TupleDesc	rowdesc = spec->rowdesc;
+	KeySpec    *keys = spec->keys;
+	KeyedState *ks;
+
+	if (op != NULL)
+	{
+		op->emit_arg = emit_arg;
+		return op;
+	}
+
+	keep = ptf_call_keep_context(ds);
+	cxt = keep ? keep : call_cxt;
+	old = MemoryContextSwitchTo(cxt);
+	/* what a kept operator points at lives as long as it does */
+	if (keep)
+	{
+		rowdesc = CreateTupleDescCopy(spec->rowdesc);
+		keys = key_spec_copy(spec->keys, rowdesc);
+	}
+	ks = keyed_state_create(keys, spec->hot, spec->cold, spec->ttl_us, 0,
+							KEYED_STATE_DURABLE | spec->flags, cxt);
+	op = build(build_arg, ks, rowdesc);
+	op->emit_arg = emit_arg;
+	MemoryContextSwitchTo(old);
+
+	durable_load(ds, ks, op);
+	if (keep)
+		ptf_call_keep(ds, op);
+	return op;
 }
 
 /* The kept operator of ds, if op is it, now equals the stored state. */

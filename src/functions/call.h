@@ -57,24 +57,31 @@ extern void ptf_call_store(DurableState *ds, PtfOperator *op, PtfFrame *frame,
 						   PtfChangeStream *cs, DurableProgress *progress,
 						   uint64 rows_out, uint64 rows_skipped, int64 ttl_us);
 
+/* Builds a uid's operator over ks, for rows of rowdesc (which lives as long as it). */
+typedef PtfOperator *(*PtfBuildOperator) (void *arg, KeyedState *ks, TupleDesc rowdesc);
+
+/* The keyed state a uid's operator keeps. */
+typedef struct PtfStateSpec
+{
+	KeySpec    *keys;
+	TupleDesc	rowdesc;
+	Size		hot;			/* value sizes, as keyed_state_create takes them */
+	Size		cold;
+	int64		ttl_us;
+	int			flags;			/* KEYED_STATE_* besides DURABLE */
+} PtfStateSpec;
+
 /*
- * Operators kept between calls.  A pipeline worker calls the same uid step
- * after step; loading its state from the table every time would cost as
- * much as the state is big.  So the worker keeps the operator (and its
- * keyed state) of each uid, and uses it again while the uid's stored
- * version is the one it wrote last.  Elsewhere nothing is kept.
- *
- * ptf_call_kept_operator: the kept operator of ds's uid, when it is
- * exactly the stored state (it is then the caller's, until
- * ptf_call_store); else NULL.
- * ptf_call_keep_context: where to build an operator to keep (the keyed
- * state's context included), or NULL when operators are not kept; the
- * row type and keys it uses must be copied there too.
- * ptf_call_keep: keep op, built in that context.
+ * The operator of ds's uid, over its state: loaded from the state table
+ * into new keyed state (in call_cxt), or, in a pipeline worker, the one
+ * kept from the worker's last step of the uid while it is exactly the
+ * stored state -- loading the state every step would cost as much as the
+ * state is big.  Its output goes to emit_arg.
  */
-extern PtfOperator *ptf_call_kept_operator(DurableState *ds);
-extern MemoryContext ptf_call_keep_context(DurableState *ds);
-extern void ptf_call_keep(DurableState *ds, PtfOperator *op);
+extern PtfOperator *ptf_call_durable_operator(DurableState *ds, const PtfStateSpec *spec,
+											  MemoryContext call_cxt,
+											  PtfBuildOperator build, void *build_arg,
+											  void *emit_arg);
 
 /* Pipeline workers: let go of the operators of other uids. */
 extern void ptf_call_forget_kept(List *keep_uids);

@@ -72,6 +72,17 @@ make_operator(void *arg, bool unbounded)
 	return dedup_create(&call->opts, ks, ptf_output_emit_row, &call->out);
 }
 
+/* The operator of a uid, over its durable state. */
+static PtfOperator *
+build_dedup(void *arg, KeyedState *ks, TupleDesc rowdesc)
+{
+	DedupCall  *call = (DedupCall *) arg;
+	DedupOptions opts = call->opts;
+
+	opts.rowdesc = rowdesc;
+	return dedup_create(&opts, ks, ptf_output_emit_row, &call->out);
+}
+
 Datum
 ptf_deduplicate_keep_first(PG_FUNCTION_ARGS)
 {
@@ -148,9 +159,7 @@ ptf_deduplicate_keep_first(PG_FUNCTION_ARGS)
 	if (call.uid != NULL)
 	{
 		DurableIdentity id;
-		KeyedState *ks;
-		Size		hot;
-		Size		cold;
+		PtfStateSpec spec;
 
 		memset(&id, 0, sizeof(id));
 		id.uid = call.uid;
@@ -163,32 +172,12 @@ ptf_deduplicate_keep_first(PG_FUNCTION_ARGS)
 		id.slot_name = slot_name;
 		ds = durable_open(&id, &progress);
 
-		if ((op = ptf_call_kept_operator(ds)) != NULL)
-			op->emit_arg = &call.out;
-		else
-		{
-			MemoryContext keep = ptf_call_keep_context(ds);
-			MemoryContext old = MemoryContextSwitchTo(keep ? keep : call.cxt);
-			DedupOptions opts = call.opts;
-			KeySpec    *keys = call.keys;
-
-			/* what the operator points at lives as long as it does */
-			if (keep)
-			{
-				opts.rowdesc = CreateTupleDescCopy(call.opts.rowdesc);
-				keys = key_spec_copy(call.keys, opts.rowdesc);
-			}
-			dedup_value_sizes(&opts, &hot, &cold);
-			ks = keyed_state_create(keys, hot, cold, call.ttl_us, 0,
-									KEYED_STATE_DURABLE |
-									(opts.live_timers ? KEYED_STATE_STABLE : 0),
-									keep ? keep : call.cxt);
-			op = dedup_create(&opts, ks, ptf_output_emit_row, &call.out);
-			MemoryContextSwitchTo(old);
-			durable_load(ds, ks, op);
-			if (keep)
-				ptf_call_keep(ds, op);
-		}
+		dedup_value_sizes(&call.opts, &spec.hot, &spec.cold);
+		spec.keys = call.keys;
+		spec.rowdesc = call.opts.rowdesc;
+		spec.ttl_us = call.ttl_us;
+		spec.flags = call.opts.live_timers ? KEYED_STATE_STABLE : 0;
+		op = ptf_call_durable_operator(ds, &spec, call.cxt, build_dedup, &call, &call.out);
 	}
 	else
 		op = make_operator(&call, false);

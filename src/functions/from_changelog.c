@@ -92,6 +92,15 @@ make_operator(void *arg, bool unbounded)
 	return normalize_create(call->target, call->mode, ks, emit_change, call);
 }
 
+/* The operator of a uid, over its durable state. */
+static PtfOperator *
+build_operator(void *arg, KeyedState *ks, TupleDesc rowdesc)
+{
+	FromChangelogCall *call = (FromChangelogCall *) arg;
+
+	return normalize_create(rowdesc, call->mode, ks, emit_change, call);
+}
+
 /* a relation's or query's row: a change record */
 static void
 cdc_row(void *arg, RowKind kind, TupleTableSlot *row)
@@ -231,7 +240,7 @@ ptf_from_changelog(PG_FUNCTION_ARGS)
 	if (uid != NULL)
 	{
 		DurableIdentity id;
-		KeyedState *ks;
+		PtfStateSpec spec;
 
 		memset(&id, 0, sizeof(id));
 		id.uid = uid;
@@ -247,24 +256,13 @@ ptf_from_changelog(PG_FUNCTION_ARGS)
 							  full_deletes ? "" : ", an image kept per key");
 		ds = durable_open(&id, &progress);
 
-		if ((op = ptf_call_kept_operator(ds)) != NULL)
-			op->emit_arg = &call;
-		else
-		{
-			MemoryContext keep = ptf_call_keep_context(ds);
-			MemoryContext old = MemoryContextSwitchTo(keep ? keep : call.cxt);
-			TupleDesc	target = keep ? CreateTupleDescCopy(call.target) : call.target;
-			KeySpec    *keys = keep ? key_spec_copy(call.keys, target) : call.keys;
-
-			ks = keyed_state_create(keys, normalize_value_size(), 0, call.ttl_us, 0,
-									KEYED_STATE_DURABLE | KEYED_STATE_REMOVABLE,
-									keep ? keep : call.cxt);
-			op = normalize_create(target, call.mode, ks, emit_change, &call);
-			MemoryContextSwitchTo(old);
-			durable_load(ds, ks, op);
-			if (keep)
-				ptf_call_keep(ds, op);
-		}
+		spec.keys = call.keys;
+		spec.rowdesc = call.target;
+		spec.hot = normalize_value_size();
+		spec.cold = 0;
+		spec.ttl_us = call.ttl_us;
+		spec.flags = KEYED_STATE_REMOVABLE;
+		op = ptf_call_durable_operator(ds, &spec, call.cxt, build_operator, &call, &call);
 	}
 	else
 		op = make_operator(&call, false);

@@ -195,6 +195,16 @@ make_passthrough(void *arg, bool unbounded)
 	return normalize_create(call->input.rowdesc, NORMALIZE_PASSTHROUGH, ks, emit_change, call);
 }
 
+/* The operator of a uid, over its durable state. */
+static PtfOperator *
+build_normalize(void *arg, KeyedState *ks, TupleDesc rowdesc)
+{
+	ToChangelogCall *call = (ToChangelogCall *) arg;
+
+	return normalize_create(rowdesc, call->normalize ? NORMALIZE_UPSERT : NORMALIZE_PASSTHROUGH,
+							ks, emit_change, call);
+}
+
 Datum
 ptf_to_changelog(PG_FUNCTION_ARGS)
 {
@@ -274,7 +284,7 @@ ptf_to_changelog(PG_FUNCTION_ARGS)
 	if (call.uid != NULL)
 	{
 		DurableIdentity id;
-		KeyedState *ks;
+		PtfStateSpec spec;
 
 		memset(&id, 0, sizeof(id));
 		id.uid = call.uid;
@@ -287,26 +297,13 @@ ptf_to_changelog(PG_FUNCTION_ARGS)
 		id.options = call.normalize ? "normalizing (an image kept per key)" : NULL;
 		ds = durable_open(&id, &progress);
 
-		if ((op = ptf_call_kept_operator(ds)) != NULL)
-			op->emit_arg = &call;
-		else
-		{
-			MemoryContext keep = ptf_call_keep_context(ds);
-			MemoryContext old = MemoryContextSwitchTo(keep ? keep : call.cxt);
-			TupleDesc	rowdesc = keep ? CreateTupleDescCopy(call.input.rowdesc) : call.input.rowdesc;
-			KeySpec    *keys = keep ? key_spec_copy(call.keys, rowdesc) : call.keys;
-
-			ks = keyed_state_create(keys, normalize_value_size(), 0, call.ttl_us, 0,
-									KEYED_STATE_DURABLE | KEYED_STATE_REMOVABLE,
-									keep ? keep : call.cxt);
-			op = normalize_create(rowdesc,
-								  call.normalize ? NORMALIZE_UPSERT : NORMALIZE_PASSTHROUGH,
-								  ks, emit_change, &call);
-			MemoryContextSwitchTo(old);
-			durable_load(ds, ks, op);
-			if (keep)
-				ptf_call_keep(ds, op);
-		}
+		spec.keys = call.keys;
+		spec.rowdesc = call.input.rowdesc;
+		spec.hot = normalize_value_size();
+		spec.cold = 0;
+		spec.ttl_us = call.ttl_us;
+		spec.flags = KEYED_STATE_REMOVABLE;
+		op = ptf_call_durable_operator(ds, &spec, call.cxt, build_normalize, &call, &call);
 	}
 	else
 		op = make_passthrough(&call, false);

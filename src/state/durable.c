@@ -339,6 +339,22 @@ leave_uid(const char *uid)
 	}
 }
 
+/* the pipeline whose state a uid is, as a column of a query over uid_registry r */
+#define PIPELINE_OF_UID \
+	"(SELECT p.name FROM ptf.pipeline_registry p WHERE p.uid OPERATOR(pg_catalog.=) r.uid)"
+
+/* A pipeline's uid is read and dropped by the pipeline only. */
+static void
+refuse_pipeline_uid(const char *uid, const char *pipeline)
+{
+	if (pipeline != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_IN_USE),
+				 errmsg("uid \"%s\" is the state of pipeline \"%s\"", uid, pipeline),
+				 errdetail("Its changes are read by the pipeline worker, into the pipeline's sink."),
+				 errhint("ptf.drop_pipeline() drops the pipeline with its state.")));
+}
+
 static void
 check_owner(const char *uid, Oid owner)
 {
@@ -413,28 +429,19 @@ durable_open(const DurableIdentity *id, DurableProgress *progress)
 	enter_uid(id->uid);
 
 	/* an owner check before taking the row lock: no waiting on others' uids */
-	ptf_spi_exec_as_owner("SELECT owner FROM ptf.uid_registry WHERE uid OPERATOR(pg_catalog.=) $1",
+	ptf_spi_exec_as_owner("SELECT r.owner, " PIPELINE_OF_UID " FROM ptf.uid_registry r "
+						  "WHERE r.uid OPERATOR(pg_catalog.=) $1",
 						  1, argtypes, values, NULL, SPI_OK_SELECT);
 	exists = (SPI_processed == 1);
 	if (exists)
+	{
 		check_owner(id->uid, DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
 															SPI_tuptable->tupdesc,
 															1, &isnull)));
-
-	/*
-	 * A pipeline's uid is its worker's: a call from elsewhere would take its
-	 * changes from the sink (and disturb what the worker keeps of them).
-	 */
-	if (exists && !ptf_in_pipeline_worker)
-	{
-		ptf_spi_exec_as_owner("SELECT name FROM ptf.pipeline_registry WHERE uid OPERATOR(pg_catalog.=) $1",
-							  1, argtypes, values, NULL, SPI_OK_SELECT);
-		if (SPI_processed > 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_IN_USE),
-					 errmsg("uid \"%s\" is the state of pipeline \"%s\"", id->uid,
-							SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1)),
-					 errdetail("Its changes are read by the pipeline worker, into the pipeline's sink.")));
+		/* the worker's alone: a call from elsewhere would take its changes */
+		if (!ptf_in_pipeline_worker)
+			refuse_pipeline_uid(id->uid, SPI_getvalue(SPI_tuptable->vals[0],
+													  SPI_tuptable->tupdesc, 2));
 	}
 
 	/*
@@ -859,30 +866,21 @@ durable_drop(const char *uid, bool of_pipeline)
 	Datum		slot;
 
 	values[0] = CStringGetTextDatum(uid);
-	ptf_spi_exec_as_owner("SELECT owner, state_table, slot_name FROM ptf.uid_registry "
-						  "WHERE uid OPERATOR(pg_catalog.=) $1 FOR UPDATE",
+	ptf_spi_exec_as_owner("SELECT r.owner, r.state_table, r.slot_name, " PIPELINE_OF_UID
+						  " FROM ptf.uid_registry r WHERE r.uid OPERATOR(pg_catalog.=) $1 FOR UPDATE",
 						  1, argtypes, values, NULL, SPI_OK_SELECT);
 	if (SPI_processed == 0)
 		return false;
 	check_owner(uid, DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
 													SPI_tuptable->tupdesc, 1, &isnull)));
+	/* a pipeline's stream would silently start over */
+	if (!of_pipeline)
+		refuse_pipeline_uid(uid, SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4));
 	slot = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &noslot);
 	relid = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
 	if (!noslot)
 		slot = PointerGetDatum(TextDatumGetCString(slot));
 
-	/* a pipeline's stream would silently start over */
-	if (!of_pipeline)
-	{
-		ptf_spi_exec_as_owner("SELECT name FROM ptf.pipeline_registry WHERE uid OPERATOR(pg_catalog.=) $1",
-							  1, argtypes, values, NULL, SPI_OK_SELECT);
-		if (SPI_processed > 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_IN_USE),
-					 errmsg("uid \"%s\" is the state of pipeline \"%s\"", uid,
-							SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1)),
-					 errhint("ptf.drop_pipeline() drops the pipeline with its state.")));
-	}
 	/* drop only what is still our state table: the OID may be reused */
 	if (!isnull && is_state_table(DatumGetObjectId(relid)))
 		ptf_spi_exec_as_owner(psprintf("DROP TABLE %s",
