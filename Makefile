@@ -7,10 +7,16 @@
 
 EXTENSION   = deduplicate_keep_first
 MODULE_big  = deduplicate_keep_first
-DATA        = extension/deduplicate_keep_first--1.0.sql
+DATA        = extension/deduplicate_keep_first--1.0.sql \
+              extension/deduplicate_keep_first--1.1.sql \
+              extension/deduplicate_keep_first--1.0--1.1.sql
 
 OBJS = \
 	src/ptf.o \
+	src/base/kept.o \
+	src/base/op_mapping.o \
+	src/base/ptf_time.o \
+	src/base/rowkind.o \
 	src/catalog.o \
 	src/frame.o \
 	src/functions/apply_changelog.o \
@@ -27,11 +33,12 @@ OBJS = \
 	src/input/sql_input.o \
 	src/operators/dedup.o \
 	src/operators/normalize.o \
-	src/operators/op_mapping.o \
+	src/operators/operator.o \
 	src/sink/apply.o \
 	src/state/durable.o \
 	src/state/key.o \
 	src/state/keyed_state.o \
+	src/state/timers.o \
 	src/state/tuple_pool.o \
 	src/worker/launcher.o \
 	src/worker/pipeline.o \
@@ -39,6 +46,12 @@ OBJS = \
 
 PG_CPPFLAGS = -I$(srcdir)/src
 PG_CFLAGS   = -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Werror
+
+# make PTF_ASSERTS=1: our Assert()s checked, even against a server built
+# without them (test/run runs the suites against such a build too)
+ifeq ($(PTF_ASSERTS),1)
+PG_CPPFLAGS += -DUSE_ASSERT_CHECKING
+endif
 
 # pg_regress suites (sql/, expected/), run on a temporary server with our configuration
 REGRESS      = $(patsubst sql/%.sql,%,$(sort $(wildcard sql/*.sql)))

@@ -3,7 +3,10 @@
 #
 #   ptf_ensure_packages      install PostgreSQL 15 (newest), its server headers and
 #                            the build/test tools with apt, unless all are present
-#   ptf_build_install        make -j2 && make install in the repo root (as root)
+#   ptf_build_install [VAR=..] make -j2 && make install in the repo root (as root),
+#                            with the make variables given (PTF_ASSERTS=1: a
+#                            build with assertions; objects of another kind
+#                            of build are cleaned first)
 #   ptf_pg_start DIR         throwaway cluster in DIR (owned by postgres), with
 #                            test/ptf.conf (plus $PTF_PG_CONF_EXTRA), a free port
 #                            and its socket in DIR; exports PGHOST, PGPORT,
@@ -132,12 +135,17 @@ ptf_ensure_packages() {
 # ---------------------------------------------------------------------------
 
 ptf_build_install() {
+    local kind="$*" stamp="$PTF_ROOT/.build-kind"
     [ -n "${PTF_PG_CONFIG:-}" ] || ptf_die "call ptf_ensure_packages first"
     [ "$(id -u)" -eq 0 ] || ptf_die "make install needs root"
-    ptf_log "build: make -j2 in $PTF_ROOT (warnings are errors)"
-    make -C "$PTF_ROOT" -j2 PG_CONFIG="$PTF_PG_CONFIG" || ptf_die "build failed"
+    if [ "$(cat "$stamp" 2>/dev/null)" != "$kind" ]; then
+        make -C "$PTF_ROOT" clean PG_CONFIG="$PTF_PG_CONFIG" >/dev/null
+        printf '%s\n' "$kind" > "$stamp"
+    fi
+    ptf_log "build: make -j2 $kind in $PTF_ROOT (warnings are errors)"
+    make -C "$PTF_ROOT" -j2 PG_CONFIG="$PTF_PG_CONFIG" "$@" || ptf_die "build failed"
     ptf_log "install: make install"
-    make -C "$PTF_ROOT" install PG_CONFIG="$PTF_PG_CONFIG" >/dev/null || ptf_die "make install failed"
+    make -C "$PTF_ROOT" install PG_CONFIG="$PTF_PG_CONFIG" "$@" >/dev/null || ptf_die "make install failed"
 }
 
 # ---------------------------------------------------------------------------

@@ -111,7 +111,7 @@ SELECT * FROM deduplicate_keep_first(NULL::user_events, partition_by => '{user_i
     on_time => 'rowtime', uid => 'seed',
     query => $$VALUES ('u1', 'view', timestamptz '2024-01-01 10:01')$$);
 SELECT state_table AS seed_table FROM state WHERE uid = 'seed' \gset
-SELECT user_id, event_time, (image).event FROM :seed_table;
+SELECT user_id, event_time, (ptf.state_row(image, NULL::user_events)).event FROM :seed_table;
 SELECT * FROM deduplicate_keep_first(NULL::user_events, partition_by => '{user_id}',
     on_time => 'rowtime', uid => 'seed',
     query => $$VALUES ('u1', 'scroll', timestamptz '2024-01-01 10:06')$$);
@@ -124,7 +124,7 @@ SELECT keys, watermark, rows_in, rows_out, rows_late FROM state WHERE uid = 'see
 SELECT * FROM deduplicate_keep_first(NULL::user_events, partition_by => '{user_id}',
     on_time => 'rowtime', uid => 'seed',
     query => $$VALUES ('u2', 'open', timestamptz '2024-01-01 10:04')$$);
-SELECT user_id, event_time, (image).event FROM :seed_table ORDER BY user_id;
+SELECT user_id, event_time, (ptf.state_row(image, NULL::user_events)).event FROM :seed_table ORDER BY user_id;
 
 -- without any declared or given delay, a uid's watermark is max(event time):
 -- rows out of order within the stream are late

@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * catalog.c
- *	  Access to the extension's SQL catalogs as the extension's owner.
+ *	  Access to the extension's SQL catalogs as the extension's owner, the
+ *	  extension's locks, and relation names for SQL text.
  *
  *-------------------------------------------------------------------------
  */
@@ -10,13 +11,19 @@
 #include "catalog/namespace.h"
 #include "catalog/pg_namespace.h"
 #include "catalog/pg_type.h"
+#include "common/hashfn.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
+#include "storage/lock.h"
 #include "utils/builtins.h"
+#include "utils/lsyscache.h"
 #include "utils/syscache.h"
 
+#include "base/ptf_time.h"
 #include "catalog.h"
-#include "frame.h"
+
+/* locktag_field4 of our locks: SQL's advisory locks use 1 and 2 */
+#define PTF_LOCKTAG_KIND 0x5054
 
 static Oid
 extension_owner(void)
@@ -58,13 +65,71 @@ ptf_spi_exec_as_owner(const char *sql, int nargs, Oid *argtypes,
 	return rc;
 }
 
+void
+ptf_check_sql_version(void)
+{
+	char	   *version;
+
+	if (SPI_execute("SELECT extversion FROM pg_catalog.pg_extension "
+					"WHERE extname OPERATOR(pg_catalog.=) 'deduplicate_keep_first'",
+					true, 1) != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "extension deduplicate_keep_first is not installed");
+	version = ptf_spi_text(1);
+	if (strcmp(version, PTF_SQL_VERSION) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("extension deduplicate_keep_first is at version %s, and its library needs version %s",
+						version, PTF_SQL_VERSION),
+				 errhint("ALTER EXTENSION deduplicate_keep_first UPDATE TO '%s' updates its SQL objects; state made by %s is kept.",
+						 PTF_SQL_VERSION, version)));
+}
+
+bool
+ptf_spi_isnull(int col)
+{
+	bool		isnull;
+
+	Assert(SPI_processed >= 1);
+	(void) SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, col, &isnull);
+	return isnull;
+}
+
+Datum
+ptf_spi_datum(int col)
+{
+	bool		isnull;
+
+	Assert(SPI_processed >= 1);
+	return SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, col, &isnull);
+}
+
+char *
+ptf_spi_text(int col)
+{
+	bool		isnull;
+	Datum		d;
+
+	Assert(SPI_processed >= 1);
+	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, col, &isnull);
+	return isnull ? NULL : TextDatumGetCString(d);
+}
+
+int64
+ptf_spi_int64(int col, int64 if_null)
+{
+	bool		isnull;
+	Datum		d;
+
+	Assert(SPI_processed >= 1);
+	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, col, &isnull);
+	return isnull ? if_null : DatumGetInt64(d);
+}
+
 int64
 ptf_declared_watermark_delay(Oid relid, const char *on_time)
 {
 	Oid			argtypes[2] = {REGCLASSOID, TEXTOID};
 	Datum		values[2];
-	bool		isnull;
-	Datum		d;
 
 	if (!OidIsValid(relid))
 		return -1;
@@ -74,10 +139,33 @@ ptf_declared_watermark_delay(Oid relid, const char *on_time)
 						  "WHERE relid OPERATOR(pg_catalog.=) $1 "
 						  "AND on_time OPERATOR(pg_catalog.=) $2",
 						  2, argtypes, values, NULL, SPI_OK_SELECT);
-	if (SPI_processed == 0)
+	if (SPI_processed == 0 || ptf_spi_isnull(1))
 		return -1;
-	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-	if (isnull)
-		return -1;
-	return ptf_interval_to_us(d, "declared watermark delay");
+	return ptf_interval_to_us(ptf_spi_datum(1), "declared watermark delay");
+}
+
+char *
+ptf_relation_sql_name(Oid relid)
+{
+	char	   *relname = get_rel_name(relid);
+
+	if (relname == NULL)
+		elog(ERROR, "cache lookup failed for relation %u", relid);
+	return quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
+									  relname);
+}
+
+uint32
+ptf_lock_id_of_name(const char *name)
+{
+	return hash_bytes((const unsigned char *) name, strlen(name));
+}
+
+bool
+ptf_lock(PtfLockClass cls, uint32 id, LOCKMODE mode, bool session, bool wait)
+{
+	LOCKTAG		tag;
+
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) cls, id, PTF_LOCKTAG_KIND);
+	return LockAcquire(&tag, mode, session, !wait) != LOCKACQUIRE_NOT_AVAIL;
 }

@@ -1,47 +1,77 @@
 /*-------------------------------------------------------------------------
  *
  * frame.c
- *	  Runs one operator over a stream of input rows: time, watermarks and
- *	  spilling.
+ *	  Runs one operator over a stream of input rows from one or more
+ *	  inputs: time, watermarks, timers, batching and spilling.
  *
- * Watermarks follow Flink's bounded out-of-orderness strategy: after every
- * row the watermark is max(event time seen) - delay, and the operator is
- * told when it advances.  Without a delay a bounded input has no watermark
- * until its end, where it jumps to +infinity.
+ * State.  Per input: its spec (row type, key columns, time columns,
+ * delay), the greatest event time it has seen and its watermark.  For the
+ * frame: the operator running (the main one, or a spilled partition's),
+ * the operator's watermark, the last processing time, counters, the batch
+ * of rows waiting for their state to be prefetched, and the spill files.
+ *
+ * Time.  Watermarks follow Flink's bounded out-of-orderness strategy: after
+ * every row, an input's watermark is max(event time seen) - delay; the
+ * operator's is the least of its timed inputs' (Flink's two-input
+ * operators), so a side that has seen nothing holds it back.  Without a
+ * delay an input has no watermark until the end of a bounded call, where
+ * every watermark jumps to +infinity.  When the operator's watermark moves
+ * the operator is told (on_watermark), then its event-time timers up to it
+ * fire in (time, registration) order.  Processing time is the row's
+ * proc_time column or the clock, read only when the frame needs it (a
+ * TTL, processing-time timers); processing-time timers due by a row's
+ * processing time fire before the row, and at the end of the call.
+ *
+ * Phases.  Rows are processed as they come (the main pass).  At the end of
+ * a bounded call the watermark jumps to +infinity, the main operator's
+ * state is freed, and the spilled partitions are replayed one after the
+ * other through fresh operators, each ending the same way.  A uid's call
+ * has no end of stream: its state carries over, and it never spills (its
+ * state is unbounded).
  *
  * Spilling follows hash aggregation (nodeAgg.c): once the state's memory
  * budget is spent, a row whose key is not in memory is written, with its
- * processing time and the watermark it arrived under, to one of
- * SPILL_FANOUT partitions chosen by key hash.  Every row of such a key
- * lands in the same partition in arrival order, so replaying a partition
- * through a fresh operator makes exactly the decisions the operator would
- * have made with unbounded memory; only the order of the output differs.
+ * input, kind, processing time and the watermark it arrived under, to one
+ * of SPILL_FANOUT partitions chosen by key hash.  The decision is the
+ * operator's (its state answers KS_FULL for a key it does not hold) and is
+ * made per key, so every row of such a key -- of every input: key columns
+ * have the same types and so the same hashes on every input -- lands in
+ * the same partition in arrival order, and all of a key's namespaces stay
+ * with it.  Replaying a partition through a fresh operator therefore makes
+ * exactly the decisions the operator would have made with unbounded
+ * memory; only the order of the output differs.  A partition that does
+ * not fit is split again by the next bits of the hash, down to
+ * SPILL_MAX_DEPTH, where the budget is lifted.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
 #include "access/htup_details.h"
-#include "access/transam.h"
 #include "catalog/pg_type.h"
-#include "common/int.h"
 #include "miscadmin.h"
 #include "nodes/pg_list.h"
-#include "utils/builtins.h"
-#include "utils/datetime.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
 
+#include "base/ptf_time.h"
 #include "frame.h"
 
 #define SPILL_FANOUT_BITS	4
 #define SPILL_FANOUT		(1 << SPILL_FANOUT_BITS)
 #define SPILL_MAX_DEPTH		(32 / SPILL_FANOUT_BITS)
 
-/* extra columns of a spilled row, after the row's own */
-/* kind, processing time, watermark, processing time the watermark moved at */
+/*
+ * Columns a spilled row carries before its own, when it needs any:
+ * input and kind, processing time, the watermark it arrived under, and the
+ * processing time that watermark moved at.  The first column is read
+ * before the row's input (and so its layout) is known.
+ */
 #define SPILL_EXTRA			4
+#define SPILL_TAG(input, kind)	((int64) (input) << 8 | (int64) (kind))
+#define SPILL_TAG_INPUT(tag)	((int) ((tag) >> 8))
+#define SPILL_TAG_KIND(tag)		((RowKind) ((tag) & 0xFF))
 
 typedef struct SpillFile
 {
@@ -53,7 +83,8 @@ typedef struct SpillFile
  * Rows wait in a small batch before the operator sees them, so that the
  * state each one needs can be prefetched while the batch fills: the
  * lookups of a batch then overlap their cache misses instead of paying
- * them one after the other.  Order and semantics are unchanged.
+ * them one after the other.  Order and semantics are unchanged.  Only
+ * one-input frames whose operator can prefetch batch.
  */
 #define FRAME_BATCH		16
 
@@ -67,19 +98,33 @@ typedef struct BatchEntry
 	Size		cap;
 } BatchEntry;
 
+struct PtfFrameInput
+{
+	PtfFrame   *frame;
+	int			index;
+	PtfFrameInputSpec spec;
+	PtfTime		max_event_time;
+	PtfTime		watermark;
+
+	/* spilling; set up on first use */
+	TupleDesc	spilldesc;
+	TupleTableSlot *spillslot;	/* a spilled row, as read back */
+	TupleTableSlot *replayslot; /* its own columns */
+};
+
 struct PtfFrame
 {
 	MemoryContext cxt;			/* lives as long as the frame; rows come in
 								 * short-lived contexts */
 	PtfOperator *op;			/* the one running: main, or a replay */
 	PtfOperator *main_op;
-	TupleDesc	rowdesc;
-	PtfFrameTimeSpec time;
+	int			ninputs;
+	PtfFrameInput *inputs[FRAME_MAX_INPUTS];
+	bool		need_proc_time;
 	PtfOperatorFactory factory;
 	void	   *factory_arg;
 
-	PtfTime		max_event_time;
-	PtfTime		watermark;
+	PtfTime		watermark;		/* the operator's */
 	PtfTime		last_proc_time;
 	PtfTime		watermark_proc_time;	/* when the watermark last moved */
 	uint64		main_keys;		/* main state, counted before it is freed */
@@ -101,12 +146,10 @@ struct PtfFrame
 	BatchEntry	batch[FRAME_BATCH];
 	int			nbatch;
 
-	/* spilling; set up on first use */
-	TupleDesc	spilldesc;
-	bool		changelog_input;	/* rows may be other kinds than +I */
-	bool		spill_extras;	/* spilled rows carry kind, times */
-	TupleTableSlot *spillslot;
-	TupleTableSlot *replayslot;
+	/* spilling */
+	bool		spill_extras;	/* spilled rows carry input, kind, times */
+	TupleDesc	tagdesc;		/* the first column alone */
+	TupleTableSlot *tagslot;	/* a spilled row read with it */
 	Datum	   *values;
 	bool	   *nulls;
 	Tuplestorestate *parts[SPILL_FANOUT];	/* being written */
@@ -115,48 +158,95 @@ struct PtfFrame
 };
 
 PtfFrame *
-frame_create(PtfOperator *op, TupleDesc rowdesc, const PtfFrameTimeSpec *time,
-			 bool changelog_input, PtfOperatorFactory factory, void *factory_arg)
+frame_create(bool need_proc_time, PtfOperatorFactory factory, void *factory_arg)
 {
 	PtfFrame   *frame = palloc0(sizeof(PtfFrame));
 
-	frame->changelog_input = changelog_input;
-	frame->main_op = op;
 	frame->cxt = CurrentMemoryContext;
-	frame->op = op;
-	frame->rowdesc = rowdesc;
-	frame->time = *time;
+	frame->need_proc_time = need_proc_time;
 	frame->factory = factory;
 	frame->factory_arg = factory_arg;
-	frame->max_event_time = PTF_TIME_MIN;
 	frame->watermark = PTF_TIME_MIN;
 	frame->last_proc_time = PTF_TIME_MIN;
-	frame->batching = (op->prefetch != NULL);
+	return frame;
+}
+
+PtfFrameInput *
+frame_add_input(PtfFrame *frame, const PtfFrameInputSpec *spec)
+{
+	PtfFrameInput *input = palloc0(sizeof(PtfFrameInput));
+
+	Assert(frame->op == NULL);
+	if (frame->ninputs == FRAME_MAX_INPUTS)
+		elog(ERROR, "a frame has at most %d inputs", FRAME_MAX_INPUTS);
+	Assert(frame->ninputs == 0 ||
+		   spec->keys->ncols == frame->inputs[0]->spec.keys->ncols);
+	input->frame = frame;
+	input->index = frame->ninputs;
+	input->spec = *spec;
+	input->max_event_time = PTF_TIME_MIN;
+	input->watermark = PTF_TIME_MIN;
+	frame->inputs[frame->ninputs++] = input;
+	return input;
+}
+
+/* The operator's watermark: the least of the timed inputs'. */
+static PtfTime
+combined_watermark(PtfFrame *frame)
+{
+	PtfTime		wm = PTF_TIME_MAX;
+	bool		any = false;
+	int			i;
+
+	for (i = 0; i < frame->ninputs; i++)
+	{
+		if (frame->inputs[i]->spec.on_time_attno == InvalidAttrNumber)
+			continue;
+		any = true;
+		wm = Min(wm, frame->inputs[i]->watermark);
+	}
+	return any ? wm : PTF_TIME_MIN;
+}
+
+void
+frame_start(PtfFrame *frame, PtfOperator *op)
+{
+	int			i;
+
+	Assert(frame->ninputs > 0 && frame->op == NULL);
+	frame->op = frame->main_op = op;
+	frame->watermark = combined_watermark(frame);
+	frame->batching = (frame->ninputs == 1 && op->methods->prefetch != NULL);
 	if (frame->batching)
 	{
-		int			i;
-
 		for (i = 0; i < FRAME_BATCH; i++)
 		{
-			frame->batch[i].slot = MakeSingleTupleTableSlot(rowdesc, &TTSOpsHeapTuple);
+			frame->batch[i].slot = MakeSingleTupleTableSlot(frame->inputs[0]->spec.rowdesc,
+															&TTSOpsHeapTuple);
 			frame->batch[i].cap = 256;
 			frame->batch[i].buf = palloc(frame->batch[i].cap);
 		}
 	}
-	return frame;
+	frame->spill_extras = (frame->ninputs > 1 || frame->need_proc_time);
+	for (i = 0; i < frame->ninputs; i++)
+		if (frame->inputs[i]->spec.changelog || frame->inputs[i]->spec.has_delay)
+			frame->spill_extras = true;
 }
 
 void
-frame_restore_watermark(PtfFrame *frame, PtfTime max_event_time,
-						PtfTime watermark)
+frame_restore_input(PtfFrameInput *input, PtfTime max_event_time, PtfTime watermark)
 {
-	frame->max_event_time = max_event_time;
-	frame->watermark = watermark;
+	PtfFrame   *frame = input->frame;
+
+	input->max_event_time = max_event_time;
+	input->watermark = watermark;
+	if (frame->op != NULL)
+		frame->watermark = combined_watermark(frame);
 }
 
 /* names come from the row type: a query's result columns may be named otherwise */
 static PtfTime
-row_time(PtfFrame *frame, TupleTableSlot *row, AttrNumber attno, Oid typid,
+row_time(PtfFrameInput *input, TupleTableSlot *row, AttrNumber attno, Oid typid,
 		 const char *what)
 {
 	bool		isnull;
@@ -165,57 +255,106 @@ row_time(PtfFrame *frame, TupleTableSlot *row, AttrNumber attno, Oid typid,
 	if (isnull)
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("%s column \"%s\" is NULL in an input row", what,
-						NameStr(TupleDescAttr(frame->rowdesc, attno - 1)->attname))));
+				 errmsg("%s column \"%s\" is NULL in %s row", what,
+						NameStr(TupleDescAttr(input->spec.rowdesc, attno - 1)->attname),
+						input->frame->ninputs > 1 ? psprintf("a %s", input->spec.name) :
+						"an input")));
 	return ptf_time_from_datum(d, typid);
 }
 
+/* ---- timers ---- */
+
+static void
+fire_event_timers(PtfFrame *frame, PtfOperator *op, PtfTime watermark, PtfTime proc_time)
+{
+	PtfTimer	t;
+
+	while (timer_pop_due(op->timers, PTF_EVENT_TIME, watermark, &t))
+	{
+		CHECK_FOR_INTERRUPTS();
+		op->methods->on_timer(op, &t, watermark, proc_time);
+	}
+}
+
+static void
+fire_proc_timers(PtfFrame *frame, PtfOperator *op, PtfTime proc_time, PtfTime watermark)
+{
+	PtfTimer	t;
+
+	while (timer_pop_due(op->timers, PTF_PROCESSING_TIME, proc_time, &t))
+	{
+		CHECK_FOR_INTERRUPTS();
+		op->methods->on_timer(op, &t, watermark, proc_time);
+	}
+}
+
+/* The operator's watermark moves to wm: tell it, then fire what is due. */
+static void
+advance_watermark(PtfFrame *frame, PtfOperator *op, PtfTime wm, PtfTime proc_time)
+{
+	if (op->methods->on_watermark)
+		op->methods->on_watermark(op, wm, proc_time);
+	fire_event_timers(frame, op, wm, proc_time);
+}
+
+/* ---- spilling ---- */
+
 /*
- * A spilled row carries what replaying it needs besides itself: its kind
- * (changelog inputs), processing time (TTL) and the watermark it arrived
- * under (a delay).  When nothing is needed the row is spilled as it is.
+ * A spilled row carries what replaying it needs besides itself: its input
+ * and kind, processing time (TTL) and the watermark it arrived under (a
+ * delay).  When nothing is needed (one insert-only input, no time), the
+ * row is spilled as it is.
  */
 static void
-spill_setup(PtfFrame *frame)
+spill_setup(PtfFrameInput *input)
 {
-	int			natts = frame->rowdesc->natts;
+	PtfFrame   *frame = input->frame;
+	TupleDesc	rowdesc = input->spec.rowdesc;
+	int			natts = rowdesc->natts;
 	int			i;
 	MemoryContext old = MemoryContextSwitchTo(frame->cxt);
 
-	frame->spill_extras = (frame->changelog_input || frame->time.need_proc_time ||
-						   frame->time.has_delay);
 	if (frame->spill_extras)
 	{
-		frame->spilldesc = CreateTemplateTupleDesc(natts + SPILL_EXTRA);
-		for (i = 1; i <= natts; i++)
-			TupleDescCopyEntry(frame->spilldesc, i, frame->rowdesc, i);
+		input->spilldesc = CreateTemplateTupleDesc(natts + SPILL_EXTRA);
 		for (i = 1; i <= SPILL_EXTRA; i++)
-			TupleDescInitEntry(frame->spilldesc, natts + i, NULL, INT8OID, -1, 0);
-		frame->values = palloc(sizeof(Datum) * (natts + SPILL_EXTRA));
-		frame->nulls = palloc(sizeof(bool) * (natts + SPILL_EXTRA));
+			TupleDescInitEntry(input->spilldesc, i, NULL, INT8OID, -1, 0);
+		for (i = 1; i <= natts; i++)
+			TupleDescCopyEntry(input->spilldesc, SPILL_EXTRA + i, rowdesc, i);
+		if (frame->tagdesc == NULL)
+		{
+			int			maxatts = natts;
+			int			j;
+
+			for (j = 0; j < frame->ninputs; j++)
+				maxatts = Max(maxatts, frame->inputs[j]->spec.rowdesc->natts);
+			frame->tagdesc = CreateTemplateTupleDesc(1);
+			TupleDescInitEntry(frame->tagdesc, 1, NULL, INT8OID, -1, 0);
+			frame->tagslot = MakeSingleTupleTableSlot(frame->tagdesc, &TTSOpsMinimalTuple);
+			frame->values = palloc(sizeof(Datum) * (maxatts + SPILL_EXTRA));
+			frame->nulls = palloc(sizeof(bool) * (maxatts + SPILL_EXTRA));
+		}
 	}
 	else
-		frame->spilldesc = frame->rowdesc;
-	frame->spillslot = MakeSingleTupleTableSlot(frame->spilldesc,
-												&TTSOpsMinimalTuple);
-	frame->replayslot = MakeSingleTupleTableSlot(frame->rowdesc,
-												 &TTSOpsVirtual);
+		input->spilldesc = rowdesc;
+	input->spillslot = MakeSingleTupleTableSlot(input->spilldesc, &TTSOpsMinimalTuple);
+	input->replayslot = MakeSingleTupleTableSlot(rowdesc, &TTSOpsVirtual);
 	MemoryContextSwitchTo(old);
 }
 
 static void
-spill_row(PtfFrame *frame, RowKind kind, TupleTableSlot *row,
+spill_row(PtfFrameInput *input, RowKind kind, TupleTableSlot *row,
 		  PtfTime proc_time, PtfTime watermark, PtfTime watermark_proc_time)
 {
-	KeySpec    *keys = keyed_state_keys(frame->op->state);
-	int			natts = frame->rowdesc->natts;
+	PtfFrame   *frame = input->frame;
+	int			natts = input->spec.rowdesc->natts;
 	uint32		hash;
 	int			part;
 
-	if (frame->spilldesc == NULL)
-		spill_setup(frame);
+	if (input->spilldesc == NULL)
+		spill_setup(input);
 
-	hash = key_probe(keys, row);
+	hash = key_probe(input->spec.keys, row);
 	part = (hash >> (frame->depth * SPILL_FANOUT_BITS)) & (SPILL_FANOUT - 1);
 	if (frame->parts[part] == NULL)
 	{
@@ -233,28 +372,29 @@ spill_row(PtfFrame *frame, RowKind kind, TupleTableSlot *row,
 	else
 	{
 		slot_getallattrs(row);
-		memcpy(frame->values, row->tts_values, sizeof(Datum) * natts);
-		memcpy(frame->nulls, row->tts_isnull, sizeof(bool) * natts);
-		frame->values[natts] = Int64GetDatum((int64) kind);
-		frame->values[natts + 1] = Int64GetDatum(proc_time);
-		frame->values[natts + 2] = Int64GetDatum(watermark);
-		frame->values[natts + 3] = Int64GetDatum(watermark_proc_time);
-		memset(frame->nulls + natts, false, sizeof(bool) * SPILL_EXTRA);
-		tuplestore_putvalues(frame->parts[part], frame->spilldesc,
+		frame->values[0] = Int64GetDatum(SPILL_TAG(input->index, kind));
+		frame->values[1] = Int64GetDatum(proc_time);
+		frame->values[2] = Int64GetDatum(watermark);
+		frame->values[3] = Int64GetDatum(watermark_proc_time);
+		memset(frame->nulls, false, sizeof(bool) * SPILL_EXTRA);
+		memcpy(frame->values + SPILL_EXTRA, row->tts_values, sizeof(Datum) * natts);
+		memcpy(frame->nulls + SPILL_EXTRA, row->tts_isnull, sizeof(bool) * natts);
+		tuplestore_putvalues(frame->parts[part], input->spilldesc,
 							 frame->values, frame->nulls);
 	}
 	frame->rows_spilled++;
 }
 
+/* ---- processing a row ---- */
+
 static void
-process_row(PtfFrame *frame, RowKind kind, TupleTableSlot *row,
-			PtfTime event_time, PtfTime proc_time, PtfTime watermark,
-			PtfTime watermark_proc_time)
+process_row(PtfFrameInput *input, RowKind kind, TupleTableSlot *row,
+			PtfRowContext *ctx, PtfTime watermark_proc_time)
 {
+	PtfFrame   *frame = input->frame;
 	PtfOperator *op = frame->op;
 
-	switch (op->methods->on_row(op, kind, row, frame->current_meta, event_time,
-								proc_time, watermark))
+	switch (op->methods->on_row(op, kind, row, ctx))
 	{
 		case PTF_ROW_DONE:
 			break;
@@ -262,53 +402,65 @@ process_row(PtfFrame *frame, RowKind kind, TupleTableSlot *row,
 			frame->rows_late++;
 			break;
 		case PTF_ROW_SPILL:
-			spill_row(frame, kind, row, proc_time, watermark, watermark_proc_time);
+			/* the budget is lifted at the last depth: nothing spills there */
+			Assert(frame->depth < SPILL_MAX_DEPTH);
+			spill_row(input, kind, row, ctx->proc_time, ctx->watermark,
+					  watermark_proc_time);
 			break;
 	}
 }
 
-static const PtfRowMeta no_meta = {InvalidXLogRecPtr, 0, InvalidTransactionId, false, false};
-
 static void
-frame_process(PtfFrame *frame, RowKind kind, TupleTableSlot *row,
+frame_process(PtfFrameInput *input, RowKind kind, TupleTableSlot *row,
 			  const PtfRowMeta *meta)
 {
-	PtfTime		event_time = 0;
-	PtfTime		proc_time = 0;
+	PtfFrame   *frame = input->frame;
+	PtfRowContext ctx;
+	bool		timed = input->spec.on_time_attno != InvalidAttrNumber;
 
 	frame->current_row = row;
 	frame->current_meta = meta;
 
-	if (frame->time.on_time_attno != InvalidAttrNumber)
-		event_time = row_time(frame, row, frame->time.on_time_attno,
-							  frame->time.on_time_type, "on_time");
-	if (frame->time.need_proc_time)
+	ctx.input = input->index;
+	ctx.keys = input->spec.keys;
+	ctx.meta = meta;
+	ctx.event_time = 0;
+	ctx.proc_time = 0;
+	if (timed)
+		ctx.event_time = row_time(input, row, input->spec.on_time_attno,
+								  input->spec.on_time_type, "on_time");
+	if (frame->need_proc_time)
 	{
-		if (frame->time.proc_time_attno != InvalidAttrNumber)
-			proc_time = row_time(frame, row, frame->time.proc_time_attno,
-								 frame->time.proc_time_type, "proc_time");
+		if (input->spec.proc_time_attno != InvalidAttrNumber)
+			ctx.proc_time = row_time(input, row, input->spec.proc_time_attno,
+									 input->spec.proc_time_type, "proc_time");
 		else
-			proc_time = GetCurrentTimestamp();
-		frame->last_proc_time = proc_time;
+			ctx.proc_time = GetCurrentTimestamp();
+		frame->last_proc_time = ctx.proc_time;
+		fire_proc_timers(frame, frame->op, ctx.proc_time, frame->watermark);
 	}
+	ctx.watermark = frame->watermark;
 
-	process_row(frame, kind, row, event_time, proc_time, frame->watermark,
-				frame->watermark_proc_time);
+	process_row(input, kind, row, &ctx, frame->watermark_proc_time);
 
 	/* an infinite event time is kept like any other but moves no watermark */
-	if (frame->time.on_time_attno != InvalidAttrNumber &&
-		event_time > frame->max_event_time && event_time != PTF_TIME_MAX)
+	if (timed && ctx.event_time > input->max_event_time && ctx.event_time != PTF_TIME_MAX)
 	{
-		frame->max_event_time = event_time;
-		if (frame->time.has_delay)
+		input->max_event_time = ctx.event_time;
+		if (input->spec.has_delay)
 		{
-			PtfTime		wm = ptf_time_sub(event_time, frame->time.delay_us);
+			PtfTime		wm = ptf_time_sub(ctx.event_time, input->spec.delay_us);
 
-			if (wm > frame->watermark)
+			if (wm > input->watermark)
 			{
-				frame->watermark = wm;
-				frame->watermark_proc_time = proc_time;
-				frame->op->methods->on_watermark(frame->op, wm, proc_time);
+				input->watermark = wm;
+				wm = combined_watermark(frame);
+				if (wm > frame->watermark)
+				{
+					frame->watermark = wm;
+					frame->watermark_proc_time = ctx.proc_time;
+					advance_watermark(frame, frame->op, wm, ctx.proc_time);
+				}
 			}
 		}
 	}
@@ -323,7 +475,7 @@ frame_drain(PtfFrame *frame)
 	{
 		BatchEntry *e = &frame->batch[i];
 
-		frame_process(frame, e->kind, e->slot, &e->meta);
+		frame_process(frame->inputs[0], e->kind, e->slot, &e->meta);
 		ExecClearTuple(e->slot);
 	}
 	frame->nbatch = 0;
@@ -337,6 +489,7 @@ batch_add(PtfFrame *frame, RowKind kind, TupleTableSlot *row,
 	BatchEntry *e = &frame->batch[frame->nbatch++];
 	bool		should_free;
 	HeapTuple	src = ExecFetchSlotHeapTuple(row, false, &should_free);
+	PtfRowContext ctx;
 
 	if (src->t_len > e->cap)
 	{
@@ -353,30 +506,30 @@ batch_add(PtfFrame *frame, RowKind kind, TupleTableSlot *row,
 	e->kind = kind;
 	e->meta = *meta;
 	ExecStoreHeapTuple(&e->tuple, e->slot, false);
-	frame->op->prefetch(frame->op, e->slot);
+
+	memset(&ctx, 0, sizeof(ctx));
+	ctx.keys = frame->inputs[0]->spec.keys;
+	frame->op->methods->prefetch(frame->op, e->slot, &ctx);
 }
 
 void
-frame_push_meta(void *arg, RowKind kind, TupleTableSlot *row,
-				const PtfRowMeta *meta)
+frame_push(void *arg, RowKind kind, TupleTableSlot *row, const PtfRowMeta *meta)
 {
-	PtfFrame   *frame = (PtfFrame *) arg;
+	PtfFrameInput *input = (PtfFrameInput *) arg;
+	PtfFrame   *frame = input->frame;
 
+	Assert(frame->op != NULL);
+	if (meta == NULL)
+		meta = &ptf_no_meta;
 	frame->rows_in++;
 	if (!frame->batching)
 	{
-		frame_process(frame, kind, row, meta);
+		frame_process(input, kind, row, meta);
 		return;
 	}
 	batch_add(frame, kind, row, meta);
 	if (frame->nbatch == FRAME_BATCH)
 		frame_drain(frame);
-}
-
-void
-frame_push(void *arg, RowKind kind, TupleTableSlot *row)
-{
-	frame_push_meta(arg, kind, row, &no_meta);
 }
 
 TupleTableSlot *
@@ -388,8 +541,10 @@ frame_current_row(PtfFrame *frame)
 const PtfRowMeta *
 frame_current_meta(PtfFrame *frame)
 {
-	return frame->current_meta ? frame->current_meta : &no_meta;
+	return frame->current_meta ? frame->current_meta : &ptf_no_meta;
 }
+
+/* ---- the end of the input, and replays ---- */
 
 /* Move the partitions just written to the replay queue. */
 static void
@@ -411,6 +566,44 @@ spill_close_level(PtfFrame *frame)
 	}
 }
 
+/* The stream is over for op: the watermark goes to +infinity, every timer fires. */
+static void
+end_of_stream(PtfFrame *frame, PtfOperator *op)
+{
+	if (frame->need_proc_time && frame->last_proc_time != PTF_TIME_MIN)
+		fire_proc_timers(frame, op, frame->last_proc_time, frame->watermark);
+	advance_watermark(frame, op, PTF_TIME_MAX, frame->last_proc_time);
+	if (op->methods->on_finish)
+		op->methods->on_finish(op, true);
+}
+
+/* Read the next spilled row of f: its input, and the row in that input's layout. */
+static PtfFrameInput *
+read_spilled(PtfFrame *frame, SpillFile *f, TupleTableSlot **row)
+{
+	PtfFrameInput *input;
+	MinimalTuple mt;
+	bool		should_free;
+
+	if (!frame->spill_extras)
+	{
+		input = frame->inputs[0];
+		if (!tuplestore_gettupleslot(f->ts, true, false, input->spillslot))
+			return NULL;
+		*row = input->spillslot;
+		return input;
+	}
+	if (!tuplestore_gettupleslot(f->ts, true, false, frame->tagslot))
+		return NULL;
+	input = frame->inputs[SPILL_TAG_INPUT(DatumGetInt64(slot_getattr(frame->tagslot, 1,
+																	 &should_free)))];
+	mt = ExecFetchSlotMinimalTuple(frame->tagslot, &should_free);
+	Assert(!should_free);
+	ExecStoreMinimalTuple(mt, input->spillslot, false);
+	*row = input->spillslot;
+	return input;
+}
+
 /*
  * Replay a spilled partition through a fresh operator: each row with the
  * watermark it arrived under, the watermark moving at the processing time
@@ -419,12 +612,13 @@ spill_close_level(PtfFrame *frame)
 static void
 replay(PtfFrame *frame, SpillFile *f)
 {
-	int			natts = frame->rowdesc->natts;
 	PtfTime		wm = PTF_TIME_MIN;
 	PtfTime		wm_proc_time = 0;
 	PtfOperator *op;
 	MemoryContext rowcxt;
 	MemoryContext old;
+	PtfFrameInput *input;
+	TupleTableSlot *spilled;
 
 	op = frame->factory(frame->factory_arg, f->depth >= SPILL_MAX_DEPTH);
 	frame->op = op;
@@ -432,79 +626,98 @@ replay(PtfFrame *frame, SpillFile *f)
 	rowcxt = AllocSetContextCreate(CurrentMemoryContext, "ptf replay row",
 								   ALLOCSET_DEFAULT_SIZES);
 
-	while (tuplestore_gettupleslot(f->ts, true, false, frame->spillslot))
+	while ((input = read_spilled(frame, f, &spilled)) != NULL)
 	{
+		PtfRowContext ctx;
 		RowKind		kind = ROWKIND_INSERT;
-		PtfTime		event_time = 0;
-		PtfTime		proc_time = 0;
 		PtfTime		row_wm = PTF_TIME_MIN;
 		PtfTime		row_wm_proc_time = 0;
-		TupleTableSlot *row = frame->spillslot;
+		TupleTableSlot *row = spilled;
 
 		CHECK_FOR_INTERRUPTS();
 		MemoryContextReset(rowcxt);
 		old = MemoryContextSwitchTo(rowcxt);
+		memset(&ctx, 0, sizeof(ctx));
 		if (frame->spill_extras)
 		{
-			slot_getallattrs(frame->spillslot);
-			ExecClearTuple(frame->replayslot);
-			memcpy(frame->replayslot->tts_values, frame->spillslot->tts_values,
-				   sizeof(Datum) * natts);
-			memcpy(frame->replayslot->tts_isnull, frame->spillslot->tts_isnull,
-				   sizeof(bool) * natts);
-			ExecStoreVirtualTuple(frame->replayslot);
-			row = frame->replayslot;
+			int			natts = input->spec.rowdesc->natts;
 
-			kind = (RowKind) DatumGetInt64(frame->spillslot->tts_values[natts]);
-			proc_time = DatumGetInt64(frame->spillslot->tts_values[natts + 1]);
-			row_wm = DatumGetInt64(frame->spillslot->tts_values[natts + 2]);
-			row_wm_proc_time = DatumGetInt64(frame->spillslot->tts_values[natts + 3]);
+			slot_getallattrs(spilled);
+			ExecClearTuple(input->replayslot);
+			memcpy(input->replayslot->tts_values, spilled->tts_values + SPILL_EXTRA,
+				   sizeof(Datum) * natts);
+			memcpy(input->replayslot->tts_isnull, spilled->tts_isnull + SPILL_EXTRA,
+				   sizeof(bool) * natts);
+			ExecStoreVirtualTuple(input->replayslot);
+			row = input->replayslot;
+
+			kind = SPILL_TAG_KIND(DatumGetInt64(spilled->tts_values[0]));
+			ctx.proc_time = DatumGetInt64(spilled->tts_values[1]);
+			row_wm = DatumGetInt64(spilled->tts_values[2]);
+			row_wm_proc_time = DatumGetInt64(spilled->tts_values[3]);
 		}
-		if (frame->time.on_time_attno != InvalidAttrNumber)
-			event_time = row_time(frame, row, frame->time.on_time_attno,
-								  frame->time.on_time_type, "on_time");
-		frame->current_row = row;
-		frame->current_meta = &no_meta;
 		if (row_wm > wm)
 		{
 			wm = row_wm;
 			wm_proc_time = row_wm_proc_time;
-			op->methods->on_watermark(op, wm, wm_proc_time);
+			advance_watermark(frame, op, wm, wm_proc_time);
 		}
-		process_row(frame, kind, row, event_time, proc_time, wm, wm_proc_time);
+		if (frame->need_proc_time)
+			fire_proc_timers(frame, op, ctx.proc_time, wm);
+		if (input->spec.on_time_attno != InvalidAttrNumber)
+			ctx.event_time = row_time(input, row, input->spec.on_time_attno,
+									  input->spec.on_time_type, "on_time");
+		ctx.input = input->index;
+		ctx.keys = input->spec.keys;
+		ctx.meta = &ptf_no_meta;
+		ctx.watermark = wm;
+		frame->current_row = row;
+		frame->current_meta = &ptf_no_meta;
+		process_row(input, kind, row, &ctx, wm_proc_time);
 		MemoryContextSwitchTo(old);
 	}
 	tuplestore_end(f->ts);
 	MemoryContextDelete(rowcxt);
 
 	/* the input's end, as in the main pass */
-	op->methods->on_watermark(op, PTF_TIME_MAX, frame->last_proc_time);
+	end_of_stream(frame, op);
 	spill_close_level(frame);
-	frame->replayed_keys += keyed_state_count(op->state);
-	frame->replay_bytes_peak = Max(frame->replay_bytes_peak,
-								   keyed_state_memory(op->state));
-	keyed_state_destroy(op->state);
+	frame->replayed_keys += op->methods->keys(op);
+	frame->replay_bytes_peak = Max(frame->replay_bytes_peak, op->methods->memory(op));
+	op->methods->destroy(op);
+	frame->op = NULL;
 }
 
 void
-frame_finish(PtfFrame *frame, bool end_of_stream)
+frame_finish(PtfFrame *frame, bool end_of_input)
 {
+	PtfOperator *op = frame->main_op;
+
 	frame_drain(frame);
-	if (!end_of_stream)
+	if (!end_of_input)
 	{
+		/* a uid's state is unbounded: it never spills */
 		Assert(frame->spill_partitions == 0);
+		if (frame->need_proc_time)
+		{
+			PtfTime		now = frame_processing_time(frame);
+
+			fire_proc_timers(frame, op, now, frame->watermark);
+		}
+		if (op->methods->on_finish)
+			op->methods->on_finish(op, false);
 		return;
 	}
 
-	frame->op->methods->on_watermark(frame->op, PTF_TIME_MAX,
-									 frame->last_proc_time);
 	frame->watermark = PTF_TIME_MAX;
+	end_of_stream(frame, op);
 
 	/* the stream is over: free the main state before replaying, as nodeAgg */
-	frame->main_keys = keyed_state_count(frame->main_op->state);
-	frame->main_bytes = keyed_state_memory(frame->main_op->state);
-	keyed_state_destroy(frame->main_op->state);
-	frame->main_op->state = NULL;
+	frame->main_keys = op->methods->keys(op);
+	frame->main_bytes = op->methods->memory(op);
+	op->methods->destroy(op);
+	frame->main_op = NULL;
+	frame->op = NULL;
 
 	spill_close_level(frame);
 	while (frame->pending != NIL)
@@ -516,12 +729,19 @@ frame_finish(PtfFrame *frame, bool end_of_stream)
 	}
 }
 
-/* processing time of the last row, or the clock when there was none */
+/*
+ * Processing time now: the last row's when rows carry it in a column,
+ * else the clock.
+ */
 PtfTime
 frame_processing_time(PtfFrame *frame)
 {
+	int			i;
+
 	if (frame->last_proc_time != PTF_TIME_MIN)
-		return frame->last_proc_time;
+		for (i = 0; i < frame->ninputs; i++)
+			if (frame->inputs[i]->spec.proc_time_attno != InvalidAttrNumber)
+				return frame->last_proc_time;
 	return GetCurrentTimestamp();
 }
 
@@ -532,98 +752,19 @@ frame_stats(PtfFrame *frame, PtfFrameStats *stats)
 	stats->rows_late = frame->rows_late;
 	stats->rows_spilled = frame->rows_spilled;
 	stats->spill_partitions = frame->spill_partitions;
-	if (frame->main_op->state != NULL)
+	if (frame->main_op != NULL)
 	{
-		frame->main_keys = keyed_state_count(frame->main_op->state);
-		frame->main_bytes = keyed_state_memory(frame->main_op->state);
+		frame->main_keys = frame->main_op->methods->keys(frame->main_op);
+		frame->main_bytes = frame->main_op->methods->memory(frame->main_op);
 	}
 	stats->keys = frame->main_keys + frame->replayed_keys;
 	stats->state_bytes = Max(frame->main_bytes, frame->replay_bytes_peak);
-	stats->max_event_time = frame->max_event_time;
 	stats->watermark = frame->watermark;
 }
 
-/* ---- time values ---- */
-
-#define UNIX_EPOCH_US_FROM_PG_EPOCH \
-	((int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY)
-
-bool
-ptf_is_time_type(Oid typid)
+void
+frame_input_progress(PtfFrameInput *input, PtfTime *max_event_time, PtfTime *watermark)
 {
-	return typid == TIMESTAMPOID || typid == TIMESTAMPTZOID || typid == INT8OID;
-}
-
-PtfTime
-ptf_time_from_datum(Datum d, Oid typid)
-{
-	int64		ms;
-	int64		us;
-
-	if (typid != INT8OID)
-		return DatumGetInt64(d);
-
-	/* bigint: milliseconds since 1970-01-01 */
-	ms = DatumGetInt64(d);
-	if (pg_mul_s64_overflow(ms, 1000, &us) ||
-		pg_sub_s64_overflow(us, UNIX_EPOCH_US_FROM_PG_EPOCH, &us))
-		ereport(ERROR,
-				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
-				 errmsg("epoch milliseconds value %lld is out of range",
-						(long long) ms)));
-	return us;
-}
-
-Datum
-ptf_time_to_datum(PtfTime t, Oid typid)
-{
-	if (typid != INT8OID)
-		return Int64GetDatum(t);
-	if (t == PTF_TIME_MIN || t == PTF_TIME_MAX)
-		return Int64GetDatum(t);
-	return Int64GetDatum((t + UNIX_EPOCH_US_FROM_PG_EPOCH) / 1000);
-}
-
-int64
-ptf_interval_to_us(Datum d, const char *argname)
-{
-	Interval   *iv = DatumGetIntervalP(d);
-	int64		us;
-	int64		days_us;
-
-	if (pg_mul_s64_overflow((int64) iv->month * DAYS_PER_MONTH + iv->day,
-							USECS_PER_DAY, &days_us) ||
-		pg_add_s64_overflow(iv->time, days_us, &us))
-		ereport(ERROR,
-				(errcode(ERRCODE_INTERVAL_FIELD_OVERFLOW),
-				 errmsg("%s is out of range", argname)));
-	if (us < 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("%s must not be negative", argname)));
-	return us;
-}
-
-PtfTime
-ptf_time_sub(PtfTime t, int64 delta)
-{
-	PtfTime		r;
-
-	if (t == PTF_TIME_MIN || t == PTF_TIME_MAX)
-		return t;
-	if (pg_sub_s64_overflow(t, delta, &r))
-		return PTF_TIME_MIN;
-	return r;
-}
-
-PtfTime
-ptf_time_add(PtfTime t, int64 delta)
-{
-	PtfTime		r;
-
-	if (t == PTF_TIME_MIN || t == PTF_TIME_MAX)
-		return t;
-	if (pg_add_s64_overflow(t, delta, &r))
-		return PTF_TIME_MAX;
-	return r;
+	*max_event_time = input->max_event_time;
+	*watermark = input->watermark;
 }

@@ -1,10 +1,18 @@
 /*-------------------------------------------------------------------------
  *
  * frame.h
- *	  The frame that runs one operator: it turns input rows into
- *	  (kind, row, event time, processing time), keeps the watermark, fires
- *	  the operator's watermark callback, and spills rows whose keys do not
- *	  fit in memory, replaying them partition by partition at the end.
+ *	  The frame that runs one operator over one or more inputs: time,
+ *	  watermarks, timers, batching and spilling.
+ *
+ * A function makes a frame, adds its inputs (each with its row type, key
+ * columns, time columns, watermark delay and whether it carries changes
+ * other than inserts), starts it with the operator, and the input
+ * adapters push rows into the inputs' handles.  The frame turns each row
+ * into (kind, row, context), keeps a watermark per input and gives the
+ * operator their minimum, fires the operator's timers when the watermark
+ * or processing time passes them, and spills the rows of keys that do
+ * not fit in memory, replaying them partition by partition at the end in
+ * fresh operators.  See frame.c for the state it keeps and its phases.
  *
  *-------------------------------------------------------------------------
  */
@@ -14,38 +22,52 @@
 #include "access/tupdesc.h"
 #include "executor/tuptable.h"
 
+#include "base/base.h"
 #include "operators/operator.h"
-#include "ptf.h"
 
-/* Builds a fresh operator over a fresh state, for a spilled partition. */
+#define FRAME_MAX_INPUTS 4
+
+/*
+ * Builds a fresh operator over fresh memory state, for a spilled
+ * partition; unbounded_memory: the partition cannot be split further.
+ */
 typedef PtfOperator *(*PtfOperatorFactory) (void *arg, bool unbounded_memory);
 
-typedef struct PtfFrameTimeSpec
+typedef struct PtfFrameInputSpec
 {
+	const char *name;			/* "input", "probe", "build": for messages */
+	TupleDesc	rowdesc;
+	KeySpec    *keys;			/* key columns in rowdesc; same types on every input */
 	AttrNumber	on_time_attno;	/* 0: no event time */
 	Oid			on_time_type;
 	AttrNumber	proc_time_attno;	/* 0: the clock */
 	Oid			proc_time_type;
-	bool		need_proc_time; /* a TTL applies */
 	bool		has_delay;		/* a watermark is declared or given */
 	int64		delay_us;
-} PtfFrameTimeSpec;
+	bool		changelog;		/* rows may be other kinds than +I */
+} PtfFrameInputSpec;
 
 typedef struct PtfFrame PtfFrame;
+typedef struct PtfFrameInput PtfFrameInput;
 
-/* changelog_input: rows may have other kinds than +I */
-extern PtfFrame *frame_create(PtfOperator *op, TupleDesc rowdesc,
-							  const PtfFrameTimeSpec *time, bool changelog_input,
-							  PtfOperatorFactory factory, void *factory_arg);
+/*
+ * need_proc_time: rows need a processing time (a TTL, processing-time
+ * timers); factory makes the operators of spilled partitions.
+ */
+extern PtfFrame *frame_create(bool need_proc_time, PtfOperatorFactory factory,
+							  void *factory_arg);
+extern PtfFrameInput *frame_add_input(PtfFrame *frame, const PtfFrameInputSpec *spec);
 
-/* the watermark carried over from the previous call of a uid */
-extern void frame_restore_watermark(PtfFrame *frame, PtfTime max_event_time,
-									PtfTime watermark);
+/* Run op from now on; inputs are all added. */
+extern void frame_start(PtfFrame *frame, PtfOperator *op);
 
-/* one input row; the callback of every input adapter */
-extern void frame_push(void *frame, RowKind kind, TupleTableSlot *row);
-extern void frame_push_meta(void *frame, RowKind kind, TupleTableSlot *row,
-							const PtfRowMeta *meta);
+/* The progress of an input carried over from the previous call of a uid. */
+extern void frame_restore_input(PtfFrameInput *input, PtfTime max_event_time,
+								PtfTime watermark);
+
+/* one input row; the PtfRowSink of every input adapter (arg: the input) */
+extern void frame_push(void *input, RowKind kind, TupleTableSlot *row,
+					   const PtfRowMeta *meta);
 
 /* while a row is processed: the row the operator was given, and its origin */
 extern TupleTableSlot *frame_current_row(PtfFrame *frame);
@@ -53,7 +75,8 @@ extern const PtfRowMeta *frame_current_meta(PtfFrame *frame);
 
 /*
  * End of this call's input.  A bounded input (no uid) ends the stream: the
- * watermark jumps to +infinity and spilled partitions are replayed.
+ * watermark jumps to +infinity, every timer fires, and spilled partitions
+ * are replayed.  Otherwise processing-time timers due by now fire.
  */
 extern void frame_finish(PtfFrame *frame, bool end_of_stream);
 
@@ -65,17 +88,12 @@ typedef struct PtfFrameStats
 	int			spill_partitions;
 	uint64		keys;			/* in state at the end, spilled ones included */
 	Size		state_bytes;	/* peak memory of state at any one time */
-	PtfTime		max_event_time;
-	PtfTime		watermark;
+	PtfTime		watermark;		/* the operator's */
 } PtfFrameStats;
 
 extern void frame_stats(PtfFrame *frame, PtfFrameStats *stats);
+extern void frame_input_progress(PtfFrameInput *input, PtfTime *max_event_time,
+								 PtfTime *watermark);
 extern PtfTime frame_processing_time(PtfFrame *frame);
-
-/* time values of columns: timestamp, timestamptz, or bigint epoch ms */
-extern bool ptf_is_time_type(Oid typid);
-extern PtfTime ptf_time_from_datum(Datum d, Oid typid);
-extern Datum ptf_time_to_datum(PtfTime t, Oid typid);
-extern int64 ptf_interval_to_us(Datum interval, const char *argname);
 
 #endif							/* PTF_FRAME_H */

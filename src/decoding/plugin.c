@@ -52,7 +52,7 @@
 #include "utils/timestamp.h"
 
 #include "decoding/plugin.h"
-#include "operators/op_mapping.h"
+#include "base/op_mapping.h"
 
 extern PGDLLEXPORT void _PG_output_plugin_init(OutputPluginCallbacks *cb);
 

@@ -19,7 +19,7 @@
 PG_FUNCTION_INFO_V1(ptf_apply_changelog);
 
 static void
-put(void *arg, RowKind kind, TupleTableSlot *row)
+put(void *arg, RowKind kind, TupleTableSlot *row, const PtfRowMeta *meta)
 {
 	apply_sink_put((ApplySink *) arg, kind, row);
 }

@@ -4,257 +4,384 @@
  *	  The run of a table-function call, the same for every function: input
  *	  through the frame, then what the call did stored with the uid.
  *
+ * Phases of ptf_call_run():
+ *	  1. prepare: SPI connected; each input planned (a relation or query),
+ *		 or the uid's slot made sure of (change streams of all inputs);
+ *		 the function's prepared() hook sees the inputs' shapes;
+ *	  2. state: with a uid, its registry row locked and checked, and its
+ *		 operator built over the stored state -- or, in a pipeline worker,
+ *		 the operator kept from the uid's last step, while it is exactly
+ *		 the stored state (loading the state every step would cost as much
+ *		 as the state is big); without, a fresh operator over memory state;
+ *	  3. run: the frame made and started with the operator, each input's
+ *		 rows pushed into it (bounded inputs one after the other, change
+ *		 streams interleaved in commit order through one slot), the frame
+ *		 finished (a bounded call ends its stream);
+ *	  4. store: counters, watermarks, the stream's position, expired keys
+ *		 swept and changed keys written -- or nothing at all when the call
+ *		 read nothing.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
 #include "executor/spi.h"
+#include "miscadmin.h"
 #include "utils/memutils.h"
 
+#include "base/kept.h"
 #include "functions/call.h"
+#include "state/durable.h"
 
 /* WAL an idle stream may read past before its position is stored anyway */
 #define IDLE_STORE_DISTANCE (16 * 1024 * 1024)
 
+void
+ptf_call_init(PtfCall *call, const char *function)
+{
+	memset(call, 0, sizeof(PtfCall));
+	call->function = function;
+	call->cxt = AllocSetContextCreate(CurrentMemoryContext, "ptf call",
+									  ALLOCSET_DEFAULT_SIZES);
+	MemoryContextSetIdentifier(call->cxt, function);
+}
+
+PtfCallInput *
+ptf_call_add_input(PtfCall *call, const char *name, const PtfInputArg *arg,
+				   const char *query)
+{
+	PtfCallInput *in;
+
+	Assert(call->ninputs < FRAME_MAX_INPUTS);
+	in = &call->inputs[call->ninputs++];
+	memset(in, 0, sizeof(PtfCallInput));
+	in->name = name;
+	in->arg = *arg;
+	in->query = query;
+	in->on_truncate = TRUNCATE_SKIP;
+	in->frame.name = name;
+	in->frame.rowdesc = arg->rowdesc;
+	return in;
+}
+
+/* ---- operators kept between a pipeline worker's steps ---- */
+
 typedef struct KeptOperator
 {
-	char	   *uid;
 	Oid			state_relid;
 	Oid			state_filenode; /* its records' TIDs are of this storage */
 	int64		version;		/* of the stored state it equals */
 	bool		in_use;			/* taken by a call: not the stored state */
-	MemoryContext cxt;
 	PtfOperator *op;
 } KeptOperator;
 
-#define MAX_KEPT_OPERATORS 64
-static KeptOperator *kept_ops[MAX_KEPT_OPERATORS];
-
 static KeptOperator *
-find_kept_op(const char *uid)
+kept_operator(PtfKept *k)
 {
-	int			i;
-
-	for (i = 0; i < MAX_KEPT_OPERATORS; i++)
-		if (kept_ops[i] != NULL && strcmp(kept_ops[i]->uid, uid) == 0)
-			return kept_ops[i];
-	return NULL;
+	return (KeptOperator *) k->data;
 }
 
-static void
-forget_kept_op(KeptOperator *k)
-{
-	int			i;
-
-	for (i = 0; i < MAX_KEPT_OPERATORS; i++)
-		if (kept_ops[i] == k)
-			kept_ops[i] = NULL;
-	MemoryContextDelete(k->cxt);
-	pfree(k->uid);
-	pfree(k);
-}
-
+/* The kept operator of ds's uid, if it is exactly the stored state. */
 static PtfOperator *
-ptf_call_kept_operator(DurableState *ds)
+take_kept_operator(DurableState *ds)
 {
-	KeptOperator *k;
+	PtfKept    *k;
+	KeptOperator *ko;
 
-	if (!ptf_in_pipeline_worker || (k = find_kept_op(durable_uid(ds))) == NULL)
+	if (!ptf_in_pipeline_worker ||
+		(k = ptf_kept_find(PTF_KEPT_OPERATOR, durable_uid(ds))) == NULL)
 		return NULL;
-	if (k->in_use || k->op == NULL || k->state_relid != durable_state_relid(ds) ||
-		k->state_filenode != durable_state_filenode(ds) || k->version != durable_version(ds))
+	ko = kept_operator(k);
+	if (ko->in_use || ko->op == NULL || ko->state_relid != durable_state_relid(ds) ||
+		ko->state_filenode != durable_state_filenode(ds) ||
+		ko->version != durable_version(ds) || durable_must_write(ds))
 	{
 		/* changed by a call that rolled back, or by someone else */
-		forget_kept_op(k);
+		ptf_kept_forget(k);
 		return NULL;
 	}
-	k->in_use = true;
-	return k->op;
-}
-
-static MemoryContext
-ptf_call_keep_context(DurableState *ds)
-{
-	KeptOperator *k;
-	int			i;
-
-	if (!ptf_in_pipeline_worker)
-		return NULL;
-	if ((k = find_kept_op(durable_uid(ds))) != NULL)
-		forget_kept_op(k);
-	for (i = 0; i < MAX_KEPT_OPERATORS && kept_ops[i] != NULL; i++)
-		;
-	if (i == MAX_KEPT_OPERATORS)
-		return NULL;
-	k = MemoryContextAllocZero(TopMemoryContext, sizeof(KeptOperator));
-	k->uid = MemoryContextStrdup(TopMemoryContext, durable_uid(ds));
-	k->cxt = AllocSetContextCreate(TopMemoryContext, "ptf kept operator",
-								   ALLOCSET_DEFAULT_SIZES);
-	k->in_use = true;
-	kept_ops[i] = k;
-	return k->cxt;
-}
-
-static void
-ptf_call_keep(DurableState *ds, PtfOperator *op)
-{
-	KeptOperator *k = find_kept_op(durable_uid(ds));
-
-	if (k != NULL)
-	{
-		k->op = op;
-		k->state_relid = durable_state_relid(ds);
-		k->state_filenode = durable_state_filenode(ds);
-	}
-}
-
-void
-ptf_call_forget_kept(List *keep_uids)
-{
-	int			i;
-
-	for (i = 0; i < MAX_KEPT_OPERATORS; i++)
-	{
-		ListCell   *lc;
-		bool		wanted = false;
-
-		if (kept_ops[i] == NULL)
-			continue;
-		foreach(lc, keep_uids)
-			if (strcmp(kept_ops[i]->uid, (char *) lfirst(lc)) == 0)
-				wanted = true;
-		if (!wanted)
-			forget_kept_op(kept_ops[i]);
-	}
-}
-
-PtfOperator *
-ptf_call_durable_operator(DurableState *ds, const PtfStateSpec *spec, MemoryContext call_cxt,
-						  PtfBuildOperator build, void *build_arg, void *emit_arg)
-{
-	PtfOperator *op = ptf_call_kept_operator(ds);
-	MemoryContext keep;
-	MemoryContext cxt;
-	MemoryContext old;
-	TupleDesc	rowdesc = spec->rowdesc;
-	KeySpec    *keys = spec->keys;
-	KeyedState *ks;
-
-	if (op != NULL)
-	{
-		op->emit_arg = emit_arg;
-		return op;
-	}
-
-	keep = ptf_call_keep_context(ds);
-	cxt = keep ? keep : call_cxt;
-	old = MemoryContextSwitchTo(cxt);
-	/* what a kept operator points at lives as long as it does */
-	if (keep)
-	{
-		rowdesc = CreateTupleDescCopy(spec->rowdesc);
-		keys = key_spec_copy(spec->keys, rowdesc);
-	}
-	ks = keyed_state_create(keys, spec->hot, spec->cold, spec->ttl_us, 0,
-							KEYED_STATE_DURABLE | spec->flags, cxt);
-	op = build(build_arg, ks, rowdesc);
-	op->emit_arg = emit_arg;
-	MemoryContextSwitchTo(old);
-
-	durable_load(ds, ks, op);
-	if (keep)
-		ptf_call_keep(ds, op);
-	return op;
+	ko->in_use = true;
+	return ko->op;
 }
 
 /* The kept operator of ds, if op is it, now equals the stored state. */
 static void
-kept_op_stored(DurableState *ds, PtfOperator *op)
+kept_operator_stored(DurableState *ds, PtfOperator *op)
 {
-	KeptOperator *k = find_kept_op(durable_uid(ds));
+	PtfKept    *k;
 
-	if (k != NULL && k->op == op)
+	if (!ptf_in_pipeline_worker ||
+		(k = ptf_kept_find(PTF_KEPT_OPERATOR, durable_uid(ds))) == NULL)
+		return;
+	if (kept_operator(k)->op == op)
 	{
-		k->version = durable_version(ds);
-		k->in_use = false;
+		kept_operator(k)->version = durable_version(ds);
+		kept_operator(k)->in_use = false;
 	}
 }
 
-char *
-ptf_call_prepare(PtfSqlInput *sql_in, Oid relid, TupleDesc rowdesc, const char *query,
-				 bool changes, const char *uid)
+/* What a new operator is built over, copied into cxt. */
+static void
+copy_build(PtfCall *call, MemoryContext cxt, PtfCallBuild *b)
 {
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	MemoryContext old = MemoryContextSwitchTo(cxt);
+	int			i;
 
-	memset(sql_in, 0, sizeof(PtfSqlInput));
-	if (changes)
-		return change_stream_prepare(uid, relid);
-	sql_in->relid = relid;
-	sql_in->query = query;
-	sql_in->rowdesc = rowdesc;
-	sql_input_prepare(sql_in);
-	return NULL;
+	for (i = 0; i < call->ninputs; i++)
+	{
+		b->rowdescs[i] = CreateTupleDescCopy(call->inputs[i].frame.rowdesc);
+		b->keys[i] = key_spec_copy(call->inputs[i].frame.keys, b->rowdescs[i]);
+	}
+	MemoryContextSwitchTo(old);
 }
 
-PtfChangeStream *
-ptf_call_run(PtfSqlInput *sql_in, Oid relid, TupleDesc rowdesc, const char *slot_name,
-			 ChangeStreamTruncate on_truncate, const DurableProgress *progress,
-			 const PtfCallSinks *sinks, PtfFrame *frame, bool end_of_stream)
+static PtfOperator *
+build_operator(PtfCall *call, MemoryContext cxt, bool durable, Size mem_limit)
+{
+	PtfOperatorEnv env;
+	PtfCallBuild b;
+
+	env.cxt = cxt;
+	env.durable = durable;
+	env.mem_limit = mem_limit;
+	env.emit = call->emit;
+	env.emit_arg = call->emit_arg;
+	copy_build(call, cxt, &b);
+	return call->build(call, &env, &b);
+}
+
+/* A fresh operator over fresh memory state: spilled partitions start here. */
+static PtfOperator *
+spill_factory(void *arg, bool unbounded)
+{
+	PtfCall    *call = (PtfCall *) arg;
+
+	return build_operator(call, call->cxt, false, unbounded ? 0 : get_hash_memory_limit());
+}
+
+/*
+ * The operator of ds's uid over its stored state: kept from the worker's
+ * last step, or built and loaded.
+ */
+static PtfOperator *
+durable_operator(PtfCall *call, DurableState *ds)
+{
+	PtfOperator *op = take_kept_operator(ds);
+	PtfKept    *k = NULL;
+
+	if (op != NULL)
+	{
+		op->emit_arg = call->emit_arg;
+		return op;
+	}
+	if (ptf_in_pipeline_worker &&
+		(k = ptf_kept_new(PTF_KEPT_OPERATOR, durable_uid(ds))) != NULL)
+	{
+		k->data = MemoryContextAllocZero(k->cxt, sizeof(KeptOperator));
+		kept_operator(k)->in_use = true;
+	}
+	op = build_operator(call, k ? k->cxt : call->cxt, true, 0);
+	Assert(op->state != NULL && op->codec.layout == call->layout);
+	durable_load(ds, op->state, &op->codec);
+	if (k != NULL)
+	{
+		kept_operator(k)->op = op;
+		kept_operator(k)->state_relid = durable_state_relid(ds);
+		kept_operator(k)->state_filenode = durable_state_filenode(ds);
+	}
+	return op;
+}
+
+/* ---- the phases ---- */
+
+static char *
+prepare_inputs(PtfCall *call)
+{
+	char	   *slot_name = NULL;
+	int			i;
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (call->changes)
+	{
+		Oid			relids[FRAME_MAX_INPUTS];
+
+		for (i = 0; i < call->ninputs; i++)
+			relids[i] = call->inputs[i].arg.relid;
+		slot_name = change_stream_prepare(call->uid, relids, call->ninputs);
+	}
+	for (i = 0; i < call->ninputs; i++)
+	{
+		PtfCallInput *in = &call->inputs[i];
+
+		if (!call->changes)
+		{
+			in->sql.relid = in->arg.relid;
+			in->sql.query = in->query;
+			in->sql.rowdesc = in->arg.rowdesc;
+			sql_input_prepare(&in->sql);
+		}
+		in->frame.changelog = call->changes || in->sql.changelog;
+	}
+	if (call->prepared)
+		call->prepared(call);
+	return slot_name;
+}
+
+static DurableState *
+open_state(PtfCall *call, const char *slot_name, DurableProgress *progress)
+{
+	DurableIdentity id;
+	int			i;
+
+	memset(&id, 0, sizeof(id));
+	id.uid = call->uid;
+	id.function = call->function;
+	id.ninputs = call->ninputs;
+	for (i = 0; i < call->ninputs; i++)
+		id.rowdescs[i] = call->inputs[i].frame.rowdesc;
+	id.keys = call->inputs[0].frame.keys;
+	id.on_time = call->on_time;
+	id.time_type = call->time_type;
+	id.slot_name = slot_name;
+	id.options = call->options;
+	id.layout = call->layout;
+	id.nspaces = call->nspaces;
+	id.keeps_images = call->keeps_images;
+	return durable_open(&id, progress);
+}
+
+static PtfChangeStream *
+run_inputs(PtfCall *call, const char *slot_name, const DurableProgress *progress)
 {
 	PtfChangeStream *cs = NULL;
+	int			i;
 
 	if (slot_name != NULL)
 	{
-		cs = change_stream_create(relid, rowdesc, slot_name, on_truncate);
-		change_stream_run(cs, progress->last_lsn, progress->last_lsn_committed,
-						  sinks ? sinks->changes : frame_push_meta,
-						  sinks ? sinks->arg : (void *) frame);
+		ChangeStreamTable tables[FRAME_MAX_INPUTS];
+
+		for (i = 0; i < call->ninputs; i++)
+		{
+			PtfCallInput *in = &call->inputs[i];
+
+			tables[i].relid = in->arg.relid;
+			tables[i].rowdesc = in->arg.rowdesc;
+			tables[i].on_truncate = in->on_truncate;
+			tables[i].sink = in->adapter ? in->adapter : frame_push;
+			tables[i].sink_arg = in->adapter ? in->adapter_arg : (void *) in->handle;
+		}
+		cs = change_stream_create(slot_name, tables, call->ninputs);
+		change_stream_run(cs, progress->last_lsn, progress->last_lsn_committed);
 	}
 	else
-		sql_input_run(sql_in, sinks ? sinks->rows : frame_push,
-					  sinks ? sinks->arg : (void *) frame);
-	frame_finish(frame, end_of_stream);
+		for (i = 0; i < call->ninputs; i++)
+		{
+			PtfCallInput *in = &call->inputs[i];
+
+			sql_input_run(&in->sql, in->adapter ? in->adapter : frame_push,
+						  in->adapter ? in->adapter_arg : (void *) in->handle);
+		}
 	return cs;
 }
 
-void
-ptf_call_store(DurableState *ds, PtfOperator *op, PtfFrame *frame, PtfChangeStream *cs,
-			   DurableProgress *progress, uint64 rows_out, uint64 rows_skipped,
-			   int64 ttl_us)
+/*
+ * Store the call's effect with the uid's state, in the caller's
+ * transaction: counters, watermarks, the stream's position, expired keys
+ * swept, changed keys written.
+ */
+static void
+store_state(PtfCall *call, DurableState *ds, PtfOperator *op, PtfChangeStream *cs,
+			DurableProgress *progress, uint64 skipped)
 {
 	PtfFrameStats stats;
+	int			i;
 
-	frame_stats(frame, &stats);
+	frame_stats(call->frame, &stats);
 
 	/*
 	 * A call that read nothing writes nothing -- an idle pipeline leaves no
 	 * WAL behind -- unless its stream moved on far enough that the slot
 	 * should let go of the WAL in between.
 	 */
-	if (stats.rows_in == 0 && rows_skipped == 0 &&
+	if (stats.rows_in == 0 && skipped == 0 && !durable_must_write(ds) &&
 		(cs == NULL || (change_stream_skipped(cs) == 0 &&
 						change_stream_position(cs) - progress->last_lsn < IDLE_STORE_DISTANCE)))
 	{
 		durable_close(ds);
-		kept_op_stored(ds, op);
+		kept_operator_stored(ds, op);
 		return;
 	}
 
-	progress->max_event_time = stats.max_event_time;
-	progress->watermark = stats.watermark;
+	for (i = 0; i < call->ninputs; i++)
+		frame_input_progress(call->inputs[i].handle, &progress->max_event_time[i],
+							 &progress->watermark[i]);
+	progress->combined_watermark = stats.watermark;
 	progress->rows_in += stats.rows_in;
-	progress->rows_out += rows_out;
+	progress->rows_out += call->out->rows;
 	progress->rows_late += stats.rows_late;
-	progress->rows_skipped += rows_skipped;
+	progress->rows_skipped += skipped;
 	if (cs != NULL)
 	{
 		progress->last_lsn = change_stream_position(cs);
 		progress->rows_skipped += change_stream_skipped(cs);
 	}
 	/* expiry is measured in the stream's processing time: no rows, no sweep */
-	if (ttl_us > 0 && stats.rows_in > 0)
-		keyed_state_sweep(op->state, frame_processing_time(frame));
-	durable_commit(ds, op->state, op, progress);
-	kept_op_stored(ds, op);
+	if (call->ttl_us > 0 && stats.rows_in > 0)
+		keyed_state_sweep(op->state, frame_processing_time(call->frame));
+	durable_commit(ds, op->state, &op->codec, progress);
+	kept_operator_stored(ds, op);
+}
+
+void
+ptf_call_run(PtfCall *call)
+{
+	char	   *slot_name;
+	DurableState *ds = NULL;
+	DurableProgress progress;
+	PtfOperator *op;
+	PtfChangeStream *cs;
+	uint64		skipped_before = 0;
+	int			i;
+	MemoryContext old = MemoryContextSwitchTo(call->cxt);
+
+	Assert(call->ninputs >= 1 && call->build != NULL && call->out != NULL);
+	Assert(call->uid != NULL || !call->changes);
+
+	/* 1. prepare */
+	slot_name = prepare_inputs(call);
+
+	/* 2. state */
+	memset(&progress, 0, sizeof(progress));
+	if (call->uid != NULL)
+	{
+		ds = open_state(call, slot_name, &progress);
+		op = durable_operator(call, ds);
+	}
+	else
+		op = build_operator(call, call->cxt, false, get_hash_memory_limit());
+	if (call->skipped)
+		skipped_before = call->skipped(call, op);
+
+	/* 3. run */
+	call->frame = frame_create(call->need_proc_time, spill_factory, call);
+	for (i = 0; i < call->ninputs; i++)
+		call->inputs[i].handle = frame_add_input(call->frame, &call->inputs[i].frame);
+	frame_start(call->frame, op);
+	if (ds != NULL)
+		for (i = 0; i < call->ninputs; i++)
+			frame_restore_input(call->inputs[i].handle, progress.max_event_time[i],
+								progress.watermark[i]);
+	call->out->frame = call->frame;
+	cs = run_inputs(call, slot_name, &progress);
+	frame_finish(call->frame, call->uid == NULL);
+
+	/* 4. store */
+	if (ds != NULL)
+		store_state(call, ds, op, cs, &progress,
+					call->skipped ? call->skipped(call, op) - skipped_before : 0);
+	ptf_record_call_stats(call->function, call->frame, call->out->rows);
+
+	SPI_finish();
+	MemoryContextSwitchTo(old);
 }

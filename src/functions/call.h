@@ -1,9 +1,16 @@
 /*-------------------------------------------------------------------------
  *
  * call.h
- *	  The run of a table-function call, the same for every function: the
- *	  input (relation, query or change stream) pushed through the frame, and
- *	  what the call did stored with the uid's state.
+ *	  The run of a table-function call, the same for every function.
+ *
+ * A function fills a PtfCall -- its inputs (relation, query, or change
+ * stream), its time and keys per input, its operator's constructor and
+ * state layout, where the output goes -- and ptf_call_run() does the rest:
+ * it prepares the inputs, opens the uid's durable state (or makes memory
+ * state), builds (or, in a pipeline worker, reuses) the operator, runs
+ * every input through the frame, and stores what the call did with the
+ * uid, in the caller's transaction.  A new function is its arguments plus
+ * its operator.
  *
  *-------------------------------------------------------------------------
  */
@@ -11,79 +18,92 @@
 #define PTF_FUNCTIONS_CALL_H
 
 #include "frame.h"
+#include "functions/common.h"
 #include "input/change_stream.h"
 #include "input/input.h"
 #include "operators/operator.h"
-#include "state/durable.h"
 
-/*
- * Connect SPI and make the input ready: the relation or query in *sql_in,
- * or, with changes, the uid's change stream, whose slot name is returned
- * (NULL otherwise).
- */
-extern char *ptf_call_prepare(PtfSqlInput *sql_in, Oid relid, TupleDesc rowdesc,
-							  const char *query, bool changes, const char *uid);
+typedef struct PtfCall PtfCall;
 
-/* Where input rows go, when not straight into the frame. */
-typedef struct PtfCallSinks
+typedef struct PtfCallInput
 {
-	PtfRowSink	rows;			/* a relation's or query's rows */
-	PtfMetaRowSink changes;		/* a change stream's */
-	void	   *arg;
-} PtfCallSinks;
+	const char *name;			/* "input", "probe", "build" (messages) */
+	PtfInputArg arg;			/* its row type, and relation */
+	const char *query;			/* its rows come from this query, or NULL */
+	ChangeStreamTruncate on_truncate;	/* for its change stream */
 
-/*
- * Push the input through the frame to its end: the relation or query of
- * sql_in, or, when slot_name is given, the table's change stream from where
- * progress left it; through sinks, if given, which push into the frame
- * themselves.  end_of_stream: a bounded input (no uid) ends its stream,
- * flushing what waits for a watermark.  Returns the change stream read, or
- * NULL.
- */
-extern PtfChangeStream *ptf_call_run(PtfSqlInput *sql_in, Oid relid, TupleDesc rowdesc,
-									 const char *slot_name,
-									 ChangeStreamTruncate on_truncate,
-									 const DurableProgress *progress,
-									 const PtfCallSinks *sinks,
-									 PtfFrame *frame, bool end_of_stream);
+	/*
+	 * What the frame needs of it: keys and time columns, set by the
+	 * function; the changelog flag is set by the call.  Its row type is the
+	 * input's, unless an adapter makes rows of another type of them (CDC
+	 * records into rows of the target): the operator and the uid's state
+	 * see rows of frame.rowdesc.
+	 */
+	PtfFrameInputSpec frame;
 
-/*
- * Store the call's effect with the uid's state, in the caller's
- * transaction: counters, watermark, the stream's position, expired keys
- * swept, changed keys written.  rows_skipped: what the function itself
- * passed over.
- */
-extern void ptf_call_store(DurableState *ds, PtfOperator *op, PtfFrame *frame,
-						   PtfChangeStream *cs, DurableProgress *progress,
-						   uint64 rows_out, uint64 rows_skipped, int64 ttl_us);
+	/*
+	 * Rows go through the adapter, if any, which pushes them into the frame
+	 * itself (frame_push with handle); else straight into the frame.
+	 */
+	PtfRowSink	adapter;
+	void	   *adapter_arg;
 
-/* Builds a uid's operator over ks, for rows of rowdesc (which lives as long as it). */
-typedef PtfOperator *(*PtfBuildOperator) (void *arg, KeyedState *ks, TupleDesc rowdesc);
+	/* set by ptf_call_run */
+	PtfSqlInput sql;			/* sql.changelog: the query returns (kind, data) */
+	PtfFrameInput *handle;
+} PtfCallInput;
 
-/* The keyed state a uid's operator keeps. */
-typedef struct PtfStateSpec
+/* Operators' rowdescs and keys copied for their lifetime. */
+typedef struct PtfCallBuild
 {
-	KeySpec    *keys;
-	TupleDesc	rowdesc;
-	Size		hot;			/* value sizes, as keyed_state_create takes them */
-	Size		cold;
-	int64		ttl_us;
-	int			flags;			/* KEYED_STATE_* besides DURABLE */
-} PtfStateSpec;
+	TupleDesc	rowdescs[FRAME_MAX_INPUTS];
+	KeySpec    *keys[FRAME_MAX_INPUTS];
+} PtfCallBuild;
 
-/*
- * The operator of ds's uid, over its state: loaded from the state table
- * into new keyed state (in call_cxt), or, in a pipeline worker, the one
- * kept from the worker's last step of the uid while it is exactly the
- * stored state -- loading the state every step would cost as much as the
- * state is big.  Its output goes to emit_arg.
- */
-extern PtfOperator *ptf_call_durable_operator(DurableState *ds, const PtfStateSpec *spec,
-											  MemoryContext call_cxt,
-											  PtfBuildOperator build, void *build_arg,
-											  void *emit_arg);
+struct PtfCall
+{
+	const char *function;		/* SQL name */
+	int			ninputs;
+	PtfCallInput inputs[FRAME_MAX_INPUTS];	/* in the order bounded inputs are read */
+	const char *uid;			/* NULL: memory state for this call only */
+	bool		changes;		/* the inputs' change streams (needs uid) */
+	bool		need_proc_time; /* TTL or processing-time timers */
 
-/* Pipeline workers: let go of the operators of other uids. */
-extern void ptf_call_forget_kept(List *keep_uids);
+	/* what a uid's state depends on, besides the inputs and keys */
+	const char *on_time;
+	Oid			time_type;
+	const char *options;
+	const StateLayout *layout;
+	int			nspaces;
+	bool		keeps_images;	/* the state holds rows of the inputs */
+	int64		ttl_us;			/* expired keys are swept before writing */
+
+	/* called once the inputs are planned, before any state is touched */
+	void		(*prepared) (PtfCall *call);
+
+	/* the operator, over the rowdescs and keys of b */
+	PtfOperator *(*build) (PtfCall *call, const PtfOperatorEnv *env,
+						   const PtfCallBuild *b);
+	PtfEmitFn	emit;
+	void	   *emit_arg;
+	PtfOutput  *out;			/* rows_out, and the frame for row checks */
+
+	/* rows the function passed over so far (counted with the uid), or NULL */
+	uint64		(*skipped) (PtfCall *call, PtfOperator *op);
+	void	   *arg;			/* the function's */
+
+	/* set by ptf_call_run */
+	MemoryContext cxt;			/* the call's: the caller deletes it */
+	PtfFrame   *frame;
+};
+
+/* An empty call of function, its memory context made. */
+extern void ptf_call_init(PtfCall *call, const char *function);
+
+/* Add an input; returns it for the function to fill its frame spec. */
+extern PtfCallInput *ptf_call_add_input(PtfCall *call, const char *name,
+										const PtfInputArg *arg, const char *query);
+
+extern void ptf_call_run(PtfCall *call);
 
 #endif							/* PTF_FUNCTIONS_CALL_H */

@@ -14,11 +14,87 @@
 #include "catalog/pg_type.h"
 #include "parser/parse_type.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/tuplestore.h"
 #include "utils/typcache.h"
 
+#include "base/ptf_time.h"
 #include "functions/common.h"
+
+int64		ptf_state_ttl_us = 0;
+static char *ptf_state_ttl_string = NULL;
+
+/*
+ * ptf.state_ttl is an interval ('0', '5 minutes', '1 day'), like Flink's
+ * table.exec.state.ttl.  PostgreSQL 15's input functions cannot report
+ * errors softly, so the check hook traps interval_in's error.
+ */
+static bool
+check_state_ttl(char **newval, void **extra, GucSource source)
+{
+	volatile int64 us = 0;
+	volatile bool ok = true;
+	MemoryContext cxt = CurrentMemoryContext;
+
+	PG_TRY();
+	{
+		Datum		iv = DirectFunctionCall3(interval_in,
+											 CStringGetDatum(*newval),
+											 ObjectIdGetDatum(InvalidOid),
+											 Int32GetDatum(-1));
+
+		us = ptf_interval_to_us(iv, "ptf.state_ttl");
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		GUC_check_errmsg("invalid value for ptf.state_ttl: \"%s\"", *newval);
+		GUC_check_errdetail("%s", edata->message);
+		FreeErrorData(edata);
+		ok = false;
+	}
+	PG_END_TRY();
+
+	if (ok)
+	{
+		/* GUC extra data is malloc'd: guc.c frees it with free() */
+		int64	   *parsed = malloc(sizeof(int64));
+
+		if (parsed == NULL)
+		{
+			GUC_check_errcode(ERRCODE_OUT_OF_MEMORY);
+			return false;
+		}
+		*parsed = us;
+		*extra = parsed;
+	}
+	return ok;
+}
+
+static void
+assign_state_ttl(const char *newval, void *extra)
+{
+	ptf_state_ttl_us = extra ? *(int64 *) extra : 0;
+}
+
+void
+ptf_common_define_gucs(void)
+{
+	DefineCustomStringVariable("ptf.state_ttl",
+							   "Default processing-time retention of per-key state.",
+							   "Used when a call passes no state_ttl. '0' keeps state forever, "
+							   "as Flink's table.exec.state.ttl does by default.",
+							   &ptf_state_ttl_string,
+							   "0",
+							   PGC_USERSET,
+							   0,
+							   check_state_ttl, assign_state_ttl, NULL);
+}
 
 void
 ptf_input_arg(FunctionCallInfo fcinfo, int argno, PtfInputArg *in)

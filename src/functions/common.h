@@ -16,6 +16,10 @@
 #include "frame.h"
 #include "state/key.h"
 
+/* ptf.state_ttl: the state_ttl of calls without one, 0 = keep forever */
+extern int64 ptf_state_ttl_us;
+extern void ptf_common_define_gucs(void);
+
 typedef struct PtfInputArg
 {
 	Oid			rowtype;

@@ -52,7 +52,6 @@ PG_FUNCTION_INFO_V1(ptf_pause_pipeline);
 PG_FUNCTION_INFO_V1(ptf_resume_pipeline);
 PG_FUNCTION_INFO_V1(ptf_pipeline_status_rows);
 
-#define PIPELINE_LOCK_KEY 1347700274	/* with the pipeline's id */
 
 /* ---- waking the worker once the change is committed ---- */
 
@@ -388,6 +387,7 @@ ptf_drop_pipeline(PG_FUNCTION_ARGS)
 	Datum		args[1];
 	Oid			targtypes[1] = {TEXTOID};
 	Datum		targs[1];
+	char	   *slot_name;
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
@@ -400,11 +400,11 @@ ptf_drop_pipeline(PG_FUNCTION_ARGS)
 
 	/* a step in progress finishes first */
 	args[0] = Int32GetDatum(id);
-	ptf_spi_exec_as_owner("SELECT pg_catalog.pg_advisory_xact_lock(1347700274, $1)",
-						  1, argtypes, args, NULL, SPI_OK_SELECT);
+	(void) ptf_lock(PTF_LOCK_PIPELINE, (uint32) id, ExclusiveLock, false, true);
 	ptf_spi_exec_as_owner("DELETE FROM ptf.pipeline_registry WHERE id OPERATOR(pg_catalog.=) $1",
 						  1, argtypes, args, NULL, SPI_OK_DELETE);
-	(void) durable_drop(uid, true);
+	if (durable_drop(uid, true, &slot_name) && slot_name != NULL)
+		change_stream_drop_slot(slot_name);
 	targs[0] = CStringGetTextDatum(ptf_pipeline_origin_name(MyDatabaseId, id));
 	ptf_spi_exec_as_owner("SELECT pg_catalog.pg_replication_origin_drop(roname) "
 						  "FROM pg_catalog.pg_replication_origin WHERE roname OPERATOR(pg_catalog.=) $1",
@@ -433,8 +433,7 @@ set_paused(FunctionCallInfo fcinfo, bool paused)
 	args[0] = Int32GetDatum(id);
 	args[1] = BoolGetDatum(paused);
 	/* a step in progress finishes first; later ones see the change */
-	ptf_spi_exec_as_owner("SELECT pg_catalog.pg_advisory_xact_lock(1347700274, $1)",
-						  1, argtypes, args, NULL, SPI_OK_SELECT);
+	(void) ptf_lock(PTF_LOCK_PIPELINE, (uint32) id, ExclusiveLock, false, true);
 	ptf_spi_exec_as_owner("UPDATE ptf.pipeline_registry SET paused = $2 "
 						  "WHERE id OPERATOR(pg_catalog.=) $1",
 						  2, argtypes, args, NULL, SPI_OK_UPDATE);

@@ -12,19 +12,46 @@
 #include "fmgr.h"
 #include "funcapi.h"
 #include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/typcache.h"
 
 #include "catalog.h"
 #include "functions/common.h"
+#include "input/change_stream.h"
 #include "state/durable.h"
 
 PG_FUNCTION_INFO_V1(ptf_drop_state);
 PG_FUNCTION_INFO_V1(ptf_last_call_stats);
+PG_FUNCTION_INFO_V1(ptf_state_row);
+
+/*
+ * ptf.state_row(image, NULL::t): a row image of a state table (a bytea
+ * field) as a row of t, for looking into state with SQL.
+ */
+Datum
+ptf_state_row(PG_FUNCTION_ARGS)
+{
+	Oid			type = get_fn_expr_argtype(fcinfo->flinfo, 1);
+	TupleDesc	desc;
+	Datum		d;
+
+	if (PG_ARGISNULL(0))
+		PG_RETURN_NULL();
+	if (!OidIsValid(type) || !type_is_rowtype(type) || type == RECORDOID)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("row_type must be a row type, such as NULL::tablename")));
+	desc = lookup_rowtype_tupdesc_copy(type, -1);
+	d = durable_image_datum(PG_GETARG_BYTEA_PP(0), desc);
+	PG_RETURN_DATUM(d);
+}
 
 Datum
 ptf_drop_state(PG_FUNCTION_ARGS)
 {
 	char	   *uid = ptf_uid_arg(fcinfo, 0);
 	bool		dropped;
+	char	   *slot_name;
 
 	if (uid == NULL)
 		ereport(ERROR,
@@ -32,7 +59,15 @@ ptf_drop_state(PG_FUNCTION_ARGS)
 				 errmsg("uid must not be NULL")));
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	dropped = durable_drop(uid, false);
+	dropped = durable_drop(uid, false, &slot_name);
+
+	/*
+	 * The slot of a change stream goes at once (slots are not
+	 * transactional): if the dropping transaction rolls back, the uid keeps
+	 * its state but has lost its stream, and its next call says so.
+	 */
+	if (slot_name != NULL)
+		change_stream_drop_slot(slot_name);
 	SPI_finish();
 	PG_RETURN_BOOL(dropped);
 }

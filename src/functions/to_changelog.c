@@ -37,15 +37,11 @@
 #include "utils/tuplestore.h"
 #include "utils/xid8.h"
 
+#include "base/op_mapping.h"
 #include "catalog.h"
-#include "frame.h"
 #include "functions/call.h"
 #include "functions/common.h"
-#include "input/change_stream.h"
-#include "input/input.h"
-#include "operators/op_mapping.h"
-#include "operators/operator.h"
-#include "state/durable.h"
+#include "operators/normalize.h"
 
 PG_FUNCTION_INFO_V1(ptf_to_changelog);
 
@@ -63,21 +59,19 @@ enum
 
 typedef struct ToChangelogCall
 {
+	PtfCall		call;
 	PtfInputArg input;
 	OpMapping	mapping;
 	bool		full_deletes;
 	KeySpec    *keys;			/* state: the table's replica identity */
 	KeySpec    *delete_keys;	/* what a partial delete keeps */
 	bool		normalize;
-	int64		ttl_us;
-	char	   *uid;
 	PtfOutput	out;
 	uint64		unmapped;
 	TransactionId last_xid;		/* the last decoded transaction, widened */
 	FullTransactionId last_fxid;
 	Datum	   *values;
 	bool	   *nulls;
-	MemoryContext cxt;
 } ToChangelogCall;
 
 /* A 32-bit xid of a decoded (so recent) transaction as xid8. */
@@ -94,60 +88,60 @@ widen_xid(TransactionId xid)
 
 /* The row image as data: whole, or, for a partial delete, its keys alone. */
 static Datum
-row_datum(ToChangelogCall *call, RowKind kind, TupleTableSlot *row)
+row_datum(ToChangelogCall *tc, RowKind kind, TupleTableSlot *row)
 {
-	TupleDesc	desc = call->input.rowdesc;
+	TupleDesc	desc = tc->input.rowdesc;
 	int			i;
 
-	if (kind != ROWKIND_DELETE || call->full_deletes)
+	if (kind != ROWKIND_DELETE || tc->full_deletes)
 		return ExecFetchSlotHeapTupleDatum(row);
 
 	slot_getallattrs(row);
 	for (i = 0; i < desc->natts; i++)
-		call->nulls[i] = true;
-	for (i = 0; i < call->delete_keys->ncols; i++)
+		tc->nulls[i] = true;
+	for (i = 0; i < tc->delete_keys->ncols; i++)
 	{
-		AttrNumber	a = call->delete_keys->cols[i].attno;
+		AttrNumber	a = tc->delete_keys->cols[i].attno;
 
-		call->values[a - 1] = row->tts_values[a - 1];
-		call->nulls[a - 1] = row->tts_isnull[a - 1];
+		tc->values[a - 1] = row->tts_values[a - 1];
+		tc->nulls[a - 1] = row->tts_isnull[a - 1];
 	}
-	return HeapTupleGetDatum(heap_form_tuple(desc, call->values, call->nulls));
+	return HeapTupleGetDatum(heap_form_tuple(desc, tc->values, tc->nulls));
 }
 
 static void
 emit_change(void *arg, RowKind kind, TupleTableSlot *row)
 {
-	ToChangelogCall *call = (ToChangelogCall *) arg;
-	const PtfRowMeta *meta = frame_current_meta(call->out.frame);
+	ToChangelogCall *tc = (ToChangelogCall *) arg;
+	const PtfRowMeta *meta = frame_current_meta(tc->out.frame);
 	Datum		values[5];
 	bool		nulls[5] = {false, false, false, false, false};
 
-	if (!call->mapping.mapped[kind])
+	if (!tc->mapping.mapped[kind])
 	{
-		call->unmapped++;
+		tc->unmapped++;
 		return;
 	}
-	ptf_check_row_complete(call->out.frame, row);
+	ptf_check_row_complete(tc->out.frame, row);
 
-	values[0] = CStringGetTextDatum(call->mapping.code[kind]);
-	values[1] = row_datum(call, kind, row);
+	values[0] = CStringGetTextDatum(tc->mapping.code[kind]);
+	values[1] = row_datum(tc, kind, row);
 	if (XLogRecPtrIsInvalid(meta->lsn))
 		nulls[2] = nulls[3] = nulls[4] = true;
 	else
 	{
 		/* once per transaction: widening takes a lock */
-		if (meta->xid != call->last_xid || !FullTransactionIdIsValid(call->last_fxid))
+		if (meta->xid != tc->last_xid || !FullTransactionIdIsValid(tc->last_fxid))
 		{
-			call->last_xid = meta->xid;
-			call->last_fxid = widen_xid(meta->xid);
+			tc->last_xid = meta->xid;
+			tc->last_fxid = widen_xid(meta->xid);
 		}
 		values[2] = LSNGetDatum(meta->lsn);
 		values[3] = TimestampTzGetDatum(meta->commit_time);
-		values[4] = FullTransactionIdGetDatum(call->last_fxid);
+		values[4] = FullTransactionIdGetDatum(tc->last_fxid);
 	}
-	tuplestore_putvalues(call->out.store, call->out.desc, values, nulls);
-	call->out.rows++;
+	tuplestore_putvalues(tc->out.store, tc->out.desc, values, nulls);
+	tc->out.rows++;
 }
 
 /*
@@ -185,69 +179,64 @@ replica_identity_keys(Oid relid, TupleDesc rowdesc, char *replident)
 	return keys;
 }
 
+/* passthrough over memory state, or images kept per key over a uid's */
 static PtfOperator *
-make_passthrough(void *arg, bool unbounded)
+build_normalize(PtfCall *call, const PtfOperatorEnv *env, const PtfCallBuild *b)
 {
-	ToChangelogCall *call = (ToChangelogCall *) arg;
-	KeyedState *ks = keyed_state_create(call->keys, normalize_value_size(), 0,
-										call->ttl_us, 0, 0, call->cxt);
+	ToChangelogCall *tc = (ToChangelogCall *) call;
+	NormalizeOptions opts;
 
-	return normalize_create(call->input.rowdesc, NORMALIZE_PASSTHROUGH, ks, emit_change, call);
+	opts.rowdesc = b->rowdescs[0];
+	opts.keys = b->keys[0];
+	opts.mode = (env->durable && tc->normalize) ? NORMALIZE_UPSERT : NORMALIZE_PASSTHROUGH;
+	opts.ttl_us = call->ttl_us;
+	return normalize_create(&opts, env);
 }
 
-/* The operator of a uid, over its durable state. */
-static PtfOperator *
-build_normalize(void *arg, KeyedState *ks, TupleDesc rowdesc)
+static uint64
+to_changelog_skipped(PtfCall *call, PtfOperator *op)
 {
-	ToChangelogCall *call = (ToChangelogCall *) arg;
+	ToChangelogCall *tc = (ToChangelogCall *) call;
 
-	return normalize_create(rowdesc, call->normalize ? NORMALIZE_UPSERT : NORMALIZE_PASSTHROUGH,
-							ks, emit_change, call);
+	return tc->unmapped + normalize_dropped(op) + normalize_unchanged(op);
 }
 
 Datum
 ptf_to_changelog(PG_FUNCTION_ARGS)
 {
-	ToChangelogCall call;
+	ToChangelogCall tc;
+	PtfCall    *call = &tc.call;
+	PtfCallInput *in;
 	char	   *query;
-	bool		changes;
 	KeySpec    *partition_by;
-	PtfSqlInput in;
-	PtfChangeStream *cs = NULL;
-	char	   *slot_name = NULL;
-	PtfOperator *op;
-	PtfFrame   *frame;
-	PtfFrameTimeSpec time;
-	DurableState *ds = NULL;
-	DurableProgress progress;
 	char		replident = REPLICA_IDENTITY_FULL;
 	KeySpec    *ri_keys = NULL;
 
-	memset(&call, 0, sizeof(call));
-	memset(&time, 0, sizeof(time));
+	memset(&tc, 0, sizeof(tc));
+	ptf_call_init(call, "to_changelog");
 
 	/* ---- arguments, before anything is read ---- */
-	ptf_input_arg(fcinfo, ARG_INPUT, &call.input);
-	partition_by = ptf_keys_arg(fcinfo, ARG_PARTITION_BY, call.input.rowdesc,
+	ptf_input_arg(fcinfo, ARG_INPUT, &tc.input);
+	partition_by = ptf_keys_arg(fcinfo, ARG_PARTITION_BY, tc.input.rowdesc,
 								"partition_by");
 	if (PG_ARGISNULL(ARG_OP_MAPPING))
-		op_mapping_identity(&call.mapping);
+		op_mapping_identity(&tc.mapping);
 	else
-		op_mapping_from_jsonb(PG_GETARG_JSONB_P(ARG_OP_MAPPING), &call.mapping,
+		op_mapping_from_jsonb(PG_GETARG_JSONB_P(ARG_OP_MAPPING), &tc.mapping,
 							  "op_mapping");
-	call.full_deletes = ptf_bool_arg(fcinfo, ARG_FULL_DELETES, "produces_full_deletes");
-	call.ttl_us = ptf_state_ttl_arg(fcinfo, ARG_STATE_TTL);
-	call.uid = ptf_uid_arg(fcinfo, ARG_UID);
+	tc.full_deletes = ptf_bool_arg(fcinfo, ARG_FULL_DELETES, "produces_full_deletes");
+	call->ttl_us = ptf_state_ttl_arg(fcinfo, ARG_STATE_TTL);
+	call->uid = ptf_uid_arg(fcinfo, ARG_UID);
 	query = ptf_text_arg(fcinfo, ARG_QUERY);
-	changes = ptf_bool_arg(fcinfo, ARG_CHANGES, "changes");
-	ptf_check_input_choice(&call.input, query, changes, call.uid);
+	call->changes = ptf_bool_arg(fcinfo, ARG_CHANGES, "changes");
+	ptf_check_input_choice(&tc.input, query, call->changes, call->uid);
 
-	if (changes)
-		ri_keys = replica_identity_keys(call.input.relid, call.input.rowdesc, &replident);
+	if (call->changes)
+		ri_keys = replica_identity_keys(tc.input.relid, tc.input.rowdesc, &replident);
 
 	/* what a partial delete keeps: partition_by, else the replica identity */
-	call.delete_keys = partition_by->ncols > 0 ? partition_by : ri_keys;
-	if (!call.full_deletes && (call.delete_keys == NULL || call.delete_keys->ncols == 0))
+	tc.delete_keys = partition_by->ncols > 0 ? partition_by : ri_keys;
+	if (!tc.full_deletes && (tc.delete_keys == NULL || tc.delete_keys->ncols == 0))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("produces_full_deletes => false needs key columns to keep"),
@@ -257,71 +246,38 @@ ptf_to_changelog(PG_FUNCTION_ARGS)
 	 * An upsert stream (old images of the key only, none for most updates)
 	 * is normalized when -U rows or whole deletes are asked for.
 	 */
-	call.normalize = (changes && replident != REPLICA_IDENTITY_FULL &&
-					  (call.mapping.mapped[ROWKIND_UPDATE_BEFORE] ||
-					   (call.mapping.mapped[ROWKIND_DELETE] && call.full_deletes)));
-	if (call.normalize && ri_keys == NULL)
+	tc.normalize = (call->changes && replident != REPLICA_IDENTITY_FULL &&
+					(tc.mapping.mapped[ROWKIND_UPDATE_BEFORE] ||
+					 (tc.mapping.mapped[ROWKIND_DELETE] && tc.full_deletes)));
+	if (tc.normalize && ri_keys == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("table %s logs no key for its updates and deletes",
-						get_rel_name(call.input.relid)),
+						get_rel_name(tc.input.relid)),
 				 errdetail("Its replica identity is %s; UPDATE_BEFORE rows and whole deletes need old images.",
 						   replident == REPLICA_IDENTITY_NOTHING ? "NOTHING" : "DEFAULT without a primary key"),
 				 errhint("ALTER TABLE ... REPLICA IDENTITY FULL, or DEFAULT with a primary key.")));
-	call.keys = ri_keys != NULL ? ri_keys : partition_by;
-	time.need_proc_time = call.normalize && call.ttl_us > 0;
+	tc.keys = ri_keys != NULL ? ri_keys : partition_by;
 
-	ptf_output_init(fcinfo, &call.out);
-	call.values = palloc(sizeof(Datum) * Max(call.input.rowdesc->natts, 1));
-	call.nulls = palloc(sizeof(bool) * Max(call.input.rowdesc->natts, 1));
-	call.cxt = AllocSetContextCreate(CurrentMemoryContext, "ptf to_changelog",
-									 ALLOCSET_DEFAULT_SIZES);
+	in = ptf_call_add_input(call, "input", &tc.input, query);
+	in->frame.keys = tc.keys;
+	in->on_truncate = TRUNCATE_ERROR;
+	call->need_proc_time = tc.normalize && call->ttl_us > 0;
+	call->layout = &normalize_layout;
+	call->keeps_images = tc.normalize;
+	/* images kept or not: a uid cannot switch, its images would be stale */
+	call->options = tc.normalize ? "normalizing (an image kept per key)" : NULL;
+	call->build = build_normalize;
+	call->skipped = to_changelog_skipped;
 
-	slot_name = ptf_call_prepare(&in, call.input.relid, call.input.rowdesc, query,
-								 changes, call.uid);
+	ptf_output_init(fcinfo, &tc.out);
+	call->out = &tc.out;
+	call->emit = emit_change;
+	call->emit_arg = &tc;
+	tc.values = palloc(sizeof(Datum) * Max(tc.input.rowdesc->natts, 1));
+	tc.nulls = palloc(sizeof(bool) * Max(tc.input.rowdesc->natts, 1));
 
-	/* ---- state and operator ---- */
-	if (call.uid != NULL)
-	{
-		DurableIdentity id;
-		PtfStateSpec spec;
-
-		memset(&id, 0, sizeof(id));
-		id.uid = call.uid;
-		id.function = "to_changelog";
-		id.rowdesc = call.input.rowdesc;
-		id.keys = call.keys;
-		id.keeps_images = true;
-		id.slot_name = slot_name;
-		/* images kept or not: a uid cannot switch, its images would be stale */
-		id.options = call.normalize ? "normalizing (an image kept per key)" : NULL;
-		ds = durable_open(&id, &progress);
-
-		spec.keys = call.keys;
-		spec.rowdesc = call.input.rowdesc;
-		spec.hot = normalize_value_size();
-		spec.cold = 0;
-		spec.ttl_us = call.ttl_us;
-		spec.flags = KEYED_STATE_REMOVABLE;
-		op = ptf_call_durable_operator(ds, &spec, call.cxt, build_normalize, &call, &call);
-	}
-	else
-		op = make_passthrough(&call, false);
-
-	frame = frame_create(op, call.input.rowdesc, &time, in.changelog || changes,
-						 make_passthrough, &call);
-	call.out.frame = frame;
-
-	/* ---- run ---- */
-	cs = ptf_call_run(&in, call.input.relid, call.input.rowdesc, slot_name, TRUNCATE_ERROR,
-					  &progress, NULL, frame, call.uid == NULL);
-	if (ds != NULL)
-		ptf_call_store(ds, op, frame, cs, &progress, call.out.rows,
-					   call.unmapped + normalize_dropped(op) + normalize_unchanged(op),
-					   call.ttl_us);
-	ptf_record_call_stats("to_changelog", frame, call.out.rows);
-
-	SPI_finish();
-	MemoryContextDelete(call.cxt);
+	ptf_call_run(call);
+	MemoryContextDelete(call->cxt);
 	return (Datum) 0;
 }

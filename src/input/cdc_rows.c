@@ -35,7 +35,7 @@ typedef struct ImageColumn
 } ImageColumn;
 
 static void decode(CdcRows *d, TupleTableSlot *row, const PtfRowMeta *meta,
-				   PtfMetaRowSink sink, void *arg);
+				   PtfRowSink sink, void *arg);
 
 struct CdcRows
 {
@@ -308,7 +308,7 @@ envelope_image(CdcRows *d, TupleTableSlot *row, RowKind kind, bool pair)
 
 static void
 hand_over(CdcRows *d, TupleTableSlot *row, RowKind kind, bool pair, const PtfRowMeta *meta,
-		  PtfMetaRowSink sink, void *arg)
+		  PtfRowSink sink, void *arg)
 {
 	if (!d->envelope)
 	{
@@ -361,7 +361,7 @@ decode_error_context(void *arg)
 
 void
 cdc_rows_decode(CdcRows *d, TupleTableSlot *row, const PtfRowMeta *meta,
-				PtfMetaRowSink sink, void *arg)
+				PtfRowSink sink, void *arg)
 {
 	static const PtfRowMeta no_meta;
 	DecodeContext c;
@@ -383,7 +383,7 @@ cdc_rows_decode(CdcRows *d, TupleTableSlot *row, const PtfRowMeta *meta,
 
 static void
 decode(CdcRows *d, TupleTableSlot *row, const PtfRowMeta *meta,
-	   PtfMetaRowSink sink, void *arg)
+	   PtfRowSink sink, void *arg)
 {
 	const CodeMapping *m = d->spec.mapping;
 	bool		isnull;

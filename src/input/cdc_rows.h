@@ -16,8 +16,8 @@
 
 #include "executor/tuptable.h"
 
-#include "operators/op_mapping.h"
-#include "ptf.h"
+#include "base/base.h"
+#include "base/op_mapping.h"
 
 typedef struct CdcRowsSpec
 {
@@ -41,7 +41,7 @@ extern CdcRows *cdc_rows_create(const CdcRowsSpec *spec);
  * row came from (a change stream's LSN), for messages.
  */
 extern void cdc_rows_decode(CdcRows *d, TupleTableSlot *row, const PtfRowMeta *meta,
-							PtfMetaRowSink sink, void *arg);
+							PtfRowSink sink, void *arg);
 
 /* rows skipped for a NULL or unmapped code */
 extern uint64 cdc_rows_skipped(CdcRows *d);

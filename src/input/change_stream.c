@@ -7,7 +7,9 @@
  * The decoding loop is pg_logical_slot_peek_changes' (logicalfuncs.c),
  * with our own output plugin (decoding/plugin.c) in its in-process mode:
  * it gives us each change's heap tuples, which become slot contents with
- * no text in between.  Only the source table's changes are looked at.
+ * no text in between.  Only the changes of the stream's tables are looked
+ * at; a stream of several tables (a temporal join's two sides) hands each
+ * table's changes to its own sink, in commit order.
  *
  * Exactly once: a transaction is read whole or not at all; the position
  * stored with the uid's state is the end LSN of the last transaction
@@ -27,6 +29,8 @@
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
+
+#include <limits.h>
 
 #include "access/detoast.h"
 #include "access/heapam.h"
@@ -54,25 +58,33 @@
 #include "utils/rel.h"
 #include "utils/rls.h"
 
+#include "base/kept.h"
 #include "catalog.h"
 #include "decoding/plugin.h"
 #include "input/change_stream.h"
 #include "input/input.h"
+#include "utils/guc.h"
 
 int			ptf_max_changes_per_call = 1000000;
 ChangeStreamReport change_stream_last_report;
 bool		change_stream_start_only = false;
 
+/* A table of the stream, while it is read. */
+typedef struct StreamTable
+{
+	ChangeStreamTable t;
+	TupleDesc	checked_desc;	/* the historic descriptor last found compatible */
+	TupleTableSlot *old_slot;
+	TupleTableSlot *new_slot;
+} StreamTable;
+
 struct PtfChangeStream
 {
-	Oid			relid;
-	TupleDesc	rowdesc;
 	char	   *slot_name;
-	ChangeStreamTruncate on_truncate;
+	int			ntables;
+	StreamTable *tables;
 
 	/* set by change_stream_run */
-	PtfMetaRowSink sink;
-	void	   *sink_arg;
 	XLogRecPtr	resume_after;
 	XLogRecPtr	position;		/* end of the last transaction read */
 	uint64		rows;
@@ -86,11 +98,8 @@ struct PtfChangeStream
 	bool		skip_txn;
 	PtfRowMeta	meta;
 
-	TupleDesc	checked_desc;	/* the historic descriptor last found compatible */
 	ResourceOwner outer_owner;	/* the caller's, not decoding's subtransaction's */
 	MemoryContext outer_cxt;
-	TupleTableSlot *old_slot;
-	TupleTableSlot *new_slot;
 	MemoryContext rowcxt;
 };
 
@@ -135,79 +144,46 @@ slot_exists_here(const char *name)
  */
 typedef struct KeptDecoder
 {
-	char		slot_name[NAMEDATALEN];
-	MemoryContext cxt;			/* holds the context; deleted with it */
 	LogicalDecodingContext *ctx;
 	ReplicationSlot *slot;
 	XLogRecPtr	last_productive;	/* transactions up to here gave rows */
 	XLogRecPtr	confirmed;		/* the slot's confirmed_flush, as we left it */
 } KeptDecoder;
 
-#define MAX_KEPT_DECODERS 64
-static KeptDecoder *kept[MAX_KEPT_DECODERS];
+/* its WAL segment file is the reader's own descriptor */
+static void
+release_decoder(PtfKept *k)
+{
+	KeptDecoder *kd = (KeptDecoder *) k->data;
+
+	if (kd != NULL && kd->ctx != NULL && kd->ctx->reader->seg.ws_file >= 0)
+		wal_segment_close(kd->ctx->reader);
+}
 
 static KeptDecoder *
-find_kept(const char *slot_name)
+kept_decoder(PtfKept *k)
 {
-	int			i;
-
-	for (i = 0; i < MAX_KEPT_DECODERS; i++)
-		if (kept[i] != NULL && strcmp(kept[i]->slot_name, slot_name) == 0)
-			return kept[i];
-	return NULL;
-}
-
-static void
-forget_kept(KeptDecoder *kd)
-{
-	int			i;
-
-	for (i = 0; i < MAX_KEPT_DECODERS; i++)
-		if (kept[i] == kd)
-			kept[i] = NULL;
-	/* its WAL segment file is the reader's own descriptor */
-	if (kd->ctx != NULL && kd->ctx->reader->seg.ws_file >= 0)
-		wal_segment_close(kd->ctx->reader);
-	MemoryContextDelete(kd->cxt);
-	pfree(kd);
-}
-
-void
-change_stream_forget_kept(List *keep_slot_names)
-{
-	int			i;
-
-	for (i = 0; i < MAX_KEPT_DECODERS; i++)
-	{
-		ListCell   *lc;
-		bool		wanted = false;
-
-		if (kept[i] == NULL)
-			continue;
-		foreach(lc, keep_slot_names)
-			if (strcmp(kept[i]->slot_name, (char *) lfirst(lc)) == 0)
-				wanted = true;
-		if (!wanted)
-			forget_kept(kept[i]);
-	}
+	return (KeptDecoder *) k->data;
 }
 
 /*
  * The kept context for the slot just acquired, if it can go on from
  * resume_after; one that cannot is let go.
  */
-static KeptDecoder *
+static PtfKept *
 usable_kept(const char *slot_name, XLogRecPtr resume_after)
 {
-	KeptDecoder *kd = find_kept(slot_name);
+	PtfKept    *k = ptf_kept_find(PTF_KEPT_DECODER, slot_name);
+	KeptDecoder *kd;
 
-	if (kd == NULL)
+	if (k == NULL)
 		return NULL;
-	if (kd->slot == MyReplicationSlot &&
+	kd = kept_decoder(k);
+	if (kd->ctx != NULL && kd->slot == MyReplicationSlot &&
 		kd->confirmed == MyReplicationSlot->data.confirmed_flush &&
 		kd->last_productive <= resume_after)
-		return kd;
-	forget_kept(kd);
+		return k;
+	ptf_kept_forget(k);
 	return NULL;
 }
 
@@ -227,22 +203,16 @@ has_spilled(ReorderBuffer *rb)
 	return false;
 }
 
-static KeptDecoder *
+static PtfKept *
 new_kept(const char *slot_name)
 {
-	int			i;
-	KeptDecoder *kd;
+	PtfKept    *k = ptf_kept_new(PTF_KEPT_DECODER, slot_name);
 
-	for (i = 0; i < MAX_KEPT_DECODERS && kept[i] != NULL; i++)
-		;
-	if (i == MAX_KEPT_DECODERS)
+	if (k == NULL)
 		return NULL;
-	kd = MemoryContextAllocZero(TopMemoryContext, sizeof(KeptDecoder));
-	strlcpy(kd->slot_name, slot_name, NAMEDATALEN);
-	kd->cxt = AllocSetContextCreate(TopMemoryContext, "ptf kept decoding context",
-									ALLOCSET_DEFAULT_SIZES);
-	kept[i] = kd;
-	return kd;
+	k->data = MemoryContextAllocZero(k->cxt, sizeof(KeptDecoder));
+	k->release = release_decoder;
+	return k;
 }
 
 void
@@ -251,15 +221,15 @@ change_stream_confirm(const char *slot_name, XLogRecPtr lsn)
 	ReplicationSlotAcquire(slot_name, true);
 	PG_TRY();
 	{
-		KeptDecoder *kd = find_kept(slot_name);
+		PtfKept    *k = ptf_kept_find(PTF_KEPT_DECODER, slot_name);
 
 		if (MyReplicationSlot->data.confirmed_flush < lsn)
 		{
 			LogicalConfirmReceivedLocation(lsn);
 			ReplicationSlotMarkDirty();
 		}
-		if (kd != NULL && kd->slot == MyReplicationSlot)
-			kd->confirmed = MyReplicationSlot->data.confirmed_flush;
+		if (k != NULL && kept_decoder(k)->slot == MyReplicationSlot)
+			kept_decoder(k)->confirmed = MyReplicationSlot->data.confirmed_flush;
 	}
 	PG_FINALLY();
 	{
@@ -276,13 +246,11 @@ change_stream_drop_slot(const char *slot_name)
 		ReplicationSlotDrop(slot_name, false);
 }
 
-char *
-change_stream_prepare(const char *uid, Oid relid)
+/* a table whose changes the caller may read */
+static void
+check_stream_table(Oid relid)
 {
 	char		relkind = get_rel_relkind(relid);
-	char	   *slot;
-	Oid			argtypes[1] = {TEXTOID};
-	Datum		values[1];
 
 	if (relkind != RELKIND_RELATION)
 		ereport(ERROR,
@@ -302,11 +270,22 @@ change_stream_prepare(const char *uid, Oid relid)
 				 errmsg("changes => true cannot apply the row-level security of table %s",
 						get_rel_name(relid)),
 				 errhint("Read the change stream as the table's owner or a role that bypasses row-level security.")));
+}
+
+char *
+change_stream_prepare(const char *uid, const Oid *relids, int nrelids)
+{
+	char	   *slot;
+	Oid			argtypes[1] = {TEXTOID};
+	Datum		values[1];
+	int			i;
+
+	for (i = 0; i < nrelids; i++)
+		check_stream_table(relids[i]);
 
 	/* one creator at a time per uid, until this transaction ends */
+	(void) ptf_lock(PTF_LOCK_UID, ptf_lock_id_of_name(uid), ExclusiveLock, false, true);
 	values[0] = CStringGetTextDatum(uid);
-	ptf_spi_exec_as_owner("SELECT pg_catalog.pg_advisory_xact_lock(1347700273, pg_catalog.hashtext($1))",
-						  1, argtypes, values, NULL, SPI_OK_SELECT);
 
 	ptf_spi_exec_as_owner("SELECT slot_name FROM ptf.uid_registry WHERE uid OPERATOR(pg_catalog.=) $1",
 						  1, argtypes, values, NULL, SPI_OK_SELECT);
@@ -340,20 +319,35 @@ change_stream_prepare(const char *uid, Oid relid)
 }
 
 PtfChangeStream *
-change_stream_create(Oid relid, TupleDesc rowdesc, const char *slot_name,
-					 ChangeStreamTruncate on_truncate)
+change_stream_create(const char *slot_name, const ChangeStreamTable *tables, int ntables)
 {
 	PtfChangeStream *cs = palloc0(sizeof(PtfChangeStream));
+	int			i;
 
-	cs->relid = relid;
-	cs->rowdesc = rowdesc;
 	cs->slot_name = pstrdup(slot_name);
-	cs->on_truncate = on_truncate;
-	cs->old_slot = MakeSingleTupleTableSlot(rowdesc, &TTSOpsHeapTuple);
-	cs->new_slot = MakeSingleTupleTableSlot(rowdesc, &TTSOpsHeapTuple);
+	cs->ntables = ntables;
+	cs->tables = palloc0(sizeof(StreamTable) * ntables);
+	for (i = 0; i < ntables; i++)
+	{
+		cs->tables[i].t = tables[i];
+		cs->tables[i].old_slot = MakeSingleTupleTableSlot(tables[i].rowdesc, &TTSOpsHeapTuple);
+		cs->tables[i].new_slot = MakeSingleTupleTableSlot(tables[i].rowdesc, &TTSOpsHeapTuple);
+	}
 	cs->rowcxt = AllocSetContextCreate(CurrentMemoryContext, "ptf change row",
 									   ALLOCSET_DEFAULT_SIZES);
 	return cs;
+}
+
+/* the stream's table of a decoded relation, or NULL */
+static StreamTable *
+stream_table(PtfChangeStream *cs, Oid relid)
+{
+	int			i;
+
+	for (i = 0; i < cs->ntables; i++)
+		if (cs->tables[i].t.relid == relid)
+			return &cs->tables[i];
+	return NULL;
 }
 
 XLogRecPtr
@@ -403,19 +397,20 @@ cs_commit(void *arg, ReorderBufferTXN *txn, XLogRecPtr commit_lsn)
  * read rows with, but for columns added since (read as their defaults).
  */
 static void
-check_descriptor(PtfChangeStream *cs, Relation rel)
+check_descriptor(PtfChangeStream *cs, StreamTable *st, Relation rel)
 {
 	TupleDesc	hist = RelationGetDescr(rel);
+	TupleDesc	rowdesc = st->t.rowdesc;
 	int			i;
 
-	if (hist == cs->checked_desc)
+	if (hist == st->checked_desc)
 		return;
-	if (hist->natts > cs->rowdesc->natts)
+	if (hist->natts > rowdesc->natts)
 		goto incompatible;
 	for (i = 0; i < hist->natts; i++)
 	{
 		Form_pg_attribute h = TupleDescAttr(hist, i);
-		Form_pg_attribute r = TupleDescAttr(cs->rowdesc, i);
+		Form_pg_attribute r = TupleDescAttr(rowdesc, i);
 
 		if (h->attisdropped != r->attisdropped && !r->attisdropped)
 			goto incompatible;
@@ -423,7 +418,7 @@ check_descriptor(PtfChangeStream *cs, Relation rel)
 			(h->atttypid != r->atttypid || h->attlen != r->attlen))
 			goto incompatible;
 	}
-	cs->checked_desc = hist;
+	st->checked_desc = hist;
 	return;
 
 incompatible:
@@ -517,8 +512,8 @@ flatten_indirect(TupleDesc desc, HeapTuple tup)
 }
 
 static void
-hand_over(PtfChangeStream *cs, RowKind kind, TupleTableSlot *slot, HeapTuple tup,
-		  bool partial, bool incomplete)
+hand_over(PtfChangeStream *cs, StreamTable *st, RowKind kind, TupleTableSlot *slot,
+		  HeapTuple tup, bool partial, bool incomplete)
 {
 	ResourceOwner decoding_owner = CurrentResourceOwner;
 
@@ -532,7 +527,7 @@ hand_over(PtfChangeStream *cs, RowKind kind, TupleTableSlot *slot, HeapTuple tup
 	 * to the caller.
 	 */
 	CurrentResourceOwner = cs->outer_owner;
-	cs->sink(cs->sink_arg, kind, slot, &cs->meta);
+	st->t.sink(st->t.sink_arg, kind, slot, &cs->meta);
 	CurrentResourceOwner = decoding_owner;
 	ExecClearTuple(slot);
 	cs->rows++;
@@ -547,14 +542,15 @@ cs_change(void *arg, ReorderBufferTXN *txn, Relation rel, ReorderBufferChange *c
 	HeapTuple	newtup;
 	HeapTuple	oldtup;
 	bool		full;
+	StreamTable *st;
 
-	if (cs->skip_txn || RelationGetRelid(rel) != cs->relid)
+	if (cs->skip_txn || (st = stream_table(cs, RelationGetRelid(rel))) == NULL)
 		return;
 
 	MemoryContextReset(cs->rowcxt);
 	old = MemoryContextSwitchTo(cs->rowcxt);
 	cs->meta.lsn = change->lsn;
-	check_descriptor(cs, rel);
+	check_descriptor(cs, st, rel);
 	full = (rel->rd_rel->relreplident == REPLICA_IDENTITY_FULL);
 	newtup = change->data.tp.newtuple ? &change->data.tp.newtuple->tuple : NULL;
 	oldtup = change->data.tp.oldtuple ? &change->data.tp.oldtuple->tuple : NULL;
@@ -562,7 +558,7 @@ cs_change(void *arg, ReorderBufferTXN *txn, Relation rel, ReorderBufferChange *c
 	switch (change->action)
 	{
 		case REORDER_BUFFER_CHANGE_INSERT:
-			hand_over(cs, ROWKIND_INSERT, cs->new_slot, newtup, false, false);
+			hand_over(cs, st, ROWKIND_INSERT, st->new_slot, newtup, false, false);
 			break;
 
 		case REORDER_BUFFER_CHANGE_UPDATE:
@@ -575,15 +571,15 @@ cs_change(void *arg, ReorderBufferTXN *txn, Relation rel, ReorderBufferChange *c
 					incomplete = false;
 				}
 				if (oldtup)
-					hand_over(cs, ROWKIND_UPDATE_BEFORE, cs->old_slot, oldtup, !full, false);
-				hand_over(cs, ROWKIND_UPDATE_AFTER, cs->new_slot, newtup, false, incomplete);
+					hand_over(cs, st, ROWKIND_UPDATE_BEFORE, st->old_slot, oldtup, !full, false);
+				hand_over(cs, st, ROWKIND_UPDATE_AFTER, st->new_slot, newtup, false, incomplete);
 			}
 			break;
 
 		case REORDER_BUFFER_CHANGE_DELETE:
 			/* REPLICA IDENTITY NOTHING logs no old image: no key, nothing to say */
 			if (oldtup)
-				hand_over(cs, ROWKIND_DELETE, cs->old_slot, oldtup, !full, false);
+				hand_over(cs, st, ROWKIND_DELETE, st->old_slot, oldtup, !full, false);
 			else
 				cs->skipped++;
 			break;
@@ -605,9 +601,11 @@ cs_truncate(void *arg, ReorderBufferTXN *txn, int nrelations, Relation *relation
 		return;
 	for (i = 0; i < nrelations; i++)
 	{
-		if (RelationGetRelid(relations[i]) != cs->relid)
+		StreamTable *st = stream_table(cs, RelationGetRelid(relations[i]));
+
+		if (st == NULL)
 			continue;
-		if (cs->on_truncate == TRUNCATE_ERROR)
+		if (st->t.on_truncate == TRUNCATE_ERROR)
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 					 errmsg("table %s was truncated, which a changelog cannot represent",
@@ -678,12 +676,11 @@ check_slot_usable(const char *slot_name, XLogRecPtr resume_after)
 }
 
 void
-change_stream_run(PtfChangeStream *cs, XLogRecPtr resume_after,
-				  bool resume_committed, PtfMetaRowSink sink, void *arg)
+change_stream_run(PtfChangeStream *cs, XLogRecPtr resume_after, bool resume_committed)
 {
 	PtfDecodingSink dsink;
 	LogicalDecodingContext *volatile ctx = NULL;
-	KeptDecoder *volatile kd = NULL;
+	PtfKept    *volatile kd = NULL;
 	XLogRecPtr	end_of_wal;
 
 	if (change_stream_start_only)
@@ -694,8 +691,6 @@ change_stream_run(PtfChangeStream *cs, XLogRecPtr resume_after,
 		return;
 	}
 
-	cs->sink = sink;
-	cs->sink_arg = arg;
 	cs->outer_owner = CurrentResourceOwner;
 	cs->outer_cxt = CurrentMemoryContext;
 	cs->resume_after = resume_after;
@@ -740,7 +735,7 @@ change_stream_run(PtfChangeStream *cs, XLogRecPtr resume_after,
 
 		ptf_decoding_sink = &dsink;
 		if (kd != NULL)
-			ctx = kd->ctx;
+			ctx = kept_decoder(kd)->ctx;
 		else
 		{
 			MemoryContext old = CurrentMemoryContext;
@@ -754,7 +749,7 @@ change_stream_run(PtfChangeStream *cs, XLogRecPtr resume_after,
 										NULL, write_refused, NULL);
 			MemoryContextSwitchTo(old);
 			if (kd != NULL)
-				kd->ctx = ctx;
+				kept_decoder(kd)->ctx = ctx;
 			XLogBeginRead(ctx->reader, MyReplicationSlot->data.restart_lsn);
 		}
 		InvalidateSystemCaches();
@@ -788,16 +783,18 @@ change_stream_run(PtfChangeStream *cs, XLogRecPtr resume_after,
 			 * Whoever decodes the slot next deletes its spill files: a
 			 * context holding spilled transactions is not kept.
 			 */
-			forget_kept(kd);
+			ptf_kept_forget(kd);
 			kd = NULL;
 			ctx = NULL;
 		}
 		if (kd != NULL)
 		{
+			KeptDecoder *d = kept_decoder(kd);
+
 			if (!XLogRecPtrIsInvalid(cs->last_productive))
-				kd->last_productive = cs->last_productive;
-			kd->slot = MyReplicationSlot;
-			kd->confirmed = MyReplicationSlot->data.confirmed_flush;
+				d->last_productive = cs->last_productive;
+			d->slot = MyReplicationSlot;
+			d->confirmed = MyReplicationSlot->data.confirmed_flush;
 		}
 		else if (ctx != NULL)
 			FreeDecodingContext(ctx);
@@ -812,7 +809,7 @@ change_stream_run(PtfChangeStream *cs, XLogRecPtr resume_after,
 		ptf_decoding_sink = NULL;
 		/* a context that failed midway is not to be trusted again */
 		if (kd != NULL)
-			forget_kept(kd);
+			ptf_kept_forget(kd);
 		InvalidateSystemCaches();
 		/* an error caught by a savepoint must not leave the slot ours */
 		if (MyReplicationSlot != NULL)
@@ -820,4 +817,17 @@ change_stream_run(PtfChangeStream *cs, XLogRecPtr resume_after,
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
+}
+
+void
+change_stream_define_gucs(void)
+{
+	DefineCustomIntVariable("ptf.max_changes_per_call",
+							"Rows a call reads from a change stream, at most.",
+							"A call stops at the end of the transaction that reaches it; the next "
+							"call continues there. 0: no limit.",
+							&ptf_max_changes_per_call,
+							1000000, 0, INT_MAX,
+							PGC_USERSET, 0,
+							NULL, NULL, NULL);
 }

@@ -21,7 +21,7 @@
 #include "access/xlogdefs.h"
 #include "datatype/timestamp.h"
 
-#include "ptf.h"
+#include "base/base.h"
 
 typedef struct PtfChangeStream PtfChangeStream;
 
@@ -49,35 +49,49 @@ extern ChangeStreamReport change_stream_last_report;
 extern bool change_stream_start_only;
 
 /*
- * Checks the table (a plain table the caller may read entirely, without
+ * Checks the tables (plain tables the caller may read entirely, without
  * row-level security), then makes sure the uid has a slot, creating it if
  * this is the uid's first call.  Must run before the call writes anything
  * (a slot cannot be created in a transaction that has).  Returns the slot
  * name, for the uid's registry row.
  */
-extern char *change_stream_prepare(const char *uid, Oid relid);
+extern char *change_stream_prepare(const char *uid, const Oid *relids, int nrelids);
 
-extern PtfChangeStream *change_stream_create(Oid relid, TupleDesc rowdesc,
-											 const char *slot_name,
-											 ChangeStreamTruncate on_truncate);
+/* One table whose changes a stream reads, and where its rows go. */
+typedef struct ChangeStreamTable
+{
+	Oid			relid;
+	TupleDesc	rowdesc;
+	ChangeStreamTruncate on_truncate;
+	PtfRowSink	sink;
+	void	   *sink_arg;
+} ChangeStreamTable;
+
+/*
+ * A stream of the changes of one or more tables, read through one slot:
+ * the tables' changes arrive interleaved in commit order.
+ */
+extern PtfChangeStream *change_stream_create(const char *slot_name,
+											 const ChangeStreamTable *tables,
+											 int ntables);
 
 /*
  * Decode the slot: every transaction ending after resume_after (the uid's
- * stored position, committed or not) is handed to sink, up to about
- * ptf.max_changes_per_call rows, stopping at a transaction's end.
+ * stored position, committed or not) is handed to the tables' sinks, up to
+ * about ptf.max_changes_per_call rows, stopping at a transaction's end.
  */
 extern void change_stream_run(PtfChangeStream *cs, XLogRecPtr resume_after,
-							  bool resume_committed, PtfMetaRowSink sink, void *arg);
+							  bool resume_committed);
 
 /* the end LSN of the last transaction read (the position to store) */
 extern XLogRecPtr change_stream_position(PtfChangeStream *cs);
 extern uint64 change_stream_skipped(PtfChangeStream *cs);
 
-/* ptf.drop_state: the uid's slot goes with it */
+/* ptf.drop_state: the uid's slot goes with it (if it is this database's) */
 extern void change_stream_drop_slot(const char *slot_name);
 
-/* Pipeline workers keep decoding contexts: let go of those of other slots. */
-extern void change_stream_forget_kept(List *keep_slot_names);
+/* GUCs of change streams (ptf.max_changes_per_call), from _PG_init */
+extern void change_stream_define_gucs(void);
 
 /* Let the slot go of what is before lsn, a committed position. */
 extern void change_stream_confirm(const char *slot_name, XLogRecPtr lsn);

@@ -3,8 +3,8 @@
  * input.h
  *	  Input adapters: where an operator's rows come from.
  *
- * Every adapter hands rows to a PtfRowSink as (kind, slot), the slot in
- * the layout of the input row type.  Relation and query inputs run through
+ * Every adapter hands rows to a PtfRowSink (base/base.h) as (kind, slot,
+ * origin), the slot in the layout of the input row type.  Relation and query inputs run through
  * the executor (SPI with a DestReceiver of ours), so privileges and
  * row-level security hold exactly as for the same SELECT, and rows stream
  * into the operator without being materialized.
@@ -18,9 +18,7 @@
 #include "executor/spi.h"
 #include "executor/tuptable.h"
 
-#include "ptf.h"
-
-typedef void (*PtfRowSink) (void *arg, RowKind kind, TupleTableSlot *row);
+#include "base/base.h"
 
 typedef struct PtfSqlInput
 {
@@ -52,8 +50,5 @@ extern void sql_input_run(PtfSqlInput *in, PtfRowSink sink, void *arg);
  */
 extern void ptf_slot_store_composite(TupleTableSlot *slot, Datum composite,
 									 HeapTupleData *buf);
-
-/* Name of a relation for messages and SQL text, schema-qualified, quoted. */
-extern char *ptf_relation_sql_name(Oid relid);
 
 #endif							/* PTF_INPUT_H */

@@ -23,6 +23,7 @@
 #include "utils/memutils.h"
 #include "utils/plancache.h"
 
+#include "catalog.h"
 #include "input/input.h"
 
 typedef struct SqlInputDest
@@ -49,17 +50,6 @@ ptf_slot_store_composite(TupleTableSlot *slot, Datum composite, HeapTupleData *b
 	buf->t_tableOid = InvalidOid;
 	buf->t_data = th;
 	ExecStoreHeapTuple(buf, slot, false);
-}
-
-char *
-ptf_relation_sql_name(Oid relid)
-{
-	char	   *relname = get_rel_name(relid);
-
-	if (relname == NULL)
-		elog(ERROR, "cache lookup failed for relation %u", relid);
-	return quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
-									  relname);
 }
 
 /* Non-dropped columns of a descriptor, for shape checks. */
@@ -194,16 +184,16 @@ dest_receive(TupleTableSlot *slot, DestReceiver *self)
 					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 					 errmsg("input changelog row has a NULL data row")));
 		ptf_slot_store_composite(d->data_slot, data, &d->data_tuple);
-		d->sink(d->sink_arg, kind, d->data_slot);
+		d->sink(d->sink_arg, kind, d->data_slot, NULL);
 		ExecClearTuple(d->data_slot);
 	}
 	else if (d->conv_slot != NULL)
 	{
 		execute_attr_map_slot(d->in->map->attrMap, slot, d->conv_slot);
-		d->sink(d->sink_arg, ROWKIND_INSERT, d->conv_slot);
+		d->sink(d->sink_arg, ROWKIND_INSERT, d->conv_slot, NULL);
 	}
 	else
-		d->sink(d->sink_arg, ROWKIND_INSERT, slot);
+		d->sink(d->sink_arg, ROWKIND_INSERT, slot, NULL);
 
 	MemoryContextSwitchTo(old);
 	return true;

@@ -9,11 +9,13 @@
  * not mark it (seed 4.1.3.7).
  *
  * Event time (on_time): each key keeps one candidate, the row with the
- * smallest event time so far (ties keep the earlier arrival), and a timer
- * at its time.  When the watermark reaches the timer the candidate is
- * emitted and the key becomes seen.  Rows strictly below the watermark are
- * late: dropped without touching state (seed 4.1.3.5, Flink's
- * RowTimeDeduplicateKeepFirstRowFunction).
+ * smallest event time so far (ties keep the earlier arrival), and an
+ * event-time timer at its time.  When the watermark reaches the timer the
+ * candidate is emitted and the key becomes seen.  Rows strictly below the
+ * watermark are late: dropped without touching state (seed 4.1.3.5,
+ * Flink's RowTimeDeduplicateKeepFirstRowFunction).  A replaced candidate's
+ * timer is left in the queue and ignored when it fires: the key's
+ * candidate is then gone or of another time.
  *
  * TTL is processing time: a seen key expires state_ttl after it was
  * marked, or after its last swallowed change when reset_ttl_on_duplicate.
@@ -30,10 +32,9 @@
 #include "postgres.h"
 
 #include "executor/tuptable.h"
-#include "lib/pairingheap.h"
 #include "utils/memutils.h"
 
-#include "operators/operator.h"
+#include "operators/dedup.h"
 #include "state/tuple_pool.h"
 
 /*
@@ -47,7 +48,6 @@ typedef struct DedupHot
 {
 	PtfTime		time;			/* the candidate's event time */
 	int64		seq;			/* arrival order, for ties between timers */
-	pairingheap_node node;		/* timer */
 } DedupHot;
 
 #define DEDUP_HOT_NO_TIMER_SIZE offsetof(DedupHot, seq)
@@ -57,33 +57,35 @@ typedef struct DedupCold
 	PooledTuple cand;			/* the candidate; tuple NULL once emitted */
 } DedupCold;
 
+#define DEDUP_TIMER_CANDIDATE 1
+
 typedef struct DedupOperator
 {
 	PtfOperator base;
 	bool		event_time;
 	bool		reset_ttl;
 	bool		live_timers;	/* the watermark may move during the input */
-	pairingheap timers;
 	TuplePool  *pool;			/* candidate rows, inside the state's context */
 	TupleTableSlot *emit_slot;
 	int64		next_seq;
 } DedupOperator;
 
-/* min-heap on (time, seq) */
-static int
-timer_cmp(const pairingheap_node *a, const pairingheap_node *b, void *arg)
+enum
 {
-	const DedupHot *va = pairingheap_const_container(DedupHot, node, a);
-	const DedupHot *vb = pairingheap_const_container(DedupHot, node, b);
+	DEDUP_FIELD_EVENT_TIME,
+	DEDUP_FIELD_SEQ,
+	DEDUP_FIELD_IMAGE
+};
 
-	if (va->time != vb->time)
-		return va->time < vb->time ? 1 : -1;
-	if (va->seq != vb->seq)
-		return va->seq < vb->seq ? 1 : -1;
-	return 0;
-}
+static const StateField dedup_fields[] = {
+	{"event_time", SF_TIME, 0},
+	{"seq", SF_INT8, 0},
+	{"image", SF_IMAGE, 0},
+};
 
-/* Make the row (or a stored image) the key's candidate. */
+const StateLayout dedup_layout = {lengthof(dedup_fields), dedup_fields};
+
+/* Make the row (or a stored image) the key's candidate, with its timer. */
 static void
 candidate_set(DedupOperator *d, StateRef *ref, TupleTableSlot *row,
 			  MinimalTuple image, PtfTime time, int64 seq)
@@ -91,8 +93,6 @@ candidate_set(DedupOperator *d, StateRef *ref, TupleTableSlot *row,
 	DedupHot   *v = (DedupHot *) ref->value;
 	DedupCold  *c = (DedupCold *) ref->cold;
 
-	if (d->live_timers && c->cand.tuple != NULL)
-		pairingheap_remove(&d->timers, &v->node);
 	if (image)
 		tuple_pool_store_image(d->pool, &c->cand, image);
 	else
@@ -101,13 +101,14 @@ candidate_set(DedupOperator *d, StateRef *ref, TupleTableSlot *row,
 	if (d->live_timers)
 	{
 		v->seq = seq;
-		pairingheap_add(&d->timers, &v->node);
+		timer_register_seq(d->base.timers, PTF_EVENT_TIME, time, (uint64) seq,
+						   ref->rec, 0, DEDUP_TIMER_CANDIDATE);
 	}
 }
 
 static PtfRowResult
 dedup_on_row_arrival(DedupOperator *d, RowKind kind, TupleTableSlot *row,
-					 PtfTime proc_time)
+					 const PtfRowContext *ctx)
 {
 	KeyedState *ks = d->base.state;
 	StateRef	ref;
@@ -115,11 +116,11 @@ dedup_on_row_arrival(DedupOperator *d, RowKind kind, TupleTableSlot *row,
 	if (!ROWKIND_IS_ADDITION(kind))
 	{
 		/* a retraction never marks a key; of a seen key it is swallowed */
-		switch (keyed_state_lookup(ks, row, proc_time, false, &ref))
+		switch (keyed_state_lookup(ks, ctx->keys, row, ctx->proc_time, false, &ref))
 		{
 			case KS_FOUND:
 				if (d->reset_ttl)
-					keyed_state_touch(ks, ref.rec, proc_time);
+					keyed_state_touch(ks, ref.rec, ctx->proc_time);
 				break;
 			case KS_FULL:
 				/* the key may be spilled: its partition decides */
@@ -130,15 +131,15 @@ dedup_on_row_arrival(DedupOperator *d, RowKind kind, TupleTableSlot *row,
 		return PTF_ROW_DONE;
 	}
 
-	switch (keyed_state_lookup(ks, row, proc_time, true, &ref))
+	switch (keyed_state_lookup(ks, ctx->keys, row, ctx->proc_time, true, &ref))
 	{
 		case KS_CREATED:
-			keyed_state_touch(ks, ref.rec, proc_time);
+			keyed_state_touch(ks, ref.rec, ctx->proc_time);
 			ptf_operator_emit(&d->base, ROWKIND_INSERT, row);
 			break;
 		case KS_FOUND:
 			if (d->reset_ttl)
-				keyed_state_touch(ks, ref.rec, proc_time);
+				keyed_state_touch(ks, ref.rec, ctx->proc_time);
 			break;
 		case KS_FULL:
 			return PTF_ROW_SPILL;
@@ -151,7 +152,7 @@ dedup_on_row_arrival(DedupOperator *d, RowKind kind, TupleTableSlot *row,
 
 static PtfRowResult
 dedup_on_row_event(DedupOperator *d, RowKind kind, TupleTableSlot *row,
-				   PtfTime event_time, PtfTime proc_time, PtfTime watermark)
+				   const PtfRowContext *ctx)
 {
 	KeyedState *ks = d->base.state;
 	StateRef	ref;
@@ -165,17 +166,17 @@ dedup_on_row_event(DedupOperator *d, RowKind kind, TupleTableSlot *row,
 						rowkind_long_name(kind)),
 				 errhint("A watermark finalizes event times that an update could change afterwards; drop on_time to keep the first arrival instead.")));
 
-	if (event_time < watermark)
+	if (ctx->event_time < ctx->watermark)
 		return PTF_ROW_LATE;
 
 	seq = d->next_seq++;
-	res = keyed_state_lookup(ks, row, proc_time, true, &ref);
+	res = keyed_state_lookup(ks, ctx->keys, row, ctx->proc_time, true, &ref);
 	if (res == KS_FULL)
 		return PTF_ROW_SPILL;
 
 	if (res == KS_CREATED)
 	{
-		candidate_set(d, &ref, row, NULL, event_time, seq);
+		candidate_set(d, &ref, row, NULL, ctx->event_time, seq);
 		keyed_state_pin(ks, ref.rec);
 		keyed_state_mark_changed(ks, ref.rec);
 	}
@@ -184,26 +185,25 @@ dedup_on_row_event(DedupOperator *d, RowKind kind, TupleTableSlot *row,
 	{
 		/* already emitted: a duplicate */
 		if (d->reset_ttl)
-			keyed_state_touch(ks, ref.rec, proc_time);
+			keyed_state_touch(ks, ref.rec, ctx->proc_time);
 	}
-	else if (event_time < ((DedupHot *) ref.value)->time)
+	else if (ctx->event_time < ((DedupHot *) ref.value)->time)
 	{
-		candidate_set(d, &ref, row, NULL, event_time, seq);
+		candidate_set(d, &ref, row, NULL, ctx->event_time, seq);
 		keyed_state_mark_changed(ks, ref.rec);
 	}
 	return PTF_ROW_DONE;
 }
 
 static PtfRowResult
-dedup_on_row(PtfOperator *op, RowKind kind, TupleTableSlot *row,
-			 const PtfRowMeta *meta, PtfTime event_time, PtfTime proc_time,
-			 PtfTime watermark)
+dedup_on_row(PtfOperator *op, RowKind kind, TupleTableSlot *row, const PtfRowContext *ctx)
 {
 	DedupOperator *d = (DedupOperator *) op;
 
+	Assert(ctx->input == 0);
 	if (d->event_time)
-		return dedup_on_row_event(d, kind, row, event_time, proc_time, watermark);
-	return dedup_on_row_arrival(d, kind, row, proc_time);
+		return dedup_on_row_event(d, kind, row, ctx);
+	return dedup_on_row_arrival(d, kind, row, ctx);
 }
 
 /* The candidate is final: emit it, the key is seen from now on. */
@@ -217,6 +217,28 @@ finalize(DedupOperator *d, StateRecord *rec, DedupCold *c, PtfTime proc_time)
 	tuple_pool_free(d->pool, &c->cand);
 	keyed_state_touch(d->base.state, rec, proc_time);
 	keyed_state_mark_changed(d->base.state, rec);
+}
+
+static void
+dedup_on_timer(PtfOperator *op, const PtfTimer *timer, PtfTime watermark,
+			   PtfTime proc_time)
+{
+	DedupOperator *d = (DedupOperator *) op;
+	StateRef	ref;
+	DedupHot   *v;
+	DedupCold  *c;
+
+	Assert(timer->tag == DEDUP_TIMER_CANDIDATE && d->live_timers);
+	/* a pending candidate pins its key: neither expired nor removed */
+	Assert(!(timer->rec->flags & RECORD_REMOVED));
+	keyed_state_record_ref(op->state, timer->rec, &ref);
+	v = (DedupHot *) ref.value;
+	c = (DedupCold *) ref.cold;
+	if (c->cand.tuple == NULL || v->time != timer->time)
+		return;					/* emitted, or replaced by an earlier row */
+	/* timers fire in time order: an earlier candidate's timer came first */
+	Assert(v->time <= watermark);
+	finalize(d, timer->rec, c, proc_time);
 }
 
 /* a pending candidate, its time copied out for a fast sort */
@@ -268,13 +290,17 @@ pending_cmp(const void *a, const void *b)
  * Without live timers the watermark only ever jumps to the end of the
  * input, where this call's state is about to be thrown away: emit every
  * candidate in event-time order, and leave the memory to the context.
+ * (Timers would do the same, a heap entry per key dearer.)
  */
 static void
-flush_at_end(DedupOperator *d)
+dedup_on_watermark(PtfOperator *op, PtfTime watermark, PtfTime proc_time)
 {
+	DedupOperator *d = (DedupOperator *) op;
 	PendingList list = {0};
 	int64		i;
 
+	if (!d->event_time || d->live_timers || watermark != PTF_TIME_MAX)
+		return;
 	keyed_state_foreach(d->base.state, collect_pending, &list);
 	if (list.n == 0)
 		return;
@@ -289,117 +315,103 @@ flush_at_end(DedupOperator *d)
 }
 
 static void
-dedup_on_watermark(PtfOperator *op, PtfTime watermark, PtfTime proc_time)
+dedup_save(void *arg, const StateRef *ref, int space, int64 ns, void *ns_value,
+		   Datum *values, bool *nulls)
 {
-	DedupOperator *d = (DedupOperator *) op;
+	DedupOperator *d = (DedupOperator *) arg;
+	DedupHot   *v = (DedupHot *) ref->value;
+	DedupCold  *c = (DedupCold *) ref->cold;
 
-	if (!d->event_time)
+	Assert(space == STATE_KEY_SPACE);
+	if (!d->event_time || c->cand.tuple == NULL)
 		return;
-
-	if (!d->live_timers)
-	{
-		if (watermark == PTF_TIME_MAX)
-			flush_at_end(d);
-		return;
-	}
-
-	while (!pairingheap_is_empty(&d->timers))
-	{
-		DedupHot   *v = pairingheap_container(DedupHot, node,
-											  pairingheap_first(&d->timers));
-
-		if (v->time > watermark)
-			break;
-		(void) pairingheap_remove_first(&d->timers);
-		/* live timers keep values in records, hot then cold part */
-		finalize(d, (StateRecord *) ((char *) v - sizeof(StateRecord)),
-				 (DedupCold *) ((char *) v + MAXALIGN(sizeof(DedupHot))), proc_time);
-	}
+	values[DEDUP_FIELD_EVENT_TIME] = Int64GetDatum(v->time);
+	values[DEDUP_FIELD_SEQ] = Int64GetDatum(v->seq);
+	values[DEDUP_FIELD_IMAGE] = PointerGetDatum(c->cand.tuple);
+	nulls[DEDUP_FIELD_EVENT_TIME] = nulls[DEDUP_FIELD_SEQ] = nulls[DEDUP_FIELD_IMAGE] = false;
 }
 
 static void
-dedup_save_value(PtfOperator *op, StateRecord *rec, PtfStoredValue *out)
+dedup_restore(void *arg, const StateRef *ref, int space, int64 ns, void *ns_value,
+			  Datum *values, bool *nulls)
 {
-	DedupOperator *d = (DedupOperator *) op;
-	DedupHot   *v;
-	DedupCold  *c;
+	DedupOperator *d = (DedupOperator *) arg;
+	StateRef	r = *ref;
+	int64		seq;
 
-	memset(out, 0, sizeof(PtfStoredValue));
-	if (!d->event_time)
-		return;
-	v = (DedupHot *) STATE_RECORD_VALUE(rec);
-	c = (DedupCold *) ((char *) v + MAXALIGN(sizeof(DedupHot)));
-	if (c->cand.tuple == NULL)
-		return;
-	out->has_image = true;
-	out->image = c->cand.tuple;
-	out->has_time = true;
-	out->event_time = v->time;
-	out->seq = v->seq;
-}
-
-static void
-dedup_restore_value(PtfOperator *op, StateRecord *rec, const PtfStoredValue *in)
-{
-	DedupOperator *d = (DedupOperator *) op;
-
-	StateRef	ref;
-
-	if (!d->event_time || !in->has_image)
+	if (!d->event_time || nulls[DEDUP_FIELD_IMAGE] || nulls[DEDUP_FIELD_EVENT_TIME])
 		return;
 	Assert(d->live_timers);		/* durable state has a watermark */
-	ref.rec = rec;
-	ref.value = STATE_RECORD_VALUE(rec);
-	ref.cold = (char *) ref.value + MAXALIGN(sizeof(DedupHot));
-	candidate_set(d, &ref, NULL, in->image, in->event_time, in->seq);
-	if (in->seq >= d->next_seq)
-		d->next_seq = in->seq + 1;
+	seq = nulls[DEDUP_FIELD_SEQ] ? 0 : DatumGetInt64(values[DEDUP_FIELD_SEQ]);
+	candidate_set(d, &r, NULL, (MinimalTuple) DatumGetPointer(values[DEDUP_FIELD_IMAGE]),
+				  DatumGetInt64(values[DEDUP_FIELD_EVENT_TIME]), seq);
+	if (seq >= d->next_seq)
+		d->next_seq = seq + 1;
 }
 
 static void
-dedup_prefetch(PtfOperator *op, TupleTableSlot *row)
+dedup_prefetch(PtfOperator *op, TupleTableSlot *row, const PtfRowContext *ctx)
 {
-	keyed_state_prefetch(op->state, row);
+	keyed_state_prefetch(op->state, ctx->keys, row);
 }
 
 static const PtfOperatorMethods dedup_methods = {
 	.name = "deduplicate_keep_first",
 	.on_row = dedup_on_row,
 	.on_watermark = dedup_on_watermark,
-	.save_value = dedup_save_value,
-	.restore_value = dedup_restore_value,
+	.on_timer = dedup_on_timer,
+	.memory = ptf_operator_memory,
+	.keys = ptf_operator_keys,
+	.destroy = ptf_operator_destroy,
 };
 
-void
-dedup_value_sizes(const DedupOptions *opts, Size *hot, Size *cold)
-{
-	*hot = *cold = 0;
-	if (!opts->event_time)
-		return;
-	*hot = opts->live_timers ? sizeof(DedupHot) : DEDUP_HOT_NO_TIMER_SIZE;
-	*cold = sizeof(DedupCold);
-}
+/* the same, with the rows' state fetched ahead (the inline layout) */
+static const PtfOperatorMethods dedup_prefetching_methods = {
+	.name = "deduplicate_keep_first",
+	.on_row = dedup_on_row,
+	.prefetch = dedup_prefetch,
+	.on_watermark = dedup_on_watermark,
+	.on_timer = dedup_on_timer,
+	.memory = ptf_operator_memory,
+	.keys = ptf_operator_keys,
+	.destroy = ptf_operator_destroy,
+};
 
 PtfOperator *
-dedup_create(const DedupOptions *opts, KeyedState *state,
-			 PtfEmitFn emit, void *emit_arg)
+dedup_create(const DedupOptions *opts, const PtfOperatorEnv *env)
 {
-	DedupOperator *d = palloc0(sizeof(DedupOperator));
+	DedupOperator *d;
+	KeyedStateSpec spec;
+	MemoryContext old;
 
-	d->base.methods = &dedup_methods;
-	d->base.state = state;
-	d->base.emit = emit;
-	d->base.emit_arg = emit_arg;
+	memset(&spec, 0, sizeof(spec));
+	spec.keys = opts->keys;
+	if (opts->event_time)
+	{
+		spec.hot = opts->live_timers ? sizeof(DedupHot) : DEDUP_HOT_NO_TIMER_SIZE;
+		spec.cold = sizeof(DedupCold);
+	}
+	spec.ttl_us = opts->ttl_us;
+	spec.mem_limit = env->mem_limit;
+	/* timers point at records: they must not move */
+	spec.flags = (env->durable ? KEYED_STATE_DURABLE : 0) |
+		(opts->live_timers ? KEYED_STATE_STABLE : 0);
+
+	d = (DedupOperator *) ptf_operator_alloc(sizeof(DedupOperator), &dedup_methods, env);
+	old = MemoryContextSwitchTo(d->base.cxt);
+	d->base.state = keyed_state_create(&spec, d->base.cxt);
+	if (keyed_state_can_prefetch(d->base.state))
+		d->base.methods = &dedup_prefetching_methods;
+	d->base.codec.layout = &dedup_layout;
+	d->base.codec.arg = d;
+	d->base.codec.save = dedup_save;
+	d->base.codec.restore = dedup_restore;
 	d->event_time = opts->event_time;
 	d->reset_ttl = opts->reset_ttl_on_duplicate;
 	d->live_timers = opts->live_timers;
-	d->timers.ph_compare = timer_cmp;
-	d->timers.ph_arg = NULL;
-	d->timers.ph_root = NULL;
-	d->pool = tuple_pool_create(keyed_state_context(state));
+	d->pool = tuple_pool_create(keyed_state_context(d->base.state));
 	d->emit_slot = MakeSingleTupleTableSlot(opts->rowdesc, &TTSOpsMinimalTuple);
 	d->next_seq = 0;
-	if (keyed_state_can_prefetch(state))
-		d->base.prefetch = dedup_prefetch;
+	MemoryContextSwitchTo(old);
 	return &d->base;
 }

@@ -34,8 +34,9 @@
 #include "access/htup_details.h"
 #include "executor/tuptable.h"
 #include "utils/datum.h"
+#include "utils/memutils.h"
 
-#include "operators/operator.h"
+#include "operators/normalize.h"
 #include "state/tuple_pool.h"
 
 typedef struct NormalizeValue
@@ -57,6 +58,12 @@ typedef struct NormalizeOperator
 	Datum	   *values;
 	bool	   *nulls;
 } NormalizeOperator;
+
+static const StateField normalize_fields[] = {
+	{"image", SF_IMAGE, 0},
+};
+
+const StateLayout normalize_layout = {lengthof(normalize_fields), normalize_fields};
 
 static void
 emit_image(NormalizeOperator *n, RowKind kind, NormalizeValue *v)
@@ -138,14 +145,15 @@ drop_carry(NormalizeOperator *n)
  */
 static PtfRowResult
 retractions_on_row(NormalizeOperator *n, RowKind kind, TupleTableSlot *row,
-				   PtfTime proc_time)
+				   const PtfRowContext *ctx)
 {
 	KeyedState *ks = n->base.state;
+	PtfTime		proc_time = ctx->proc_time;
 	StateRef	ref;
 	NormalizeValue *v;
 	KeyedLookup res;
 
-	res = keyed_state_lookup(ks, row, proc_time, ROWKIND_IS_ADDITION(kind), &ref);
+	res = keyed_state_lookup(ks, ctx->keys, row, proc_time, ROWKIND_IS_ADDITION(kind), &ref);
 	if (res == KS_FULL)
 		return PTF_ROW_SPILL;
 	if (!ROWKIND_IS_ADDITION(kind))
@@ -171,11 +179,12 @@ retractions_on_row(NormalizeOperator *n, RowKind kind, TupleTableSlot *row,
 
 static PtfRowResult
 normalize_on_row(PtfOperator *op, RowKind kind, TupleTableSlot *row,
-				 const PtfRowMeta *meta, PtfTime event_time, PtfTime proc_time,
-				 PtfTime watermark)
+				 const PtfRowContext *ctx)
 {
 	NormalizeOperator *n = (NormalizeOperator *) op;
 	KeyedState *ks = op->state;
+	const PtfRowMeta *meta = ctx->meta;
+	PtfTime		proc_time = ctx->proc_time;
 	StateRef	ref;
 	NormalizeValue *v;
 	KeyedLookup res;
@@ -186,11 +195,11 @@ normalize_on_row(PtfOperator *op, RowKind kind, TupleTableSlot *row,
 		return PTF_ROW_DONE;
 	}
 	if (n->mode == NORMALIZE_RETRACTIONS)
-		return retractions_on_row(n, kind, row, proc_time);
+		return retractions_on_row(n, kind, row, ctx);
 
 	if (!ROWKIND_IS_ADDITION(kind))
 	{
-		res = keyed_state_lookup(ks, row, proc_time, false, &ref);
+		res = keyed_state_lookup(ks, ctx->keys, row, proc_time, false, &ref);
 		if (res == KS_FULL)
 			return PTF_ROW_SPILL;
 		drop_carry(n);
@@ -218,7 +227,7 @@ normalize_on_row(PtfOperator *op, RowKind kind, TupleTableSlot *row,
 		return PTF_ROW_DONE;
 	}
 
-	res = keyed_state_lookup(ks, row, proc_time, true, &ref);
+	res = keyed_state_lookup(ks, ctx->keys, row, proc_time, true, &ref);
 	if (res == KS_FULL)
 	{
 		drop_carry(n);
@@ -254,46 +263,37 @@ normalize_on_row(PtfOperator *op, RowKind kind, TupleTableSlot *row,
 }
 
 static void
-normalize_on_watermark(PtfOperator *op, PtfTime watermark, PtfTime proc_time)
+normalize_save(void *arg, const StateRef *ref, int space, int64 ns, void *ns_value,
+			   Datum *values, bool *nulls)
 {
-}
+	NormalizeValue *v = (NormalizeValue *) ref->value;
 
-static void
-normalize_save_value(PtfOperator *op, StateRecord *rec, PtfStoredValue *out)
-{
-	NormalizeValue *v = (NormalizeValue *) STATE_RECORD_VALUE(rec);
-
-	memset(out, 0, sizeof(PtfStoredValue));
+	Assert(space == STATE_KEY_SPACE);
 	if (v->image.tuple != NULL)
 	{
-		out->has_image = true;
-		out->image = v->image.tuple;
+		values[0] = PointerGetDatum(v->image.tuple);
+		nulls[0] = false;
 	}
 }
 
 static void
-normalize_restore_value(PtfOperator *op, StateRecord *rec, const PtfStoredValue *in)
+normalize_restore(void *arg, const StateRef *ref, int space, int64 ns, void *ns_value,
+				  Datum *values, bool *nulls)
 {
-	NormalizeOperator *n = (NormalizeOperator *) op;
-	NormalizeValue *v = (NormalizeValue *) STATE_RECORD_VALUE(rec);
+	NormalizeOperator *n = (NormalizeOperator *) arg;
+	NormalizeValue *v = (NormalizeValue *) ref->value;
 
-	if (in->has_image)
-		tuple_pool_store_image(n->pool, &v->image, in->image);
+	if (!nulls[0])
+		tuple_pool_store_image(n->pool, &v->image, (MinimalTuple) DatumGetPointer(values[0]));
 }
 
 static const PtfOperatorMethods normalize_methods = {
 	.name = "changelog normalize",
 	.on_row = normalize_on_row,
-	.on_watermark = normalize_on_watermark,
-	.save_value = normalize_save_value,
-	.restore_value = normalize_restore_value,
+	.memory = ptf_operator_memory,
+	.keys = ptf_operator_keys,
+	.destroy = ptf_operator_destroy,
 };
-
-Size
-normalize_value_size(void)
-{
-	return sizeof(NormalizeValue);
-}
 
 uint64
 normalize_dropped(PtfOperator *op)
@@ -308,22 +308,35 @@ normalize_unchanged(PtfOperator *op)
 }
 
 PtfOperator *
-normalize_create(TupleDesc rowdesc, NormalizeMode mode, KeyedState *state,
-				 PtfEmitFn emit, void *emit_arg)
+normalize_create(const NormalizeOptions *opts, const PtfOperatorEnv *env)
 {
-	NormalizeOperator *n = palloc0(sizeof(NormalizeOperator));
-	int			natts = rowdesc->natts;
+	NormalizeOperator *n;
+	KeyedStateSpec spec;
+	MemoryContext old;
+	int			natts = opts->rowdesc->natts;
 
-	n->base.methods = &normalize_methods;
-	n->base.state = state;
-	n->base.emit = emit;
-	n->base.emit_arg = emit_arg;
-	n->mode = mode;
-	n->rowdesc = rowdesc;
-	n->pool = tuple_pool_create(keyed_state_context(state));
-	n->image_slot = MakeSingleTupleTableSlot(rowdesc, &TTSOpsMinimalTuple);
-	n->done_slot = MakeSingleTupleTableSlot(rowdesc, &TTSOpsVirtual);
+	memset(&spec, 0, sizeof(spec));
+	spec.keys = opts->keys;
+	spec.hot = sizeof(NormalizeValue);
+	spec.ttl_us = opts->ttl_us;
+	spec.mem_limit = env->mem_limit;
+	spec.flags = KEYED_STATE_REMOVABLE | (env->durable ? KEYED_STATE_DURABLE : 0);
+
+	n = (NormalizeOperator *) ptf_operator_alloc(sizeof(NormalizeOperator),
+												 &normalize_methods, env);
+	old = MemoryContextSwitchTo(n->base.cxt);
+	n->base.state = keyed_state_create(&spec, n->base.cxt);
+	n->base.codec.layout = &normalize_layout;
+	n->base.codec.arg = n;
+	n->base.codec.save = normalize_save;
+	n->base.codec.restore = normalize_restore;
+	n->mode = opts->mode;
+	n->rowdesc = opts->rowdesc;
+	n->pool = tuple_pool_create(keyed_state_context(n->base.state));
+	n->image_slot = MakeSingleTupleTableSlot(opts->rowdesc, &TTSOpsMinimalTuple);
+	n->done_slot = MakeSingleTupleTableSlot(opts->rowdesc, &TTSOpsVirtual);
 	n->values = palloc(sizeof(Datum) * Max(natts, 1));
 	n->nulls = palloc(sizeof(bool) * Max(natts, 1));
+	MemoryContextSwitchTo(old);
 	return &n->base;
 }

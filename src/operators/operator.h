@@ -3,23 +3,40 @@
  * operator.h
  *	  The contract between the frame and an operator.
  *
- * An operator is pure per-row logic.  It is fed (kind, row, event time,
- * processing time), what the row knows of its origin, and the current
- * watermark; it is told when the watermark
- * advances, keeps whatever it needs in a KeyedState, and emits rows
- * through a callback.  It knows nothing of SPI, tables, slots' origins or
- * where its output goes.
+ * An operator is pure per-row logic: Flink's KeyedProcessFunction, or a
+ * two-input one.  The frame (frame.c) feeds it rows of one or more inputs
+ * as (kind, row, context), the context saying which input the row came
+ * from, its key columns, its event and processing time, what the row
+ * knows of its origin and the current watermark; it hands it the timers
+ * that are due; it tells it when the watermark moves.  The operator keeps
+ * what it needs in its own KeyedState (state/keyed_state.h), registers
+ * timers with its TimerService (state/timers.h), and emits rows through a
+ * callback.  It knows nothing of SPI, tables, where rows come from or
+ * where its output goes, and it may include nothing above state/.
+ *
+ * What a new operator provides:
+ *	  - on_row, and on_timer if it registers timers (on_watermark if it
+ *		wants to see every watermark move; prefetch if it can start
+ *		fetching a row's state before the row is processed);
+ *	  - memory, keys and destroy: the frame measures and frees state only
+ *		through them (its spilled partitions run in fresh operators);
+ *	  - for durable state, its KeyedState and a StateCodec with the layout
+ *		of what it stores (state/layout.h), whose restore re-registers the
+ *		timers its values imply.
+ * A function (functions/) then only has to parse its arguments, build the
+ * operator, and run it through functions/call.c.
  *
  *-------------------------------------------------------------------------
  */
 #ifndef PTF_OPERATOR_H
 #define PTF_OPERATOR_H
 
-#include "access/htup.h"
 #include "executor/tuptable.h"
 
-#include "ptf.h"
+#include "base/base.h"
 #include "state/keyed_state.h"
+#include "state/layout.h"
+#include "state/timers.h"
 
 /* Where an operator's output goes. */
 typedef void (*PtfEmitFn) (void *arg, RowKind kind, TupleTableSlot *row);
@@ -27,22 +44,20 @@ typedef void (*PtfEmitFn) (void *arg, RowKind kind, TupleTableSlot *row);
 typedef enum PtfRowResult
 {
 	PTF_ROW_DONE,				/* consumed (emitted, kept or dropped) */
-	PTF_ROW_LATE,				/* dropped: event time below the watermark */
+	PTF_ROW_LATE,				/* dropped: behind the watermark */
 	PTF_ROW_SPILL				/* state is full: the frame must spill it */
 } PtfRowResult;
 
-/*
- * A record's value as durable state stores it: an optional row image and
- * its event time and arrival sequence.  The image is the row type itself.
- */
-typedef struct PtfStoredValue
+/* What the frame knows of the row it hands over. */
+typedef struct PtfRowContext
 {
-	bool		has_image;
-	MinimalTuple image;
-	bool		has_time;
-	PtfTime		event_time;
-	int64		seq;
-} PtfStoredValue;
+	int			input;			/* which input of the frame, from 0 */
+	KeySpec    *keys;			/* that input's key columns */
+	const PtfRowMeta *meta;		/* its origin */
+	PtfTime		event_time;		/* 0 without on_time */
+	PtfTime		proc_time;		/* 0 when no processing time is needed */
+	PtfTime		watermark;		/* the operator's: the least of the inputs' */
+} PtfRowContext;
 
 typedef struct PtfOperator PtfOperator;
 
@@ -50,24 +65,33 @@ typedef struct PtfOperatorMethods
 {
 	const char *name;
 	PtfRowResult (*on_row) (PtfOperator *op, RowKind kind, TupleTableSlot *row,
-							const PtfRowMeta *meta, PtfTime event_time,
-							PtfTime proc_time, PtfTime watermark);
+							const PtfRowContext *ctx);
+	/* optional: start fetching the state a row will need */
+	void		(*prefetch) (PtfOperator *op, TupleTableSlot *row,
+							 const PtfRowContext *ctx);
+	/* optional: the watermark moved (before its due timers fire) */
 	void		(*on_watermark) (PtfOperator *op, PtfTime watermark,
 								 PtfTime proc_time);
-	void		(*save_value) (PtfOperator *op, StateRecord *rec,
-							   PtfStoredValue *out);
-	void		(*restore_value) (PtfOperator *op, StateRecord *rec,
-								  const PtfStoredValue *in);
+	/* a timer is due: watermark and processing time at its firing */
+	void		(*on_timer) (PtfOperator *op, const PtfTimer *timer,
+							 PtfTime watermark, PtfTime proc_time);
+	/* the end of a call's input (a uid's call: the stream goes on) */
+	void		(*on_finish) (PtfOperator *op, bool end_of_stream);
+	Size		(*memory) (PtfOperator *op);
+	uint64		(*keys) (PtfOperator *op);
+	void		(*destroy) (PtfOperator *op);
 } PtfOperatorMethods;
 
 struct PtfOperator
 {
 	const PtfOperatorMethods *methods;
-	KeyedState *state;
+	MemoryContext cxt;			/* the operator, its state and timers */
 	PtfEmitFn	emit;
 	void	   *emit_arg;
-	/* start fetching the state a row will need; NULL when it would not help */
-	void		(*prefetch) (PtfOperator *op, TupleTableSlot *row);
+	TimerService *timers;		/* registered by the operator, fired by the frame */
+	/* for durable state (functions/call.c loads and stores it) */
+	KeyedState *state;
+	StateCodec	codec;
 };
 
 static inline void
@@ -76,32 +100,27 @@ ptf_operator_emit(PtfOperator *op, RowKind kind, TupleTableSlot *row)
 	op->emit(op->emit_arg, kind, row);
 }
 
-/* dedup.c: DEDUPLICATE_KEEP_FIRST */
-typedef struct DedupOptions
+/* Where an operator is made: what every constructor takes besides its options. */
+typedef struct PtfOperatorEnv
 {
-	TupleDesc	rowdesc;
-	bool		event_time;		/* on_time given */
-	bool		live_timers;	/* the watermark may move before the end */
-	bool		reset_ttl_on_duplicate;
-} DedupOptions;
+	MemoryContext cxt;			/* the operator and its state live here */
+	bool		durable;		/* its state is a uid's, written back */
+	Size		mem_limit;		/* state memory budget, 0: unbounded */
+	PtfEmitFn	emit;
+	void	   *emit_arg;
+} PtfOperatorEnv;
 
-extern void dedup_value_sizes(const DedupOptions *opts, Size *hot, Size *cold);
-extern PtfOperator *dedup_create(const DedupOptions *opts, KeyedState *state,
-								 PtfEmitFn emit, void *emit_arg);
+/*
+ * A new operator of size bytes (its struct, which starts with PtfOperator),
+ * zeroed, in a memory context of its own under env->cxt, with its methods,
+ * output and timers set up.  Allocate everything else of it in op->cxt.
+ */
+extern PtfOperator *ptf_operator_alloc(Size size, const PtfOperatorMethods *methods,
+									   const PtfOperatorEnv *env);
 
-/* normalize.c: what the last image kept per key makes of a changelog */
-typedef enum NormalizeMode
-{
-	NORMALIZE_PASSTHROUGH,		/* nothing kept: rows go on as they came */
-	NORMALIZE_UPSERT,			/* upsert -> retract (Flink's ChangelogNormalize) */
-	NORMALIZE_RETRACTIONS		/* -U/-D take the kept image (partial deletes) */
-} NormalizeMode;
-
-extern Size normalize_value_size(void);
-extern PtfOperator *normalize_create(TupleDesc rowdesc, NormalizeMode mode,
-									 KeyedState *state, PtfEmitFn emit,
-									 void *emit_arg);
-extern uint64 normalize_dropped(PtfOperator *op);
-extern uint64 normalize_unchanged(PtfOperator *op);
+/* memory, keys, destroy of an operator whose memory is op->cxt, keys op->state */
+extern Size ptf_operator_memory(PtfOperator *op);
+extern uint64 ptf_operator_keys(PtfOperator *op);
+extern void ptf_operator_destroy(PtfOperator *op);
 
 #endif							/* PTF_OPERATOR_H */

@@ -38,7 +38,7 @@
 #include "utils/relcache.h"
 #include "utils/typcache.h"
 
-#include "input/input.h"
+#include "catalog.h"
 #include "sink/apply.h"
 #include "state/keyed_state.h"
 
@@ -464,9 +464,15 @@ apply_sink_put(ApplySink *s, RowKind kind, TupleTableSlot *row)
 		char		action = ROWKIND_IS_ADDITION(kind) ? 'U' : 'D';
 
 		if (s->pending == NULL)
-			s->pending = keyed_state_create(s->keys, sizeof(int32), 0, 0, 0, 0,
-											s->batch_cxt);
-		if (keyed_state_lookup(s->pending, row, 0, true, &ref) == KS_FOUND)
+		{
+			KeyedStateSpec spec;
+
+			memset(&spec, 0, sizeof(spec));
+			spec.keys = s->keys;
+			spec.hot = sizeof(int32);
+			s->pending = keyed_state_create(&spec, s->batch_cxt);
+		}
+		if (keyed_state_lookup(s->pending, s->keys, row, 0, true, &ref) == KS_FOUND)
 		{
 			int32		prev = *(int32 *) ref.value;
 

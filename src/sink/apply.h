@@ -22,7 +22,7 @@
 
 #include "executor/tuptable.h"
 
-#include "ptf.h"
+#include "base/base.h"
 
 typedef struct ApplyCounts
 {

@@ -6,36 +6,51 @@
  * The registry is ordinary SQL through SPI, run as the extension's owner
  * (the caller has no rights on ptf.uid_registry: durable state is read
  * and written only through our functions, DESIGN 5).  Calls of one uid
- * serialize on a transaction-level advisory lock, and what one committed
- * is what the next one loads; callers other than pipeline workers also
- * lock the registry row FOR UPDATE, so that a call under REPEATABLE READ
- * that waited fails rather than use the state it saw before.
+ * serialize on a transaction-level lock of the extension's own (which no
+ * SQL function can take), and what one committed is what the next one
+ * loads; callers other than pipeline workers also lock the registry row
+ * FOR UPDATE, so that a call under REPEATABLE READ that waited fails
+ * rather than use the state it saw before.
  *
- * The keys themselves are read and written with the heap AM directly:
+ * State tables are made from the operator's declared layout
+ * (state/layout.h):
+ *
+ *	  key columns..., [ns_space smallint, ns bigint,] expires_at, fields...
+ *
+ * one row per key (ns NULL) and one per (key, namespace).  Row images are
+ * bytea (a MinimalTuple with TOASTed values inlined), so the table
+ * depends on no user type; the input row types are recorded in the
+ * registry (row_types) and must match whenever state is loaded.
+ *
+ * The rows themselves are read and written with the heap AM directly:
  * loading is one sequential scan, writing back is a multi-insert of new
- * keys plus updates and deletes by TID of changed and removed ones (each
- * record remembers the TID it was loaded from).  State tables have no
- * index, so there is nothing else to maintain; the uid's lock keeps
- * everybody else's hands off the table while TIDs are in use (a pipeline
- * worker keeps them between its steps, see functions/call.c).
+ * rows plus updates and deletes by TID of changed and removed ones (each
+ * record and namespace remembers the TID it was loaded from).  State
+ * tables have no index, so there is nothing else to maintain; the uid's
+ * lock keeps everybody else's hands off the table while TIDs are in use (a
+ * pipeline worker keeps them between its steps).
+ *
+ * Layout 1 (version 1.0 of the extension: fixed columns expires_at,
+ * event_time, seq, and image of the source's row type) is converted to
+ * the declared layout by the first call that opens the uid, field by
+ * field by name; nothing is read in the old layout after that.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
 #include "access/heapam.h"
+#include "access/heaptoast.h"
 #include "access/htup_details.h"
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
-#include "parser/parse_type.h"
-#include "utils/ruleutils.h"
-#include "catalog/pg_namespace.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
+#include "parser/parse_type.h"
 #include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
@@ -43,13 +58,12 @@
 #include "utils/memutils.h"
 #include "utils/pg_lsn.h"
 #include "utils/rel.h"
+#include "utils/ruleutils.h"
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
 
+#include "base/ptf_time.h"
 #include "catalog.h"
-#include "frame.h"
-#include "input/change_stream.h"
-#include "input/input.h"
 #include "state/durable.h"
 
 #define INSERT_BATCH 1000
@@ -60,18 +74,23 @@ struct DurableState
 	Oid			state_relid;
 	int64		version;		/* the registry's, changed by every write */
 	Oid			state_filenode; /* the state table's storage, for TIDs */
+	bool		must_write;		/* the table was converted by this call */
 	int			nkeys;
-	Oid			time_type;		/* of the event_time column */
-	bool		keeps_images;
-	TupleDesc	rowdesc;
+	int			nspaces;
+	Oid			time_type;		/* of SF_TIME fields */
+	const StateLayout *layout;
+	int			ninputs;
+	TupleDesc	rowdescs[DURABLE_MAX_INPUTS];
+	char	   *row_types;		/* their fingerprint, written with every commit */
 	/* state table layout: keys 1..nkeys, then these */
+	AttrNumber	att_ns_space;	/* 0: no namespaces */
+	AttrNumber	att_ns;
 	AttrNumber	att_expires;
-	AttrNumber	att_event_time;
-	AttrNumber	att_seq;
-	AttrNumber	att_image;		/* 0: none */
+	AttrNumber	att_fields;		/* the first field's */
+	int			natts;
 };
 
-/* ---- the registry ---- */
+/* ---- names and types ---- */
 
 static Datum
 key_names_array(const DurableIdentity *id)
@@ -81,7 +100,7 @@ key_names_array(const DurableIdentity *id)
 
 	for (i = 0; i < id->keys->ncols; i++)
 	{
-		Form_pg_attribute att = TupleDescAttr(id->rowdesc,
+		Form_pg_attribute att = TupleDescAttr(id->rowdescs[0],
 											  id->keys->cols[i].attno - 1);
 
 		names[i] = CStringGetTextDatum(NameStr(att->attname));
@@ -110,6 +129,120 @@ text_array_to_string(Datum arr)
 	return buf.data;
 }
 
+/*
+ * What the stored images' bytes depend on: each input row type's
+ * columns, by type name (OIDs change in a dump and restore) and physical
+ * layout, dropped ones by their layout alone:
+ *
+ *	  (pg_catalog.int4 4i, pg_catalog.text -1i, dropped 8d); (...)
+ */
+static char *
+row_types_fingerprint(const DurableIdentity *id)
+{
+	StringInfoData buf;
+	int			n;
+	int			i;
+
+	initStringInfo(&buf);
+	for (n = 0; n < id->ninputs; n++)
+	{
+		TupleDesc	desc = id->rowdescs[n];
+
+		if (n > 0)
+			appendStringInfoString(&buf, "; ");
+		appendStringInfoChar(&buf, '(');
+		for (i = 0; i < desc->natts; i++)
+		{
+			Form_pg_attribute att = TupleDescAttr(desc, i);
+
+			if (i > 0)
+				appendStringInfoString(&buf, ", ");
+			if (att->attisdropped)
+				appendStringInfoString(&buf, "dropped");
+			else
+				appendStringInfoString(&buf, format_type_extended(att->atttypid, -1,
+																  FORMAT_TYPE_FORCE_QUALIFY));
+			appendStringInfo(&buf, " %d%c", att->attlen, att->attalign);
+		}
+		appendStringInfoChar(&buf, ')');
+	}
+	return buf.data;
+}
+
+/*
+ * Can rows stored as `stored` be read as rows of `now`?  Yes when every
+ * stored column is still there with the same type, or dropped since (its
+ * bytes are laid out the same), and columns were only added after them
+ * (read as their defaults, as the heap reads old rows).
+ */
+static List *
+split_list(const char *s, const char *delims)
+{
+	char	   *copy = pstrdup(s);
+	char	   *save;
+	char	   *tok;
+	List	   *items = NIL;
+
+	for (tok = strtok_r(copy, delims, &save); tok != NULL; tok = strtok_r(NULL, delims, &save))
+	{
+		while (*tok == ' ')
+			tok++;
+		items = lappend(items, tok);
+	}
+	return items;
+}
+
+static bool
+row_types_compatible(const char *stored, const char *now)
+{
+	List	   *s_inputs;
+	List	   *n_inputs;
+	ListCell   *ls;
+	ListCell   *ln;
+
+	if (strcmp(stored, now) == 0)
+		return true;
+	s_inputs = split_list(stored, ";");
+	n_inputs = split_list(now, ";");
+	if (list_length(s_inputs) != list_length(n_inputs))
+		return false;
+	forboth(ls, s_inputs, ln, n_inputs)
+	{
+		List	   *s_cols = split_list(lfirst(ls), "(,)");
+		List	   *n_cols = split_list(lfirst(ln), "(,)");
+		ListCell   *cs;
+		ListCell   *cn;
+
+		if (list_length(n_cols) < list_length(s_cols))
+			return false;		/* a column less */
+		forboth(cs, s_cols, cn, n_cols)
+		{
+			const char *a = lfirst(cs);
+			const char *b = lfirst(cn);
+
+			if (strcmp(a, b) == 0)
+				continue;
+			/* dropped since: the same bytes */
+			if (strncmp(b, "dropped ", 8) != 0 ||
+				strcmp(strrchr(a, ' '), strrchr(b, ' ')) != 0)
+				return false;
+		}
+	}
+	return true;
+}
+
+/* a row type for messages, even when it is gone */
+static char *
+row_type_name(Oid typid)
+{
+	char	   *s = format_type_extended(typid, -1, FORMAT_TYPE_ALLOW_INVALID);
+
+	if (strcmp(s, "???") == 0)
+		return psprintf("a row type that no longer exists (OID %u; its table was dropped?)",
+						typid);
+	return s;
+}
+
 static void
 identity_mismatch(const char *uid, const char *what, const char *was,
 				  const char *now)
@@ -123,51 +256,105 @@ identity_mismatch(const char *uid, const char *what, const char *was,
 					 uid)));
 }
 
-static char *
-get_text(HeapTuple tup, TupleDesc desc, int col, bool *isnull)
+static const char *
+field_sql_type(const DurableState *ds, StateFieldType type)
 {
-	Datum		d = SPI_getbinval(tup, desc, col, isnull);
-
-	return *isnull ? NULL : TextDatumGetCString(d);
+	switch (type)
+	{
+		case SF_INT8:
+			return "pg_catalog.int8";
+		case SF_TIME:
+			return format_type_extended(ds->time_type, -1, FORMAT_TYPE_FORCE_QUALIFY);
+		case SF_BOOL:
+			return "pg_catalog.bool";
+		case SF_BYTEA:
+		case SF_IMAGE:
+		case SF_IMAGES:
+			return "pg_catalog.bytea";
+	}
+	return NULL;				/* keep compiler quiet */
 }
 
-static int64
-get_int64(HeapTuple tup, TupleDesc desc, int col, int64 if_null)
+static Oid
+field_type_oid(const DurableState *ds, StateFieldType type)
 {
-	bool		isnull;
-	Datum		d = SPI_getbinval(tup, desc, col, &isnull);
+	switch (type)
+	{
+		case SF_INT8:
+			return INT8OID;
+		case SF_TIME:
+			return ds->time_type;
+		case SF_BOOL:
+			return BOOLOID;
+		default:
+			return BYTEAOID;
+	}
+}
 
-	return isnull ? if_null : DatumGetInt64(d);
+static bool
+name_taken(const char *name, List *names)
+{
+	ListCell   *lc;
+
+	foreach(lc, names)
+		if (strcmp(name, (char *) lfirst(lc)) == 0)
+			return true;
+	return false;
+}
+
+/*
+ * The state table's column names: the key columns keep their names unless
+ * one is taken by an internal column, a field or another key column; then
+ * it gets "key_" in front (again, until it is free).
+ */
+static List *
+state_column_names(const DurableIdentity *id)
+{
+	List	   *reserved = list_make1("expires_at");
+	List	   *keys = NIL;
+	List	   *chosen = NIL;
+	int			i;
+
+	if (id->nspaces > 0)
+		reserved = lappend(lappend(reserved, "ns_space"), "ns");
+	for (i = 0; i < id->layout->nfields; i++)
+		reserved = lappend(reserved, (char *) id->layout->fields[i].name);
+	for (i = 0; i < id->keys->ncols; i++)
+		keys = lappend(keys, NameStr(TupleDescAttr(id->rowdescs[0],
+												   id->keys->cols[i].attno - 1)->attname));
+	for (i = 0; i < id->keys->ncols; i++)
+	{
+		char	   *name = list_nth(keys, i);
+
+		while (name_taken(name, reserved) || name_taken(name, chosen) ||
+			   (name != list_nth(keys, i) && name_taken(name, keys)))
+			name = psprintf("key_%s", name);
+		chosen = lappend(chosen, name);
+	}
+	return list_concat(chosen, reserved);
 }
 
 static Oid
 create_state_table(const DurableIdentity *id, DurableState *ds)
 {
 	StringInfoData sql;
-	int64		n;
 	char	   *relname;
+	List	   *names = state_column_names(id);
 	int			i;
 	Oid			relid;
-	static const char *const state_cols[] = {"expires_at", "event_time", "seq", "image"};
 
 	ptf_spi_exec_as_owner("SELECT pg_catalog.nextval('ptf.state_table_seq')",
 						  0, NULL, NULL, NULL, SPI_OK_SELECT);
-	n = get_int64(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, 0);
-	relname = psprintf("state_%lld", (long long) n);
+	relname = psprintf("state_%lld", (long long) ptf_spi_int64(1, 0));
 
 	initStringInfo(&sql);
 	appendStringInfo(&sql, "CREATE TABLE ptf.%s (", relname);
 	for (i = 0; i < id->keys->ncols; i++)
 	{
-		Form_pg_attribute att = TupleDescAttr(id->rowdesc,
+		Form_pg_attribute att = TupleDescAttr(id->rowdescs[0],
 											  id->keys->cols[i].attno - 1);
-		const char *name = NameStr(att->attname);
-		int			j;
 
-		for (j = 0; j < (int) lengthof(state_cols); j++)
-			if (strcmp(name, state_cols[j]) == 0)
-				name = psprintf("key_%s", name);
-		appendStringInfo(&sql, "%s %s", quote_identifier(name),
+		appendStringInfo(&sql, "%s %s", quote_identifier(list_nth(names, i)),
 						 format_type_extended(att->atttypid, att->atttypmod,
 											  FORMAT_TYPE_TYPEMOD_GIVEN |
 											  FORMAT_TYPE_FORCE_QUALIFY));
@@ -177,19 +364,19 @@ create_state_table(const DurableIdentity *id, DurableState *ds)
 							 generate_collation_name(att->attcollation));
 		appendStringInfoString(&sql, ", ");
 	}
-	appendStringInfo(&sql, "expires_at pg_catalog.timestamptz, event_time %s, seq pg_catalog.int8",
-					 format_type_extended(ds->time_type, -1, FORMAT_TYPE_FORCE_QUALIFY));
-	if (id->keeps_images)
-		appendStringInfo(&sql, ", image %s",
-						 format_type_extended(id->rowdesc->tdtypeid, -1,
-											  FORMAT_TYPE_FORCE_QUALIFY));
+	if (id->nspaces > 0)
+		appendStringInfoString(&sql, "ns_space pg_catalog.int2, ns pg_catalog.int8, ");
+	appendStringInfoString(&sql, "expires_at pg_catalog.timestamptz");
+	for (i = 0; i < id->layout->nfields; i++)
+		appendStringInfo(&sql, ", %s %s", quote_identifier(id->layout->fields[i].name),
+						 field_sql_type(ds, id->layout->fields[i].type));
 	/* explicit: the caller's default_tablespace must not choose for the owner */
 	appendStringInfoString(&sql, ") USING heap TABLESPACE pg_default");
 	ptf_spi_exec_as_owner(sql.data, 0, NULL, NULL, NULL, SPI_OK_UTILITY);
 
 	ptf_spi_exec_as_owner(psprintf("COMMENT ON TABLE ptf.%s IS %s", relname,
-								   quote_literal_cstr(psprintf("keyed state of uid %s",
-															   id->uid))),
+								   quote_literal_cstr(psprintf("keyed state of uid %s (%s)",
+															   id->uid, id->function))),
 						  0, NULL, NULL, NULL, SPI_OK_UTILITY);
 
 	relid = get_relname_relid(relname, get_namespace_oid("ptf", false));
@@ -198,7 +385,17 @@ create_state_table(const DurableIdentity *id, DurableState *ds)
 	return relid;
 }
 
-/* The state table must still have the key columns the keys need. */
+static void
+state_table_altered(const char *uid, Relation rel)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_DATA_CORRUPTED),
+			 errmsg("state table %s of uid \"%s\" has been altered",
+					RelationGetRelationName(rel), uid),
+			 errhint("Forget the state with ptf.drop_state('%s').", uid)));
+}
+
+/* The state table must still be what the layout makes, keys of the call's types. */
 static void
 check_state_table(const DurableIdentity *id, DurableState *ds)
 {
@@ -208,16 +405,12 @@ check_state_table(const DurableIdentity *id, DurableState *ds)
 
 	/* rows are found by TID: a rewritten table (VACUUM FULL) has others */
 	ds->state_filenode = rel->rd_node.relNode;
-	if (desc->natts != ds->nkeys + 3 + (ds->keeps_images ? 1 : 0))
-		ereport(ERROR,
-				(errcode(ERRCODE_DATA_CORRUPTED),
-				 errmsg("state table %s of uid \"%s\" has been altered",
-						RelationGetRelationName(rel), id->uid),
-				 errhint("Forget the state with ptf.drop_state('%s').", id->uid)));
+	if (desc->natts != ds->natts)
+		state_table_altered(id->uid, rel);
 	for (i = 0; i < ds->nkeys; i++)
 	{
 		Form_pg_attribute satt = TupleDescAttr(desc, i);
-		Form_pg_attribute ratt = TupleDescAttr(id->rowdesc,
+		Form_pg_attribute ratt = TupleDescAttr(id->rowdescs[0],
 											   id->keys->cols[i].attno - 1);
 
 		if (satt->atttypid != ratt->atttypid)
@@ -236,15 +429,198 @@ check_state_table(const DurableIdentity *id, DurableState *ds)
 					 errdetail("Keys kept under one collation may be equal under another."),
 					 errhint("Forget the state with ptf.drop_state('%s').", id->uid)));
 	}
-	ds->time_type = TupleDescAttr(desc, ds->att_event_time - 1)->atttypid;
+	if (ds->att_ns_space != 0 &&
+		(TupleDescAttr(desc, ds->att_ns_space - 1)->atttypid != INT2OID ||
+		 TupleDescAttr(desc, ds->att_ns - 1)->atttypid != INT8OID))
+		state_table_altered(id->uid, rel);
+	if (TupleDescAttr(desc, ds->att_expires - 1)->atttypid != TIMESTAMPTZOID)
+		state_table_altered(id->uid, rel);
+	for (i = 0; i < ds->layout->nfields; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, ds->att_fields - 1 + i);
+
+		if (att->atttypid != field_type_oid(ds, ds->layout->fields[i].type) ||
+			strcmp(NameStr(att->attname), ds->layout->fields[i].name) != 0)
+			state_table_altered(id->uid, rel);
+	}
 	table_close(rel, NoLock);
 }
 
+/* ---- images as bytes ---- */
+
+/*
+ * A row image as bytea: the MinimalTuple itself, with values TOASTed
+ * elsewhere brought inline (the image must not depend on the source's
+ * TOAST table, which the row may be deleted from).
+ */
+static bytea *
+image_to_bytea(MinimalTuple mt, TupleDesc desc)
+{
+	bytea	   *b;
+
+	if (mt->t_infomask & HEAP_HASEXTERNAL)
+	{
+		HeapTuple	htup = heap_tuple_from_minimal_tuple(mt);
+		HeapTuple	flat = toast_flatten_tuple(htup, desc);
+
+		mt = minimal_tuple_from_heap_tuple(flat);
+	}
+	b = palloc(VARHDRSZ + mt->t_len);
+	SET_VARSIZE(b, VARHDRSZ + mt->t_len);
+	memcpy(VARDATA(b), mt, mt->t_len);
+	return b;
+}
+
+static void
+bad_image(TupleDesc desc)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_DATA_CORRUPTED),
+			 errmsg("a stored row image does not fit row type %s",
+					format_type_be(desc->tdtypeid))));
+}
+
+/*
+ * Every value of the image lies within it: a state table is plain data a
+ * superuser may edit, and reading a row out of bounds would crash.
+ */
+static void
+check_image(MinimalTuple mt, TupleDesc desc)
+{
+	HeapTupleHeader th = (HeapTupleHeader) ((char *) mt - MINIMAL_TUPLE_OFFSET);
+	int			natts = HeapTupleHeaderGetNatts(th);
+	bool		hasnulls = (th->t_infomask & HEAP_HASNULL) != 0;
+	Size		hoff = th->t_hoff;
+	Size		end;
+	Size		off = 0;
+	const char *data;
+	int			i;
+
+	if (natts > desc->natts || hoff < offsetof(HeapTupleHeaderData, t_bits) ||
+		(hasnulls && hoff < offsetof(HeapTupleHeaderData, t_bits) + BITMAPLEN(natts)) ||
+		mt->t_len + MINIMAL_TUPLE_OFFSET < hoff)
+		bad_image(desc);
+	end = mt->t_len + MINIMAL_TUPLE_OFFSET - hoff;
+	data = (const char *) th + hoff;
+	for (i = 0; i < natts; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, i);
+
+		if (hasnulls && att_isnull(i, th->t_bits))
+			continue;
+		if (att->attlen > 0)
+		{
+			off = att_align_nominal(off, att->attalign);
+			if (off + att->attlen > end)
+				bad_image(desc);
+			off += att->attlen;
+		}
+		else if (att->attlen == -1)
+		{
+			const char *p;
+
+			if (off >= end)
+				bad_image(desc);
+			off = att_align_pointer(off, att->attalign, -1, data + off);
+			p = data + off;
+			if (off >= end || (VARATT_IS_1B(p) ? 1 : 4) > end - off ||
+				VARATT_IS_EXTERNAL(p) || VARSIZE_ANY(p) > end - off ||
+				VARSIZE_ANY(p) < (VARATT_IS_1B(p) ? 1 : VARHDRSZ))
+				bad_image(desc);
+			off += VARSIZE_ANY(p);
+		}
+		else
+		{
+			Size		n = strnlen(data + off, end - off);
+
+			if (n == end - off)
+				bad_image(desc);
+			off += n + 1;
+		}
+	}
+}
+
+static MinimalTuple
+image_from_bytes(const char *p, Size len, TupleDesc desc)
+{
+	MinimalTuple mt;
+
+	if (len < SizeofMinimalTupleHeader)
+		bad_image(desc);
+	mt = palloc(len);
+	memcpy(mt, p, len);
+	if (mt->t_len != len)
+		bad_image(desc);
+	check_image(mt, desc);
+	return mt;
+}
+
+Datum
+durable_image_datum(bytea *image, TupleDesc desc)
+{
+	MinimalTuple mt = image_from_bytes(VARDATA_ANY(image), VARSIZE_ANY_EXHDR(image), desc);
+	HeapTuple	htup = heap_tuple_from_minimal_tuple(mt);
+
+	return heap_copy_tuple_as_datum(htup, desc);
+}
+
+static bytea *
+images_to_bytea(const StateImages *imgs, TupleDesc desc)
+{
+	StringInfoData buf;
+	int			i;
+
+	initStringInfo(&buf);
+	appendStringInfoSpaces(&buf, VARHDRSZ);
+	for (i = 0; i < imgs->n; i++)
+	{
+		bytea	   *one = image_to_bytea(imgs->tuples[i], desc);
+		uint32		len = VARSIZE(one) - VARHDRSZ;
+
+		appendBinaryStringInfo(&buf, (char *) &len, sizeof(len));
+		appendBinaryStringInfo(&buf, VARDATA(one), len);
+	}
+	SET_VARSIZE(buf.data, buf.len);
+	return (bytea *) buf.data;
+}
+
+static StateImages *
+images_from_bytea(bytea *b, TupleDesc desc)
+{
+	StateImages *imgs = palloc0(sizeof(StateImages));
+	const char *p = VARDATA_ANY(b);
+	const char *end = p + VARSIZE_ANY_EXHDR(b);
+	int			max = 8;
+
+	imgs->tuples = palloc(sizeof(MinimalTuple) * max);
+	while (p < end)
+	{
+		uint32		len;
+
+		if (end - p < (ptrdiff_t) sizeof(len))
+			elog(ERROR, "stored row images are truncated");
+		memcpy(&len, p, sizeof(len));
+		p += sizeof(len);
+		if (end - p < (ptrdiff_t) len)
+			elog(ERROR, "stored row images are truncated");
+		if (imgs->n == max)
+		{
+			max *= 2;
+			imgs->tuples = repalloc(imgs->tuples, sizeof(MinimalTuple) * max);
+		}
+		imgs->tuples[imgs->n++] = image_from_bytes(p, len, desc);
+		p += len;
+	}
+	return imgs;
+}
+
+/* ---- calls in progress ---- */
+
 /*
  * A uid is in use from durable_open to durable_commit.  Calls of one uid
- * serialize on its registry row, but not within one transaction: a call
- * whose input query calls the same uid would load the keys before the
- * inner call wrote them, and both would write them back.  So re-entry is
+ * serialize on its lock, but not within one transaction: a call whose
+ * input query calls the same uid would load the keys before the inner
+ * call wrote them, and both would write them back.  So re-entry is
  * refused; (sub)transaction aborts forget the calls they interrupted.
  */
 typedef struct ActiveUid
@@ -339,13 +715,15 @@ leave_uid(const char *uid)
 	}
 }
 
+/* ---- who may use a uid ---- */
+
 /* the pipeline whose state a uid is, as a column of a query over uid_registry r */
 #define PIPELINE_OF_UID \
 	"(SELECT p.name FROM ptf.pipeline_registry p WHERE p.uid OPERATOR(pg_catalog.=) r.uid)"
 
 /* A pipeline's uid is read and dropped by the pipeline only. */
-static void
-refuse_pipeline_uid(const char *uid, const char *pipeline)
+void
+durable_refuse_pipeline_uid(const char *uid, const char *pipeline)
 {
 	if (pipeline != NULL)
 		ereport(ERROR,
@@ -367,14 +745,14 @@ check_owner(const char *uid, Oid owner)
 }
 
 /*
- * Durable state holds rows of its source (pending candidates, images):
- * using it needs the right to read that table now, not only when the
+ * Durable state holds rows of its sources (pending candidates, images):
+ * using it needs the right to read those tables now, not only when the
  * state was made.
  */
 static void
-check_source_privilege(const DurableIdentity *id)
+check_source_privilege(TupleDesc rowdesc)
 {
-	Oid			relid = typeidTypeRelid(id->rowdesc->tdtypeid);
+	Oid			relid = typeidTypeRelid(rowdesc->tdtypeid);
 
 	if (!OidIsValid(relid) || get_rel_relkind(relid) == RELKIND_COMPOSITE_TYPE)
 		return;
@@ -384,138 +762,57 @@ check_source_privilege(const DurableIdentity *id)
 					   get_rel_name(relid));
 }
 
-DurableState *
-durable_open(const DurableIdentity *id, DurableProgress *progress)
+/* ---- opening a uid ---- */
+
+static void
+set_layout(DurableState *ds, const DurableIdentity *id)
 {
-	DurableState *ds = palloc0(sizeof(DurableState));
-	Oid			caller = GetUserId();
-	Oid			argtypes[9] = {TEXTOID, TEXTOID, OIDOID, OIDOID, TEXTARRAYOID, TEXTOID, OIDOID, TEXTOID, TEXTOID};
-	Datum		values[9];
-	char		nulls[9] = "         ";
-	HeapTuple	tup;
-	TupleDesc	desc;
-	bool		isnull;
-	char	   *s;
-	Oid			owner;
-	Oid			row_type;
-	bool		exists;
-	Datum		stored_keys;
-	Datum		call_keys = key_names_array(id);
+	AttrNumber	a = id->keys->ncols + 1;
 
-	ds->uid = pstrdup(id->uid);
 	ds->nkeys = id->keys->ncols;
-	ds->keeps_images = id->keeps_images;
-	ds->rowdesc = id->rowdesc;
-	ds->time_type = OidIsValid(id->time_type) ? id->time_type : TIMESTAMPTZOID;
-	ds->att_expires = ds->nkeys + 1;
-	ds->att_event_time = ds->nkeys + 2;
-	ds->att_seq = ds->nkeys + 3;
-	ds->att_image = id->keeps_images ? ds->nkeys + 4 : 0;
-
-	values[0] = CStringGetTextDatum(id->uid);
-	values[1] = CStringGetTextDatum(id->function);
-	values[2] = ObjectIdGetDatum(caller);
-	values[3] = ObjectIdGetDatum(id->rowdesc->tdtypeid);
-	values[4] = call_keys;
-	values[5] = id->on_time ? CStringGetTextDatum(id->on_time) : (Datum) 0;
-	nulls[5] = id->on_time ? ' ' : 'n';
-	values[6] = ObjectIdGetDatum(ds->time_type);
-	values[7] = id->slot_name ? CStringGetTextDatum(id->slot_name) : (Datum) 0;
-	nulls[7] = id->slot_name ? ' ' : 'n';
-	values[8] = id->options ? CStringGetTextDatum(id->options) : (Datum) 0;
-	nulls[8] = id->options ? ' ' : 'n';
-
-	check_source_privilege(id);
-	enter_uid(id->uid);
-
-	/* an owner check before taking the row lock: no waiting on others' uids */
-	ptf_spi_exec_as_owner("SELECT r.owner, " PIPELINE_OF_UID " FROM ptf.uid_registry r "
-						  "WHERE r.uid OPERATOR(pg_catalog.=) $1",
-						  1, argtypes, values, NULL, SPI_OK_SELECT);
-	exists = (SPI_processed == 1);
-	if (exists)
+	ds->nspaces = id->nspaces;
+	ds->layout = id->layout;
+	ds->ninputs = id->ninputs;
+	memcpy(ds->rowdescs, id->rowdescs, sizeof(TupleDesc) * id->ninputs);
+	if (id->nspaces > 0)
 	{
-		check_owner(id->uid, DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
-															SPI_tuptable->tupdesc,
-															1, &isnull)));
-		/* the worker's alone: a call from elsewhere would take its changes */
-		if (!ptf_in_pipeline_worker)
-			refuse_pipeline_uid(id->uid, SPI_getvalue(SPI_tuptable->vals[0],
-													  SPI_tuptable->tupdesc, 2));
+		ds->att_ns_space = a++;
+		ds->att_ns = a++;
 	}
+	ds->att_expires = a++;
+	ds->att_fields = a;
+	ds->natts = a - 1 + id->layout->nfields;
+}
 
-	/*
-	 * Calls of one uid serialize on an advisory lock, which writes nothing:
-	 * a pipeline step that finds no changes leaves no WAL behind.  Other
-	 * callers also lock the row, so that under REPEATABLE READ a call that
-	 * waited fails rather than work on the state it saw before.
-	 */
-	ptf_spi_exec_as_owner("SELECT pg_catalog.pg_advisory_xact_lock(1347700273, pg_catalog.hashtext($1))",
-						  1, argtypes, values, NULL, SPI_OK_SELECT);
-	if (!exists)
-		ptf_spi_exec_as_owner("INSERT INTO ptf.uid_registry "
-							  "(uid, function, owner, row_type, key_columns, on_time, time_type, slot_name, options) "
-							  "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (uid) DO NOTHING",
-							  9, argtypes, values, nulls, SPI_OK_INSERT);
+static void
+check_identity(const DurableIdentity *id, DurableState *ds, Datum call_keys)
+{
+	char	   *s;
+	Oid			row_type;
 
-	ptf_spi_exec_as_owner(ptf_in_pipeline_worker ?
-						  "SELECT function, owner, row_type, key_columns, on_time, state_table, "
-						  "max_event_time, watermark, last_lsn, rows_in, rows_out, rows_late, rows_skipped, "
-						  "slot_name, xmin, options, version "
-						  "FROM ptf.uid_registry WHERE uid OPERATOR(pg_catalog.=) $1" :
-						  "SELECT function, owner, row_type, key_columns, on_time, state_table, "
-						  "max_event_time, watermark, last_lsn, rows_in, rows_out, rows_late, rows_skipped, "
-						  "slot_name, xmin, options, version "
-						  "FROM ptf.uid_registry WHERE uid OPERATOR(pg_catalog.=) $1 FOR UPDATE",
-						  1, argtypes, values, NULL, SPI_OK_SELECT);
-	if (SPI_processed != 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-				 errmsg("the state of uid \"%s\" was dropped by a concurrent transaction",
-						id->uid),
-				 errhint("Try the call again.")));
-	tup = SPI_tuptable->vals[0];
-	desc = SPI_tuptable->tupdesc;
+	check_owner(id->uid, DatumGetObjectId(ptf_spi_datum(Anum_uid_registry_owner)));
 
-	owner = DatumGetObjectId(SPI_getbinval(tup, desc, 2, &isnull));
-	check_owner(id->uid, owner);
-
-	s = get_text(tup, desc, 1, &isnull);
+	s = ptf_spi_text(Anum_uid_registry_function);
 	if (strcmp(s, id->function) != 0)
 		identity_mismatch(id->uid, "function", s, id->function);
-	row_type = DatumGetObjectId(SPI_getbinval(tup, desc, 3, &isnull));
-	if (row_type != id->rowdesc->tdtypeid)
-		identity_mismatch(id->uid, "row type", format_type_be(row_type),
-						  format_type_be(id->rowdesc->tdtypeid));
-	stored_keys = SPI_getbinval(tup, desc, 4, &isnull);
-	if (strcmp(text_array_to_string(stored_keys), text_array_to_string(call_keys)) != 0)
-		identity_mismatch(id->uid, "partition_by", text_array_to_string(stored_keys),
-						  text_array_to_string(call_keys));
-	s = get_text(tup, desc, 5, &isnull);
+	row_type = DatumGetObjectId(ptf_spi_datum(Anum_uid_registry_row_type));
+	if (row_type != id->rowdescs[0]->tdtypeid)
+		identity_mismatch(id->uid, "row type", row_type_name(row_type),
+						  format_type_be(id->rowdescs[0]->tdtypeid));
+	s = text_array_to_string(ptf_spi_datum(Anum_uid_registry_key_columns));
+	if (strcmp(s, text_array_to_string(call_keys)) != 0)
+		identity_mismatch(id->uid, "partition_by", s, text_array_to_string(call_keys));
+	s = ptf_spi_text(Anum_uid_registry_on_time);
 	if ((s == NULL) != (id->on_time == NULL) ||
 		(s != NULL && strcmp(s, id->on_time) != 0))
 		identity_mismatch(id->uid, "on_time", s ? quote_identifier(s) : "(none)",
 						  id->on_time ? quote_identifier(id->on_time) : "(none)");
-
-	ds->version = get_int64(tup, desc, 17, 0);
-	progress->max_event_time = get_int64(tup, desc, 7, PTF_TIME_MIN);
-	progress->watermark = get_int64(tup, desc, 8, PTF_TIME_MIN);
-	{
-		Datum		lsn = SPI_getbinval(tup, desc, 9, &isnull);
-
-		progress->last_lsn = isnull ? InvalidXLogRecPtr : DatumGetLSN(lsn);
-	}
-	progress->rows_in = get_int64(tup, desc, 10, 0);
-	progress->rows_out = get_int64(tup, desc, 11, 0);
-	progress->rows_late = get_int64(tup, desc, 12, 0);
-	progress->rows_skipped = get_int64(tup, desc, 13, 0);
-
-	s = get_text(tup, desc, 14, &isnull);
+	s = ptf_spi_text(Anum_uid_registry_slot_name);
 	if ((s == NULL) != (id->slot_name == NULL))
 		identity_mismatch(id->uid, "input",
 						  s ? "a change stream" : "a relation or query",
 						  id->slot_name ? "a change stream" : "a relation or query");
-	s = get_text(tup, desc, 16, &isnull);
+	s = ptf_spi_text(Anum_uid_registry_options);
 	if ((s == NULL) != (id->options == NULL) ||
 		(s != NULL && strcmp(s, id->options) != 0))
 		ereport(ERROR,
@@ -525,32 +822,344 @@ durable_open(const DurableIdentity *id, DurableProgress *progress)
 						   s ? s : "plain", id->options ? id->options : "plain"),
 				 errhint("Use another uid, or forget this one's state with ptf.drop_state('%s').",
 						 id->uid)));
+}
+
+/* The images in state are rows of the types they were stored as. */
+static void
+check_row_types(const DurableIdentity *id, const char *stored, const char *now)
+{
+	if (id->keeps_images && stored != NULL && !row_types_compatible(stored, now))
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("the input row type of uid \"%s\" changed since its state was stored", id->uid),
+				 errdetail("The state holds rows of %s; the input now has %s.", stored, now),
+				 errhint("ALTER TABLE changed the source's columns; ptf.drop_state('%s') forgets the uid's state.",
+						 id->uid)));
+}
+
+static void
+read_progress(const DurableIdentity *id, DurableProgress *progress)
+{
+	int			i;
+
+	memset(progress, 0, sizeof(DurableProgress));
+	progress->ninputs = id->ninputs;
+	for (i = 0; i < id->ninputs; i++)
+		progress->max_event_time[i] = progress->watermark[i] = PTF_TIME_MIN;
+	progress->max_event_time[0] = ptf_spi_int64(Anum_uid_registry_max_event_time, PTF_TIME_MIN);
+	progress->combined_watermark = ptf_spi_int64(Anum_uid_registry_watermark, PTF_TIME_MIN);
+	progress->watermark[0] = progress->combined_watermark;
+	if (!ptf_spi_isnull(Anum_uid_registry_input_times))
+	{
+		Datum	   *elems;
+		bool	   *nulls;
+		int			n;
+
+		deconstruct_array(DatumGetArrayTypeP(ptf_spi_datum(Anum_uid_registry_input_times)),
+						  INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &elems, &nulls, &n);
+		for (i = 0; i < id->ninputs && 2 * i + 1 < n; i++)
+		{
+			progress->max_event_time[i] = DatumGetInt64(elems[2 * i]);
+			progress->watermark[i] = DatumGetInt64(elems[2 * i + 1]);
+		}
+	}
+	progress->last_lsn = ptf_spi_isnull(Anum_uid_registry_last_lsn) ? InvalidXLogRecPtr :
+		DatumGetLSN(ptf_spi_datum(Anum_uid_registry_last_lsn));
+	progress->rows_in = ptf_spi_int64(Anum_uid_registry_rows_in, 0);
+	progress->rows_out = ptf_spi_int64(Anum_uid_registry_rows_out, 0);
+	progress->rows_late = ptf_spi_int64(Anum_uid_registry_rows_late, 0);
+	progress->rows_skipped = ptf_spi_int64(Anum_uid_registry_rows_skipped, 0);
 	/* a position written by this very transaction may yet roll back */
 	progress->last_lsn_committed =
-		!TransactionIdIsCurrentTransactionId(DatumGetTransactionId(SPI_getbinval(tup, desc, 15,
-																				  &isnull)));
+		!TransactionIdIsCurrentTransactionId(DatumGetTransactionId(ptf_spi_datum(Anum_uid_registry_xmin)));
+}
 
-	ds->state_relid = DatumGetObjectId(SPI_getbinval(tup, desc, 6, &isnull));
-	if (isnull)
+static void convert_layout_1(const DurableIdentity *id, DurableState *ds, Oid old_relid);
+
+static void
+set_state_table(const char *uid, Oid relid, const char *row_types)
+{
+	Oid			argt[3] = {TEXTOID, OIDOID, TEXTOID};
+	Datum		args[3];
+
+	args[0] = CStringGetTextDatum(uid);
+	args[1] = ObjectIdGetDatum(relid);
+	args[2] = CStringGetTextDatum(row_types);
+	ptf_spi_exec_as_owner(psprintf("UPDATE ptf.uid_registry SET state_table = $2, "
+								   "layout = %d, row_types = $3 "
+								   "WHERE uid OPERATOR(pg_catalog.=) $1",
+								   STATE_LAYOUT_VERSION),
+						  3, argt, args, NULL, SPI_OK_UPDATE);
+}
+
+DurableState *
+durable_open(const DurableIdentity *id, DurableProgress *progress)
+{
+	DurableState *ds = palloc0(sizeof(DurableState));
+	Oid			caller = GetUserId();
+	Oid			argtypes[11] = {TEXTOID, TEXTOID, OIDOID, OIDOID, TEXTARRAYOID, TEXTOID,
+	OIDOID, TEXTOID, TEXTOID, INT4OID, TEXTOID};
+	Datum		values[11];
+	char		nulls[11] = "           ";
+	bool		exists;
+	Datum		call_keys = key_names_array(id);
+	char	   *row_types = row_types_fingerprint(id);
+	char	   *stored_types;
+	bool		layout_1;
+	int			i;
+
+	Assert(id->ninputs >= 1 && id->ninputs <= DURABLE_MAX_INPUTS);
+	ds->uid = pstrdup(id->uid);
+	ds->row_types = row_types;
+	ds->time_type = OidIsValid(id->time_type) ? id->time_type : TIMESTAMPTZOID;
+	set_layout(ds, id);
+
+	values[0] = CStringGetTextDatum(id->uid);
+	values[1] = CStringGetTextDatum(id->function);
+	values[2] = ObjectIdGetDatum(caller);
+	values[3] = ObjectIdGetDatum(id->rowdescs[0]->tdtypeid);
+	values[4] = call_keys;
+	values[5] = id->on_time ? CStringGetTextDatum(id->on_time) : (Datum) 0;
+	nulls[5] = id->on_time ? ' ' : 'n';
+	values[6] = ObjectIdGetDatum(ds->time_type);
+	values[7] = id->slot_name ? CStringGetTextDatum(id->slot_name) : (Datum) 0;
+	nulls[7] = id->slot_name ? ' ' : 'n';
+	values[8] = id->options ? CStringGetTextDatum(id->options) : (Datum) 0;
+	nulls[8] = id->options ? ' ' : 'n';
+	values[9] = Int32GetDatum(STATE_LAYOUT_VERSION);
+	values[10] = CStringGetTextDatum(row_types);
+
+	ptf_check_sql_version();
+	for (i = 0; i < id->ninputs; i++)
+		check_source_privilege(id->rowdescs[i]);
+	enter_uid(id->uid);
+
+	/* an owner check before taking the lock: no waiting on others' uids */
+	ptf_spi_exec_as_owner("SELECT r.owner, " PIPELINE_OF_UID " FROM ptf.uid_registry r "
+						  "WHERE r.uid OPERATOR(pg_catalog.=) $1",
+						  1, argtypes, values, NULL, SPI_OK_SELECT);
+	exists = (SPI_processed == 1);
+	if (exists)
 	{
-		Oid			argt[2] = {TEXTOID, OIDOID};
-		Datum		args[2];
+		check_owner(id->uid, DatumGetObjectId(ptf_spi_datum(1)));
+		/* the worker's alone: a call from elsewhere would take its changes */
+		if (!ptf_in_pipeline_worker)
+			durable_refuse_pipeline_uid(id->uid, ptf_spi_text(2));
+	}
 
+	/*
+	 * Calls of one uid serialize on a lock that writes nothing: a pipeline
+	 * step that finds no changes leaves no WAL behind.  Other callers also
+	 * lock the row, so that under REPEATABLE READ a call that waited fails
+	 * rather than work on the state it saw before.
+	 */
+	(void) ptf_lock(PTF_LOCK_UID, ptf_lock_id_of_name(id->uid), ExclusiveLock, false, true);
+	if (!exists)
+		ptf_spi_exec_as_owner("INSERT INTO ptf.uid_registry "
+							  "(uid, function, owner, row_type, key_columns, on_time, time_type, "
+							  "slot_name, options, layout, row_types) "
+							  "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) "
+							  "ON CONFLICT (uid) DO NOTHING",
+							  11, argtypes, values, nulls, SPI_OK_INSERT);
+
+	ptf_spi_exec_as_owner(ptf_in_pipeline_worker ?
+						  "SELECT " UID_REGISTRY_COLUMNS " FROM ptf.uid_registry "
+						  "WHERE uid OPERATOR(pg_catalog.=) $1" :
+						  "SELECT " UID_REGISTRY_COLUMNS " FROM ptf.uid_registry "
+						  "WHERE uid OPERATOR(pg_catalog.=) $1 FOR UPDATE",
+						  1, argtypes, values, NULL, SPI_OK_SELECT);
+	if (SPI_processed != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("the state of uid \"%s\" was dropped by a concurrent transaction",
+						id->uid),
+				 errhint("Try the call again.")));
+
+	check_identity(id, ds, call_keys);
+	read_progress(id, progress);
+	ds->version = ptf_spi_int64(Anum_uid_registry_version, 0);
+	stored_types = ptf_spi_text(Anum_uid_registry_row_types);
+	layout_1 = ptf_spi_isnull(Anum_uid_registry_layout);
+	if (!layout_1 && ptf_spi_int64(Anum_uid_registry_layout, 0) != STATE_LAYOUT_VERSION)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("the state of uid \"%s\" has layout %lld, which this version of the extension does not read",
+						id->uid, (long long) ptf_spi_int64(Anum_uid_registry_layout, 0)),
+				 errhint("Update the extension's library, or forget the state with ptf.drop_state('%s').",
+						 id->uid)));
+	check_row_types(id, stored_types, row_types);
+
+	if (ptf_spi_isnull(Anum_uid_registry_state_table))
+	{
 		ds->state_relid = create_state_table(id, ds);
-		args[0] = values[0];
-		args[1] = ObjectIdGetDatum(ds->state_relid);
-		ptf_spi_exec_as_owner("UPDATE ptf.uid_registry SET state_table = $2 "
-							  "WHERE uid OPERATOR(pg_catalog.=) $1",
-							  2, argt, args, NULL, SPI_OK_UPDATE);
+		set_state_table(id->uid, ds->state_relid, row_types);
+	}
+	else
+	{
+		ds->state_relid = DatumGetObjectId(ptf_spi_datum(Anum_uid_registry_state_table));
+		if (layout_1)
+			convert_layout_1(id, ds, ds->state_relid);
 	}
 	check_state_table(id, ds);
 	return ds;
 }
 
-/* ---- loading and writing back keys ---- */
+/* ---- layout 1 (extension version 1.0) ---- */
+
+/*
+ * The 1.0 table: key columns, then expires_at, event_time, seq and, when
+ * images were kept, image of the source's row type.  Its rows become rows
+ * of a table made from the declared layout, each field taken from the old
+ * column of its name; the old table goes.
+ */
+static void
+convert_layout_1(const DurableIdentity *id, DurableState *ds, Oid old_relid)
+{
+	Relation	old_rel;
+	Relation	new_rel;
+	TupleDesc	old_desc;
+	TupleDesc	new_desc;
+	AttrNumber	old_att[64];
+	AttrNumber	old_expires;
+	Snapshot	snapshot;
+	TableScanDesc scan;
+	TupleTableSlot *slot;
+	Datum	   *values;
+	bool	   *isnull;
+	MemoryContext rowcxt;
+	int			i;
+
+	if (id->layout->nfields > (int) lengthof(old_att))
+		elog(ERROR, "too many state fields");
+	ds->state_relid = create_state_table(id, ds);
+	old_rel = table_open(old_relid, AccessExclusiveLock);
+	new_rel = table_open(ds->state_relid, RowExclusiveLock);
+	old_desc = RelationGetDescr(old_rel);
+	new_desc = RelationGetDescr(new_rel);
+	if (old_desc->natts < ds->nkeys + 3)
+		state_table_altered(id->uid, old_rel);
+	old_expires = ds->nkeys + 1;
+	for (i = 0; i < id->layout->nfields; i++)
+	{
+		int			a;
+
+		old_att[i] = InvalidAttrNumber;
+		for (a = ds->nkeys; a < old_desc->natts; a++)
+			if (strcmp(NameStr(TupleDescAttr(old_desc, a)->attname),
+					   id->layout->fields[i].name) == 0)
+				old_att[i] = a + 1;
+	}
+
+	values = palloc(sizeof(Datum) * new_desc->natts);
+	isnull = palloc(sizeof(bool) * new_desc->natts);
+	rowcxt = AllocSetContextCreate(CurrentMemoryContext, "ptf state conversion",
+								   ALLOCSET_DEFAULT_SIZES);
+	snapshot = RegisterSnapshot(GetTransactionSnapshot());
+	scan = table_beginscan(old_rel, snapshot, 0, NULL);
+	slot = table_slot_create(old_rel, NULL);
+	while (table_scan_getnextslot(scan, ForwardScanDirection, slot))
+	{
+		MemoryContext old = MemoryContextSwitchTo(rowcxt);
+
+		CHECK_FOR_INTERRUPTS();
+		slot_getallattrs(slot);
+		memset(isnull, true, sizeof(bool) * new_desc->natts);
+		for (i = 0; i < ds->nkeys; i++)
+		{
+			values[i] = slot->tts_values[i];
+			isnull[i] = slot->tts_isnull[i];
+		}
+		values[ds->att_expires - 1] = slot->tts_values[old_expires - 1];
+		isnull[ds->att_expires - 1] = slot->tts_isnull[old_expires - 1];
+		for (i = 0; i < id->layout->nfields; i++)
+		{
+			AttrNumber	oa = old_att[i];
+			AttrNumber	na = ds->att_fields + i;
+
+			if (oa == InvalidAttrNumber || slot->tts_isnull[oa - 1])
+				continue;
+			isnull[na - 1] = false;
+			if (id->layout->fields[i].type == SF_IMAGE)
+			{
+				HeapTupleHeader th = DatumGetHeapTupleHeader(slot->tts_values[oa - 1]);
+				HeapTupleData htup;
+
+				htup.t_len = HeapTupleHeaderGetDatumLength(th);
+				ItemPointerSetInvalid(&htup.t_self);
+				htup.t_tableOid = InvalidOid;
+				htup.t_data = th;
+				values[na - 1] = PointerGetDatum(image_to_bytea(minimal_tuple_from_heap_tuple(&htup),
+																id->rowdescs[id->layout->fields[i].input]));
+			}
+			else
+				values[na - 1] = slot->tts_values[oa - 1];
+		}
+		simple_heap_insert(new_rel, heap_form_tuple(new_desc, values, isnull));
+		MemoryContextSwitchTo(old);
+		MemoryContextReset(rowcxt);
+	}
+	ExecDropSingleTupleTableSlot(slot);
+	table_endscan(scan);
+	UnregisterSnapshot(snapshot);
+	table_close(new_rel, NoLock);
+	table_close(old_rel, NoLock);
+	MemoryContextDelete(rowcxt);
+	CommandCounterIncrement();
+
+	ptf_spi_exec_as_owner(psprintf("DROP TABLE %s", ptf_relation_sql_name(old_relid)),
+						  0, NULL, NULL, NULL, SPI_OK_UTILITY);
+	set_state_table(id->uid, ds->state_relid, row_types_fingerprint(id));
+	ds->must_write = true;
+	ereport(NOTICE,
+			(errmsg("the state of uid \"%s\" was converted to the layout of this version of the extension",
+					id->uid)));
+}
+
+/* ---- loading and writing back ---- */
+
+static void
+decode_fields(DurableState *ds, TupleTableSlot *slot, Datum *values, bool *nulls)
+{
+	int			i;
+
+	for (i = 0; i < ds->layout->nfields; i++)
+	{
+		const StateField *f = &ds->layout->fields[i];
+		AttrNumber	a = ds->att_fields + i;
+
+		nulls[i] = slot->tts_isnull[a - 1];
+		if (nulls[i])
+			continue;
+		values[i] = slot->tts_values[a - 1];
+		switch (f->type)
+		{
+			case SF_TIME:
+				values[i] = Int64GetDatum(ptf_time_from_datum(values[i], ds->time_type));
+				break;
+			case SF_BYTEA:
+				values[i] = PointerGetDatum(PG_DETOAST_DATUM(values[i]));
+				break;
+			case SF_IMAGE:
+				{
+					bytea	   *b = DatumGetByteaPP(values[i]);
+
+					values[i] = PointerGetDatum(image_from_bytes(VARDATA_ANY(b),
+																 VARSIZE_ANY_EXHDR(b),
+																 ds->rowdescs[f->input]));
+				}
+				break;
+			case SF_IMAGES:
+				values[i] = PointerGetDatum(images_from_bytea(DatumGetByteaPP(values[i]),
+															  ds->rowdescs[f->input]));
+				break;
+			default:
+				break;
+		}
+	}
+}
 
 void
-durable_load(DurableState *ds, KeyedState *ks, PtfOperator *op)
+durable_load(DurableState *ds, KeyedState *ks, const StateCodec *codec)
 {
 	Relation	rel = table_open(ds->state_relid, RowExclusiveLock);
 	Snapshot	snapshot = RegisterSnapshot(GetTransactionSnapshot());
@@ -560,51 +1169,45 @@ durable_load(DurableState *ds, KeyedState *ks, PtfOperator *op)
 												 "ptf state load",
 												 ALLOCSET_DEFAULT_SIZES);
 	bool		keep_expiry = keyed_state_ttl(ks) > 0;
+	Datum	   *fvalues = palloc(sizeof(Datum) * Max(ds->layout->nfields, 1));
+	bool	   *fnulls = palloc(sizeof(bool) * Max(ds->layout->nfields, 1));
 
+	Assert(codec->layout == ds->layout);
 	while (table_scan_getnextslot(scan, ForwardScanDirection, slot))
 	{
 		MemoryContext old = MemoryContextSwitchTo(rowcxt);
-		PtfStoredValue sv;
 		StateRecord *rec;
-		PtfTime		expires;
+		StateRef	ref;
 
 		CHECK_FOR_INTERRUPTS();
 		slot_getallattrs(slot);
-		/* without a TTL now, state is kept forever, whatever it was kept for */
-		expires = (slot->tts_isnull[ds->att_expires - 1] || !keep_expiry) ? PTF_TIME_MAX :
-			DatumGetInt64(slot->tts_values[ds->att_expires - 1]);
-		rec = keyed_state_restore(ks, slot->tts_values, slot->tts_isnull,
-								  expires, &slot->tts_tid);
+		rec = keyed_state_restore_key(ks, slot->tts_values, slot->tts_isnull);
 		if (rec == NULL)
 		{
 			/* inline layout: a key and nothing else */
 			MemoryContextSwitchTo(old);
 			continue;
 		}
+		keyed_state_record_ref(ks, rec, &ref);
+		decode_fields(ds, slot, fvalues, fnulls);
 
-		memset(&sv, 0, sizeof(sv));
-		if (!slot->tts_isnull[ds->att_event_time - 1])
+		if (ds->att_ns_space == 0 || slot->tts_isnull[ds->att_ns - 1])
 		{
-			sv.has_time = true;
-			sv.event_time = ptf_time_from_datum(slot->tts_values[ds->att_event_time - 1],
-												ds->time_type);
+			/* without a TTL now, state is kept forever, whatever it was kept for */
+			PtfTime		expires = (slot->tts_isnull[ds->att_expires - 1] || !keep_expiry) ?
+				PTF_TIME_MAX : DatumGetInt64(slot->tts_values[ds->att_expires - 1]);
+
+			keyed_state_restore_record(ks, rec, expires, &slot->tts_tid);
+			codec->restore(codec->arg, &ref, STATE_KEY_SPACE, 0, NULL, fvalues, fnulls);
 		}
-		if (!slot->tts_isnull[ds->att_seq - 1])
-			sv.seq = DatumGetInt64(slot->tts_values[ds->att_seq - 1]);
-		if (ds->att_image != 0 && !slot->tts_isnull[ds->att_image - 1])
+		else
 		{
-			HeapTupleHeader th = DatumGetHeapTupleHeader(slot->tts_values[ds->att_image - 1]);
-			HeapTupleData htup;
+			int			space = DatumGetInt16(slot->tts_values[ds->att_ns_space - 1]);
+			int64		ns = DatumGetInt64(slot->tts_values[ds->att_ns - 1]);
+			void	   *v = keyed_state_restore_ns(ks, rec, space, ns, &slot->tts_tid);
 
-			htup.t_len = HeapTupleHeaderGetDatumLength(th);
-			ItemPointerSetInvalid(&htup.t_self);
-			htup.t_tableOid = InvalidOid;
-			htup.t_data = th;
-			sv.has_image = true;
-			sv.image = minimal_tuple_from_heap_tuple(&htup);
+			codec->restore(codec->arg, &ref, space, ns, v, fvalues, fnulls);
 		}
-		op->methods->restore_value(op, rec, &sv);
-
 		MemoryContextSwitchTo(old);
 		MemoryContextReset(rowcxt);
 	}
@@ -617,68 +1220,151 @@ durable_load(DurableState *ds, KeyedState *ks, PtfOperator *op)
 	table_close(rel, NoLock);
 }
 
-/* Fill the state-table columns of a record. */
+/* The state-table row of a key (space STATE_KEY_SPACE) or of one of its namespaces. */
 static void
-record_to_row(DurableState *ds, KeyedState *ks, PtfOperator *op,
-			  StateRecord *rec, Datum *values, bool *nulls)
+value_to_row(DurableState *ds, KeyedState *ks, const StateCodec *codec,
+			 StateRecord *rec, int space, int64 ns, void *ns_value,
+			 Datum *values, bool *nulls)
 {
-	PtfStoredValue sv;
+	StateRef	ref;
+	Datum	   *fv = values + ds->att_fields - 1;
+	bool	   *fn = nulls + ds->att_fields - 1;
+	int			i;
 
+	memset(nulls, true, sizeof(bool) * ds->natts);
 	keyed_state_record_key(ks, rec, values, nulls);
-
-	values[ds->att_expires - 1] = Int64GetDatum(rec->expires_at);
-	nulls[ds->att_expires - 1] = (rec->expires_at == PTF_TIME_MAX);
-
-	op->methods->save_value(op, rec, &sv);
-	values[ds->att_event_time - 1] = ptf_time_to_datum(sv.event_time, ds->time_type);
-	nulls[ds->att_event_time - 1] = !sv.has_time;
-	values[ds->att_seq - 1] = Int64GetDatum(sv.seq);
-	nulls[ds->att_seq - 1] = !sv.has_time;
-	if (ds->att_image != 0)
+	keyed_state_record_ref(ks, rec, &ref);
+	if (space == STATE_KEY_SPACE)
 	{
-		nulls[ds->att_image - 1] = !sv.has_image;
-		if (sv.has_image)
-		{
-			HeapTuple	htup = heap_tuple_from_minimal_tuple(sv.image);
+		values[ds->att_expires - 1] = Int64GetDatum(rec->expires_at);
+		nulls[ds->att_expires - 1] = (rec->expires_at == PTF_TIME_MAX);
+	}
+	else
+	{
+		values[ds->att_ns_space - 1] = Int16GetDatum((int16) space);
+		nulls[ds->att_ns_space - 1] = false;
+		values[ds->att_ns - 1] = Int64GetDatum(ns);
+		nulls[ds->att_ns - 1] = false;
+	}
+	codec->save(codec->arg, &ref, space, ns, ns_value, fv, fn);
+	for (i = 0; i < ds->layout->nfields; i++)
+	{
+		const StateField *f = &ds->layout->fields[i];
 
-			values[ds->att_image - 1] = heap_copy_tuple_as_datum(htup, ds->rowdesc);
+		if (fn[i])
+			continue;
+		switch (f->type)
+		{
+			case SF_TIME:
+				fv[i] = ptf_time_to_datum(DatumGetInt64(fv[i]), ds->time_type);
+				break;
+			case SF_IMAGE:
+				fv[i] = PointerGetDatum(image_to_bytea((MinimalTuple) DatumGetPointer(fv[i]),
+													   ds->rowdescs[f->input]));
+				break;
+			case SF_IMAGES:
+				fv[i] = PointerGetDatum(images_to_bytea((StateImages *) DatumGetPointer(fv[i]),
+														ds->rowdescs[f->input]));
+				break;
+			default:
+				break;
 		}
 	}
 }
 
+/* Rows to insert, batched for table_multi_insert, and where to note their TIDs. */
+typedef struct InsertBatch
+{
+	Relation	rel;
+	CommandId	cid;
+	BulkInsertState bistate;
+	TupleTableSlot **slots;
+	ItemPointer *tids;			/* where each new row's TID goes */
+	uint8	  **flags;			/* and its RECORD_STORED flag */
+	uint16	  **ns_flags;
+	int			n;
+	uint64		nupdated;
+	MemoryContext cxt;			/* the batch's row values */
+} InsertBatch;
+
 static void
-insert_batch(Relation rel, TupleTableSlot **slots, StateRecord **batch, int n,
-			 CommandId cid, BulkInsertState bistate)
+flush_batch(InsertBatch *b)
 {
 	int			i;
 
-	if (n == 0)
+	if (b->n == 0)
 		return;
-	table_multi_insert(rel, slots, n, cid, 0, bistate);
-	for (i = 0; i < n; i++)
+	table_multi_insert(b->rel, b->slots, b->n, b->cid, 0, b->bistate);
+	for (i = 0; i < b->n; i++)
 	{
-		batch[i]->tid = slots[i]->tts_tid;
-		batch[i]->flags |= RECORD_STORED;
-		ExecClearTuple(slots[i]);
+		*b->tids[i] = b->slots[i]->tts_tid;
+		if (b->flags[i])
+			*b->flags[i] |= RECORD_STORED;
+		if (b->ns_flags[i])
+			*b->ns_flags[i] |= RECORD_STORED;
+		ExecClearTuple(b->slots[i]);
 	}
+	b->n = 0;
+	MemoryContextReset(b->cxt);
+}
+
+/* Write one key's or namespace's row: update its tuple, or insert a new one. */
+static void
+write_value(DurableState *ds, KeyedState *ks, const StateCodec *codec, InsertBatch *b,
+			StateRecord *rec, int space, int64 ns, void *ns_value,
+			ItemPointer tid, uint8 *flags, uint16 *ns_flags, bool stored)
+{
+	TupleDesc	desc = RelationGetDescr(b->rel);
+	MemoryContext old = MemoryContextSwitchTo(b->cxt);
+
+	if (stored)
+	{
+		Datum	   *v = palloc(sizeof(Datum) * desc->natts);
+		bool	   *n = palloc(sizeof(bool) * desc->natts);
+		HeapTuple	tup;
+
+		value_to_row(ds, ks, codec, rec, space, ns, ns_value, v, n);
+		tup = heap_form_tuple(desc, v, n);
+		simple_heap_update(b->rel, tid, tup);
+		*tid = tup->t_self;
+		MemoryContextSwitchTo(old);
+		/* updated rows need nothing after the update: free them now and then */
+		if (++b->nupdated % INSERT_BATCH == 0 && b->n == 0)
+			MemoryContextReset(b->cxt);
+		return;
+	}
+	else
+	{
+		TupleTableSlot *slot = b->slots[b->n];
+
+		ExecClearTuple(slot);
+		value_to_row(ds, ks, codec, rec, space, ns, ns_value,
+					 slot->tts_values, slot->tts_isnull);
+		ExecStoreVirtualTuple(slot);
+		b->tids[b->n] = tid;
+		b->flags[b->n] = flags;
+		b->ns_flags[b->n] = ns_flags;
+		b->n++;
+	}
+	MemoryContextSwitchTo(old);
+	if (b->n == INSERT_BATCH)
+		flush_batch(b);
 }
 
 /* Inline state (keys without values, no TTL) only ever gains keys. */
 static void
-write_new_inline_keys(DurableState *ds, KeyedState *ks, Relation rel,
-					  TupleTableSlot **slots, CommandId cid,
-					  BulkInsertState bistate)
+write_new_inline_keys(DurableState *ds, KeyedState *ks, InsertBatch *b)
 {
 	Datum	   *keys;
 	bool	   *nulls;
 	int			n = keyed_state_new_inline_keys(ks, &keys, &nulls);
-	int			natts = RelationGetDescr(rel)->natts;
+	int			natts = RelationGetDescr(b->rel)->natts;
 	int			nbatch = 0;
 	int			i;
 
 	for (i = 0; i < n; i++)
 	{
-		TupleTableSlot *slot = slots[nbatch++];
+		TupleTableSlot *slot = b->slots[nbatch++];
 
 		ExecClearTuple(slot);
 		memset(slot->tts_isnull, true, sizeof(bool) * natts);
@@ -690,9 +1376,9 @@ write_new_inline_keys(DurableState *ds, KeyedState *ks, Relation rel,
 		ExecStoreVirtualTuple(slot);
 		if (nbatch == INSERT_BATCH || i == n - 1)
 		{
-			table_multi_insert(rel, slots, nbatch, cid, 0, bistate);
+			table_multi_insert(b->rel, b->slots, nbatch, b->cid, 0, b->bistate);
 			while (nbatch > 0)
-				ExecClearTuple(slots[--nbatch]);
+				ExecClearTuple(b->slots[--nbatch]);
 		}
 	}
 }
@@ -721,104 +1407,40 @@ durable_state_filenode(DurableState *ds)
 	return ds->state_filenode;
 }
 
-void
-durable_close(DurableState *ds)
+bool
+durable_must_write(DurableState *ds)
 {
-	leave_uid(ds->uid);
+	return ds->must_write;
 }
 
 void
-durable_commit(DurableState *ds, KeyedState *ks, PtfOperator *op,
-			   const DurableProgress *progress)
+durable_close(DurableState *ds)
 {
-	Relation	rel = table_open(ds->state_relid, RowExclusiveLock);
-	TupleDesc	desc = RelationGetDescr(rel);
-	CommandId	cid = GetCurrentCommandId(true);
-	BulkInsertState bistate = GetBulkInsertState();
-	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext,
-											  "ptf state write",
-											  ALLOCSET_DEFAULT_SIZES);
-	MemoryContext old;
-	TupleTableSlot **slots = palloc(sizeof(TupleTableSlot *) * INSERT_BATCH);
-	StateRecord **batch = palloc(sizeof(StateRecord *) * INSERT_BATCH);
-	int			nbatch = 0;
-	int			nupdated = 0;
-	StateRecord **changed;
-	ItemPointer dead;
-	int			nchanged;
-	int			ndead;
+	Assert(!ds->must_write);
+	leave_uid(ds->uid);
+}
+
+static void
+write_progress(DurableState *ds, KeyedState *ks, const DurableProgress *progress)
+{
+	Datum		values[11];
+	char		nulls[11];
+	Oid			argtypes[11] = {TEXTOID, INT8OID, INT8OID, LSNOID, INT8OID,
+	INT8OID, INT8OID, INT8OID, INT8OID, INT8ARRAYOID, TEXTOID};
+	Datum		times[2 * DURABLE_MAX_INPUTS];
 	int			i;
-	Datum		values[10];
-	char		nulls[10];
-	Oid			argtypes[10] = {TEXTOID, INT8OID, INT8OID, LSNOID, INT8OID,
-	INT8OID, INT8OID, INT8OID, INT8OID};
 
-	for (i = 0; i < INSERT_BATCH; i++)
-		slots[i] = MakeSingleTupleTableSlot(desc, &TTSOpsVirtual);
-
-	dead = keyed_state_dead_tids(ks, &ndead);
-	for (i = 0; i < ndead; i++)
-		simple_heap_delete(rel, &dead[i]);
-
-	if (keyed_state_is_inline(ks))
-		write_new_inline_keys(ds, ks, rel, slots, cid, bistate);
-
-	changed = keyed_state_changed(ks, &nchanged);
-	old = MemoryContextSwitchTo(cxt);
-	for (i = 0; i < nchanged; i++)
+	for (i = 0; i < progress->ninputs; i++)
 	{
-		StateRecord *rec = changed[i];
-
-		if (rec->flags & RECORD_REMOVED)
-			continue;
-		if (rec->flags & RECORD_STORED)
-		{
-			Datum	   *v = palloc(sizeof(Datum) * desc->natts);
-			bool	   *n = palloc(sizeof(bool) * desc->natts);
-			HeapTuple	tup;
-
-			record_to_row(ds, ks, op, rec, v, n);
-			tup = heap_form_tuple(desc, v, n);
-			simple_heap_update(rel, &rec->tid, tup);
-			rec->tid = tup->t_self;
-			if (++nupdated % INSERT_BATCH == 0 && nbatch == 0)
-				MemoryContextReset(cxt);
-		}
-		else
-		{
-			TupleTableSlot *slot = slots[nbatch];
-
-			ExecClearTuple(slot);
-			record_to_row(ds, ks, op, rec, slot->tts_values, slot->tts_isnull);
-			ExecStoreVirtualTuple(slot);
-			batch[nbatch++] = rec;
-		}
-		if (nbatch == INSERT_BATCH)
-		{
-			insert_batch(rel, slots, batch, nbatch, cid, bistate);
-			nbatch = 0;
-			MemoryContextReset(cxt);
-		}
+		times[2 * i] = Int64GetDatum(progress->max_event_time[i]);
+		times[2 * i + 1] = Int64GetDatum(progress->watermark[i]);
 	}
-	insert_batch(rel, slots, batch, nbatch, cid, bistate);
-	MemoryContextSwitchTo(old);
-	table_finish_bulk_insert(rel, 0);
-	FreeBulkInsertState(bistate);
-	for (i = 0; i < INSERT_BATCH; i++)
-		ExecDropSingleTupleTableSlot(slots[i]);
-	MemoryContextDelete(cxt);
-	keyed_state_clear_changes(ks);
-	table_close(rel, NoLock);
-
-	/* make the writes visible to later commands of this transaction */
-	CommandCounterIncrement();
-
 	memset(nulls, ' ', sizeof(nulls));
 	values[0] = CStringGetTextDatum(ds->uid);
-	values[1] = Int64GetDatum(progress->max_event_time);
-	nulls[1] = progress->max_event_time == PTF_TIME_MIN ? 'n' : ' ';
-	values[2] = Int64GetDatum(progress->watermark);
-	nulls[2] = progress->watermark == PTF_TIME_MIN ? 'n' : ' ';
+	values[1] = Int64GetDatum(progress->max_event_time[0]);
+	nulls[1] = progress->max_event_time[0] == PTF_TIME_MIN ? 'n' : ' ';
+	values[2] = Int64GetDatum(progress->combined_watermark);
+	nulls[2] = progress->combined_watermark == PTF_TIME_MIN ? 'n' : ' ';
 	values[3] = LSNGetDatum(progress->last_lsn);
 	nulls[3] = XLogRecPtrIsInvalid(progress->last_lsn) ? 'n' : ' ';
 	values[4] = Int64GetDatum((int64) keyed_state_count(ks));
@@ -826,15 +1448,89 @@ durable_commit(DurableState *ds, KeyedState *ks, PtfOperator *op,
 	values[6] = Int64GetDatum((int64) progress->rows_out);
 	values[7] = Int64GetDatum((int64) progress->rows_late);
 	values[8] = Int64GetDatum((int64) progress->rows_skipped);
+	values[9] = PointerGetDatum(construct_array(times, 2 * progress->ninputs, INT8OID,
+												8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	/* rows written now are of the current types (columns may have been added) */
+	values[10] = CStringGetTextDatum(ds->row_types);
 	ptf_spi_exec_as_owner("UPDATE ptf.uid_registry SET max_event_time = $2, watermark = $3, "
 						  "last_lsn = $4, keys = $5, rows_in = $6, rows_out = $7, "
-						  "rows_late = $8, rows_skipped = $9, "
+						  "rows_late = $8, rows_skipped = $9, input_times = $10, "
+						  "row_types = $11, "
 						  "version = pg_catalog.nextval('ptf.state_version_seq'), "
 						  "updated_at = pg_catalog.clock_timestamp() "
 						  "WHERE uid OPERATOR(pg_catalog.=) $1 RETURNING version",
-						  9, argtypes, values, nulls, SPI_OK_UPDATE_RETURNING);
+						  11, argtypes, values, nulls, SPI_OK_UPDATE_RETURNING);
 	if (SPI_processed == 1)
-		ds->version = get_int64(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, 0);
+		ds->version = ptf_spi_int64(1, 0);
+}
+
+void
+durable_commit(DurableState *ds, KeyedState *ks, const StateCodec *codec,
+			   const DurableProgress *progress)
+{
+	InsertBatch b;
+	StateRecord **changed;
+	ChangedNs  *changed_ns;
+	ItemPointer dead;
+	int			nchanged;
+	int			ndead;
+	int			i;
+
+	Assert(codec->layout == ds->layout);
+	memset(&b, 0, sizeof(b));
+	b.rel = table_open(ds->state_relid, RowExclusiveLock);
+	b.cid = GetCurrentCommandId(true);
+	b.bistate = GetBulkInsertState();
+	b.cxt = AllocSetContextCreate(CurrentMemoryContext, "ptf state write",
+								  ALLOCSET_DEFAULT_SIZES);
+	b.slots = palloc(sizeof(TupleTableSlot *) * INSERT_BATCH);
+	b.tids = palloc(sizeof(ItemPointer) * INSERT_BATCH);
+	b.flags = palloc(sizeof(uint8 *) * INSERT_BATCH);
+	b.ns_flags = palloc(sizeof(uint16 *) * INSERT_BATCH);
+	for (i = 0; i < INSERT_BATCH; i++)
+		b.slots[i] = MakeSingleTupleTableSlot(RelationGetDescr(b.rel), &TTSOpsVirtual);
+
+	dead = keyed_state_dead_tids(ks, &ndead);
+	for (i = 0; i < ndead; i++)
+		simple_heap_delete(b.rel, &dead[i]);
+
+	if (keyed_state_is_inline(ks))
+		write_new_inline_keys(ds, ks, &b);
+
+	changed = keyed_state_changed(ks, &nchanged);
+	for (i = 0; i < nchanged; i++)
+	{
+		StateRecord *rec = changed[i];
+
+		if (rec->flags & RECORD_REMOVED)
+			continue;
+		write_value(ds, ks, codec, &b, rec, STATE_KEY_SPACE, 0, NULL,
+					&rec->tid, &rec->flags, NULL, (rec->flags & RECORD_STORED) != 0);
+	}
+	changed_ns = keyed_state_changed_ns(ks, &nchanged);
+	for (i = 0; i < nchanged; i++)
+	{
+		NsEntry    *e = keyed_state_ns_entry(ks, changed_ns[i].rec, changed_ns[i].space,
+											 changed_ns[i].ns);
+
+		if (e == NULL)
+			continue;			/* removed since: its tuple, if any, is dead */
+		write_value(ds, ks, codec, &b, changed_ns[i].rec, changed_ns[i].space, e->ns,
+					e->value, &e->tid, NULL, &e->flags, (e->flags & RECORD_STORED) != 0);
+	}
+	flush_batch(&b);
+	table_finish_bulk_insert(b.rel, 0);
+	FreeBulkInsertState(b.bistate);
+	for (i = 0; i < INSERT_BATCH; i++)
+		ExecDropSingleTupleTableSlot(b.slots[i]);
+	MemoryContextDelete(b.cxt);
+	keyed_state_clear_changes(ks);
+	table_close(b.rel, NoLock);
+
+	/* make the writes visible to later commands of this transaction */
+	CommandCounterIncrement();
+	write_progress(ds, ks, progress);
+	ds->must_write = false;
 	leave_uid(ds->uid);
 }
 
@@ -850,45 +1546,33 @@ is_state_table(Oid relid)
 		get_rel_relkind(relid) == RELKIND_RELATION;
 }
 
-/*
- * The slot of a change stream goes at once (slots are not transactional):
- * if the dropping transaction rolls back, the uid keeps its state but has
- * lost its stream, and its next call says so.
- */
 bool
-durable_drop(const char *uid, bool of_pipeline)
+durable_drop(const char *uid, bool of_pipeline, char **slot_name)
 {
 	Oid			argtypes[1] = {TEXTOID};
 	Datum		values[1];
-	bool		isnull;
-	bool		noslot;
-	Datum		relid;
-	Datum		slot;
+	Oid			relid = InvalidOid;
 
+	*slot_name = NULL;
 	values[0] = CStringGetTextDatum(uid);
 	ptf_spi_exec_as_owner("SELECT r.owner, r.state_table, r.slot_name, " PIPELINE_OF_UID
 						  " FROM ptf.uid_registry r WHERE r.uid OPERATOR(pg_catalog.=) $1 FOR UPDATE",
 						  1, argtypes, values, NULL, SPI_OK_SELECT);
 	if (SPI_processed == 0)
 		return false;
-	check_owner(uid, DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
-													SPI_tuptable->tupdesc, 1, &isnull)));
+	check_owner(uid, DatumGetObjectId(ptf_spi_datum(1)));
 	/* a pipeline's stream would silently start over */
 	if (!of_pipeline)
-		refuse_pipeline_uid(uid, SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4));
-	slot = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &noslot);
-	relid = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
-	if (!noslot)
-		slot = PointerGetDatum(TextDatumGetCString(slot));
+		durable_refuse_pipeline_uid(uid, ptf_spi_text(4));
+	*slot_name = ptf_spi_text(3);
+	if (!ptf_spi_isnull(2))
+		relid = DatumGetObjectId(ptf_spi_datum(2));
 
 	/* drop only what is still our state table: the OID may be reused */
-	if (!isnull && is_state_table(DatumGetObjectId(relid)))
-		ptf_spi_exec_as_owner(psprintf("DROP TABLE %s",
-									   ptf_relation_sql_name(DatumGetObjectId(relid))),
+	if (OidIsValid(relid) && is_state_table(relid))
+		ptf_spi_exec_as_owner(psprintf("DROP TABLE %s", ptf_relation_sql_name(relid)),
 							  0, NULL, NULL, NULL, SPI_OK_UTILITY);
 	ptf_spi_exec_as_owner("DELETE FROM ptf.uid_registry WHERE uid OPERATOR(pg_catalog.=) $1",
 						  1, argtypes, values, NULL, SPI_OK_DELETE);
-	if (!noslot)
-		change_stream_drop_slot(DatumGetPointer(slot));
 	return true;
 }

@@ -4,14 +4,14 @@
  *	  Durable keyed state, named by uid, kept in tables of the extension
  *	  and changed in the caller's transaction.
  *
- * ptf.uid_registry has a row per uid (function, owner, row type, keys,
- * watermark, counters); each uid's keys live in a table of their own,
- * ptf.state_<n>, with the key columns in their own types, so state is
- * plain SQL data: inspectable, WAL-logged, dumped and replicated.
+ * ptf.uid_registry has a row per uid (function, owner, row types, keys,
+ * watermarks, counters); each uid's keys live in a table of their own,
+ * ptf.state_<n>, laid out as the operator declares (state/layout.h), so
+ * state is plain SQL data: inspectable, WAL-logged, dumped and replicated.
  *
- * A call locks its uid's registry row (calls of one uid serialize), loads
- * the keys into a memory KeyedState, runs, and writes back only the
- * records that changed.  A ROLLBACK undoes all of it.
+ * A call locks its uid (calls of one uid serialize), loads the keys into
+ * a memory KeyedState, runs, and writes back only the keys and namespaces
+ * that changed.  A ROLLBACK undoes all of it.
  *
  *-------------------------------------------------------------------------
  */
@@ -20,28 +20,35 @@
 
 #include "access/xlogdefs.h"
 
-#include "operators/operator.h"
 #include "state/keyed_state.h"
+#include "state/layout.h"
+
+#define DURABLE_MAX_INPUTS 4
 
 /* What a uid was created for; a later call must agree. */
 typedef struct DurableIdentity
 {
 	const char *uid;
 	const char *function;		/* SQL name, e.g. "deduplicate_keep_first" */
-	TupleDesc	rowdesc;		/* the input row type */
-	KeySpec    *keys;
+	int			ninputs;
+	TupleDesc	rowdescs[DURABLE_MAX_INPUTS];	/* the inputs' row types */
+	KeySpec    *keys;			/* key columns, of the first input */
 	const char *on_time;		/* NULL: none */
 	Oid			time_type;		/* type of on_time, or InvalidOid */
-	bool		keeps_images;	/* the operator stores row images */
 	const char *slot_name;		/* change streams: the uid's slot */
 	const char *options;		/* what else the state depends on, or NULL */
+	const StateLayout *layout;	/* what the state table holds */
+	int			nspaces;		/* namespaces per key */
+	bool		keeps_images;	/* the state holds rows of the inputs */
 } DurableIdentity;
 
 /* What carries over between calls besides the keys. */
 typedef struct DurableProgress
 {
-	PtfTime		max_event_time; /* PTF_TIME_MIN: none yet */
-	PtfTime		watermark;		/* PTF_TIME_MIN: none yet */
+	int			ninputs;
+	PtfTime		max_event_time[DURABLE_MAX_INPUTS]; /* PTF_TIME_MIN: none yet */
+	PtfTime		watermark[DURABLE_MAX_INPUTS];	/* per input */
+	PtfTime		combined_watermark; /* what the operator saw last */
 	XLogRecPtr	last_lsn;		/* change streams: end of the last transaction read */
 	bool		last_lsn_committed; /* (not written by this transaction) */
 	uint64		rows_in;
@@ -60,8 +67,8 @@ typedef struct DurableState DurableState;
 extern DurableState *durable_open(const DurableIdentity *id,
 								  DurableProgress *progress);
 
-/* Load every kept key into ks, values through op->restore_value. */
-extern void durable_load(DurableState *ds, KeyedState *ks, PtfOperator *op);
+/* Load every kept key into ks, values through the codec. */
+extern void durable_load(DurableState *ds, KeyedState *ks, const StateCodec *codec);
 
 /* Which state this is: the uid, its table, and its version (changed by every write). */
 extern const char *durable_uid(DurableState *ds);
@@ -69,14 +76,26 @@ extern Oid	durable_state_relid(DurableState *ds);
 extern int64 durable_version(DurableState *ds);
 extern Oid	durable_state_filenode(DurableState *ds);
 
+/* Must this call write even if it read nothing (its table was just converted)? */
+extern bool durable_must_write(DurableState *ds);
+
 /* End a call that changed nothing: no writes at all. */
 extern void durable_close(DurableState *ds);
 
-/* Write back changed records and the new progress. */
-extern void durable_commit(DurableState *ds, KeyedState *ks, PtfOperator *op,
+/* Write back changed keys and namespaces and the new progress. */
+extern void durable_commit(DurableState *ds, KeyedState *ks, const StateCodec *codec,
 						   const DurableProgress *progress);
 
-/* ptf.drop_state: forget a uid; false if there was none. */
-extern bool durable_drop(const char *uid, bool of_pipeline);
+/*
+ * ptf.drop_state: forget a uid; false if there was none.  *slot_name is
+ * its change stream's slot, for the caller to drop, or NULL.
+ */
+extern bool durable_drop(const char *uid, bool of_pipeline, char **slot_name);
+
+/* A stored row image (an SF_IMAGE field) as a row of desc: ptf.state_row(). */
+extern Datum durable_image_datum(bytea *image, TupleDesc desc);
+
+/* Refusals that name the uid and the way out. */
+extern void durable_refuse_pipeline_uid(const char *uid, const char *pipeline);
 
 #endif							/* PTF_DURABLE_H */

@@ -7,10 +7,18 @@
  *
  * Records: an open-addressing hash table (simplehash) of pointers to
  * records carved from an arena.  A record is a 16-byte header (expiry,
- * the TID durable state stored it under, flags), the operator's value and
- * the packed key, bump-allocated without chunk headers.  Records never
- * move, so operators may point at them (timers), and durable state can
- * write back exactly the records that changed.  Why not TupleHashTable
+ * the TID durable state stored it under, flags), the operator's value,
+ * one NsSet per namespace space and the packed key, bump-allocated without
+ * chunk headers.  Records never move, so operators may point at them
+ * (timers), and durable state can write back exactly the records that
+ * changed.
+ *
+ * Namespaces: an NsSet is a sorted array of (namespace, value pointer,
+ * TID, flags) entries, searched by bisection -- a key holds a handful
+ * (open slices, versions), and the order is what operators walk (slices
+ * by end, versions by time).  Values have the size their space declares
+ * and come from the arena, recycled through a free list per space; they
+ * never move, only the entries do.  Why not TupleHashTable
  * (execGrouping.c)?  It keeps a MinimalTuple and a separately palloc'd
  * "additional" area per key: two chunk headers, a tuple header and
  * power-of-two rounding, well over a hundred bytes per key.
@@ -32,6 +40,7 @@
 #include "nodes/pg_list.h"
 #include "utils/memutils.h"
 
+#include "base/ptf_time.h"
 #include "state/keyed_state.h"
 
 /* ---- record layout: simplehash over record pointers ---- */
@@ -76,12 +85,29 @@ typedef struct InlineMap
 	char	   *side_values;	/* SIDE_COUNT values, hot and cold */
 } InlineMap;
 
+typedef struct NsSet
+{
+	NsEntry    *entries;		/* ascending ns */
+	int32		n;
+	int32		cap;
+} NsSet;
+
+typedef struct NsFreeList
+{
+	void	  **items;
+	int			n;
+	int			max;
+} NsFreeList;
+
 struct KeyedState
 {
 	MemoryContext cxt;			/* everything below lives here */
 	KeySpec    *keys;
 	Size		value_size;		/* hot part, MAXALIGNed */
 	Size		cold_size;		/* cold part, MAXALIGNed */
+	int			nspaces;
+	Size		ns_value_size[KEYED_MAX_SPACES];	/* MAXALIGNed */
+	NsFreeList	ns_free[KEYED_MAX_SPACES];
 	int64		ttl_us;			/* 0: keep forever */
 	Size		mem_limit;		/* 0: unbounded */
 	bool		full;			/* once full, no new key until the end */
@@ -104,19 +130,33 @@ struct KeyedState
 	StateRecord **changed;
 	int			nchanged;
 	int			maxchanged;
+	ChangedNs  *changed_ns;
+	int			nchanged_ns;
+	int			maxchanged_ns;
 	ItemPointerData *dead;
 	int			ndead;
 	int			maxdead;
 };
 
-/* the probe is always the KeySpec's current probe, never a stored key */
+#define RECORD_NSSETS(ks, rec) \
+	((NsSet *) ((char *) STATE_RECORD_VALUE(rec) + (ks)->value_size + (ks)->cold_size))
+#define RECORD_PACKED_KEY(ks, rec) \
+	((char *) RECORD_NSSETS(ks, rec) + sizeof(NsSet) * (ks)->nspaces)
+
+/*
+ * The probe of the lookup under way; set around simplehash calls, whose
+ * equality callback cannot be passed it.
+ */
+static KeySpec *current_probe = NULL;
+
+/* the probe is always the current lookup's, never a stored key */
 static inline bool
 entry_matches_probe(KeyedState *ks, const StateEntry *entry)
 {
 	StateRecord *rec = entry->key.rec;
-	const char *packed = (const char *) STATE_RECORD_VALUE(rec) + ks->value_size + ks->cold_size;
 
-	return key_packed_equals_probe(ks->keys, packed,
+	Assert(current_probe != NULL);
+	return key_packed_equals_probe(current_probe, RECORD_PACKED_KEY(ks, rec),
 								   (rec->flags & RECORD_KEY_NULLS) != 0);
 }
 
@@ -312,7 +352,8 @@ inline_find_or_insert(KeyedState *ks, Datum d, bool create, uint64 *pos,
 }
 
 static KeyedLookup
-inline_lookup(KeyedState *ks, TupleTableSlot *row, bool create, StateRef *ref)
+inline_lookup(KeyedState *ks, KeySpec *probe, TupleTableSlot *row, bool create,
+			  StateRef *ref)
 {
 	InlineMap  *map = &ks->map;
 	int			side = -1;
@@ -321,13 +362,13 @@ inline_lookup(KeyedState *ks, TupleTableSlot *row, bool create, StateRef *ref)
 	bool		full;
 
 	ref->rec = &ks->inline_record;
-	if (ks->keys->ncols == 0)
+	if (probe->ncols == 0)
 		side = SIDE_GLOBAL;
 	else
 	{
 		bool		isnull;
 
-		d = slot_getattr(row, ks->keys->cols[0].attno, &isnull);
+		d = slot_getattr(row, probe->cols[0].attno, &isnull);
 		if (isnull)
 			side = SIDE_NULL;
 		else if (d == INLINE_EMPTY)
@@ -389,41 +430,53 @@ arena_alloc(KeyedState *ks, Size size)
 	return p;
 }
 
+static void *
+grow_array(KeyedState *ks, void *array, int *max, Size elem, int min)
+{
+	*max = Max(min, *max * 2);
+	if (array == NULL)
+		return MemoryContextAllocHuge(ks->cxt, elem * *max);
+	return repalloc_huge(array, elem * *max);
+}
+
 static void
 note_changed(KeyedState *ks, StateRecord *rec)
 {
 	if (rec == &ks->inline_record)
 		return;					/* nothing to write back */
+	Assert(!(rec->flags & RECORD_REMOVED));
 	rec->flags |= RECORD_CHANGED;
 	if (rec->flags & RECORD_LISTED)
 		return;
 	if (ks->nchanged >= ks->maxchanged)
-	{
-		ks->maxchanged = Max(1024, ks->maxchanged * 2);
-		if (ks->changed == NULL)
-			ks->changed = MemoryContextAllocHuge(ks->cxt,
-												 sizeof(StateRecord *) * ks->maxchanged);
-		else
-			ks->changed = repalloc_huge(ks->changed,
-										sizeof(StateRecord *) * ks->maxchanged);
-	}
+		ks->changed = grow_array(ks, ks->changed, &ks->maxchanged,
+								 sizeof(StateRecord *), 1024);
 	ks->changed[ks->nchanged++] = rec;
 	rec->flags |= RECORD_LISTED;
 }
 
-/* Make a record for the current probe. */
-static StateRecord *
-record_create(KeyedState *ks)
+static void
+note_dead(KeyedState *ks, ItemPointer tid)
 {
-	Size		keysize = key_packed_size(ks->keys);
+	if (ks->ndead >= ks->maxdead)
+		ks->dead = grow_array(ks, ks->dead, &ks->maxdead, sizeof(ItemPointerData), 256);
+	ks->dead[ks->ndead++] = *tid;
+}
+
+/* Make a record for the probe's key. */
+static StateRecord *
+record_create(KeyedState *ks, KeySpec *probe)
+{
+	Size		keysize = key_packed_size(probe);
 	StateRecord *rec;
 
-	rec = arena_alloc(ks, sizeof(StateRecord) + ks->value_size + ks->cold_size + keysize);
+	rec = arena_alloc(ks, sizeof(StateRecord) + ks->value_size + ks->cold_size +
+					  sizeof(NsSet) * ks->nspaces + keysize);
 	rec->expires_at = PTF_TIME_MAX;
 	ItemPointerSetInvalid(&rec->tid);
-	if (ks->keys->probe_has_nulls)
+	if (probe->probe_has_nulls)
 		rec->flags |= RECORD_KEY_NULLS;
-	key_pack(ks->keys, (char *) STATE_RECORD_VALUE(rec) + ks->value_size + ks->cold_size);
+	key_pack(probe, RECORD_PACKED_KEY(ks, rec));
 	return rec;
 }
 
@@ -435,20 +488,24 @@ set_record_ref(KeyedState *ks, StateRecord *rec, StateRef *ref)
 	ref->cold = (char *) ref->value + ks->value_size;
 }
 
+static void clear_namespaces(KeyedState *ks, StateRecord *rec);
+
 static KeyedLookup
-record_lookup(KeyedState *ks, TupleTableSlot *row, PtfTime now, bool create,
-			  StateRef *ref)
+record_lookup(KeyedState *ks, KeySpec *probe, TupleTableSlot *row, PtfTime now,
+			  bool create, StateRef *ref)
 {
-	uint32		hash = key_probe(ks->keys, row);
+	uint32		hash = key_probe(probe, row);
 	StateKey	nokey = {0};
 	StateEntry *entry;
 	StateRecord *rec;
 	bool		found;
 
+	current_probe = probe;
 	entry = keyed_lookup_hash(ks->hash, nokey, hash);
 	if (entry)
 	{
 		rec = entry->key.rec;
+		Assert(!(rec->flags & RECORD_REMOVED));
 		set_record_ref(ks, rec, ref);
 		if (rec->expires_at > now)
 			return KS_FOUND;
@@ -456,6 +513,7 @@ record_lookup(KeyedState *ks, TupleTableSlot *row, PtfTime now, bool create,
 			return KS_ABSENT;
 		/* expired: the key starts a new period in the same record */
 		memset(ref->value, 0, ks->value_size + ks->cold_size);
+		clear_namespaces(ks, rec);
 		rec->expires_at = PTF_TIME_MAX;
 		note_changed(ks, rec);
 		return KS_CREATED;
@@ -472,39 +530,245 @@ record_lookup(KeyedState *ks, TupleTableSlot *row, PtfTime now, bool create,
 
 	entry = keyed_insert_hash(ks->hash, nokey, hash, &found);
 	Assert(!found);
-	rec = record_create(ks);
+	rec = record_create(ks, probe);
 	entry->key.rec = rec;
 	note_changed(ks, rec);
 	set_record_ref(ks, rec, ref);
 	return KS_CREATED;
 }
 
+/* ---- namespaces ---- */
+
+static inline NsSet *
+ns_set(KeyedState *ks, StateRecord *rec, int space)
+{
+	Assert(space >= 0 && space < ks->nspaces);
+	Assert(!ks->is_inline);
+	return &RECORD_NSSETS(ks, rec)[space];
+}
+
+/* position of the first entry >= ns */
+static int
+ns_search(NsSet *set, int64 ns)
+{
+	int			lo = 0;
+	int			hi = set->n;
+
+	while (lo < hi)
+	{
+		int			mid = (lo + hi) / 2;
+
+		if (set->entries[mid].ns < ns)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+static void *
+ns_value_alloc(KeyedState *ks, int space)
+{
+	NsFreeList *fl = &ks->ns_free[space];
+	void	   *v;
+
+	if (fl->n > 0)
+	{
+		v = fl->items[--fl->n];
+		memset(v, 0, ks->ns_value_size[space]);
+		return v;
+	}
+	return arena_alloc(ks, ks->ns_value_size[space]);
+}
+
+static void
+ns_value_free(KeyedState *ks, int space, void *v)
+{
+	NsFreeList *fl = &ks->ns_free[space];
+
+	if (fl->n >= fl->max)
+		fl->items = grow_array(ks, fl->items, &fl->max, sizeof(void *), 256);
+	fl->items[fl->n++] = v;
+}
+
+/* Drop entry i of a set: its tuple is dead, its value recycled. */
+static void
+ns_drop_at(KeyedState *ks, NsSet *set, int space, int i)
+{
+	NsEntry    *e = &set->entries[i];
+
+	if (e->flags & RECORD_STORED)
+		note_dead(ks, &e->tid);
+	ns_value_free(ks, space, e->value);
+	memmove(&set->entries[i], &set->entries[i + 1], sizeof(NsEntry) * (set->n - i - 1));
+	set->n--;
+}
+
+static void
+clear_namespaces(KeyedState *ks, StateRecord *rec)
+{
+	int			space;
+
+	for (space = 0; space < ks->nspaces; space++)
+	{
+		NsSet	   *set = ns_set(ks, rec, space);
+
+		while (set->n > 0)
+			ns_drop_at(ks, set, space, set->n - 1);
+	}
+}
+
+static NsEntry *
+ns_insert(KeyedState *ks, StateRecord *rec, int space, int64 ns)
+{
+	NsSet	   *set = ns_set(ks, rec, space);
+	int			i = ns_search(set, ns);
+	NsEntry    *e;
+
+	Assert(i == set->n || set->entries[i].ns != ns);
+	if (set->n >= set->cap)
+	{
+		int			cap = Max(4, set->cap * 2);
+		NsEntry    *entries = MemoryContextAlloc(ks->cxt, sizeof(NsEntry) * cap);
+
+		if (set->n > 0)
+			memcpy(entries, set->entries, sizeof(NsEntry) * set->n);
+		if (set->entries)
+			pfree(set->entries);
+		set->entries = entries;
+		set->cap = cap;
+	}
+	memmove(&set->entries[i + 1], &set->entries[i], sizeof(NsEntry) * (set->n - i));
+	set->n++;
+	e = &set->entries[i];
+	e->ns = ns;
+	e->value = ns_value_alloc(ks, space);
+	ItemPointerSetInvalid(&e->tid);
+	e->flags = 0;
+	return e;
+}
+
+void *
+keyed_state_ns_find(KeyedState *ks, StateRecord *rec, int space, int64 ns)
+{
+	NsSet	   *set = ns_set(ks, rec, space);
+	int			i = ns_search(set, ns);
+
+	return (i < set->n && set->entries[i].ns == ns) ? set->entries[i].value : NULL;
+}
+
+void *
+keyed_state_ns_get(KeyedState *ks, StateRecord *rec, int space, int64 ns, bool *created)
+{
+	void	   *v = keyed_state_ns_find(ks, rec, space, ns);
+
+	*created = (v == NULL);
+	if (v != NULL)
+		return v;
+	return ns_insert(ks, rec, space, ns)->value;
+}
+
+void
+keyed_state_ns_remove(KeyedState *ks, StateRecord *rec, int space, int64 ns)
+{
+	NsSet	   *set = ns_set(ks, rec, space);
+	int			i = ns_search(set, ns);
+
+	if (i < set->n && set->entries[i].ns == ns)
+		ns_drop_at(ks, set, space, i);
+}
+
+void
+keyed_state_ns_mark_changed(KeyedState *ks, StateRecord *rec, int space, int64 ns)
+{
+	NsSet	   *set = ns_set(ks, rec, space);
+	int			i = ns_search(set, ns);
+	NsEntry    *e;
+	ChangedNs  *c;
+
+	Assert(i < set->n && set->entries[i].ns == ns);
+	if (!ks->durable)
+		return;
+	e = &set->entries[i];
+	if (e->flags & RECORD_LISTED)
+		return;
+	if (ks->nchanged_ns >= ks->maxchanged_ns)
+		ks->changed_ns = grow_array(ks, ks->changed_ns, &ks->maxchanged_ns,
+									sizeof(ChangedNs), 1024);
+	c = &ks->changed_ns[ks->nchanged_ns++];
+	c->rec = rec;
+	c->space = space;
+	c->ns = ns;
+	e->flags |= RECORD_LISTED;
+}
+
+int
+keyed_state_ns_count(KeyedState *ks, StateRecord *rec, int space)
+{
+	return ns_set(ks, rec, space)->n;
+}
+
+void *
+keyed_state_ns_at(KeyedState *ks, StateRecord *rec, int space, int i, int64 *ns)
+{
+	NsSet	   *set = ns_set(ks, rec, space);
+
+	Assert(i >= 0 && i < set->n);
+	if (ns)
+		*ns = set->entries[i].ns;
+	return set->entries[i].value;
+}
+
+int
+keyed_state_ns_lower_bound(KeyedState *ks, StateRecord *rec, int space, int64 ns)
+{
+	return ns_search(ns_set(ks, rec, space), ns);
+}
+
+NsEntry *
+keyed_state_ns_entry(KeyedState *ks, StateRecord *rec, int space, int64 ns)
+{
+	NsSet	   *set;
+	int			i;
+
+	if (rec->flags & RECORD_REMOVED)
+		return NULL;
+	set = ns_set(ks, rec, space);
+	i = ns_search(set, ns);
+	return (i < set->n && set->entries[i].ns == ns) ? &set->entries[i] : NULL;
+}
+
 /* ---- the interface ---- */
 
 KeyedState *
-keyed_state_create(KeySpec *keys, Size value_size, Size cold_size,
-				   int64 ttl_us, Size mem_limit, int flags,
-				   MemoryContext parent)
+keyed_state_create(const KeyedStateSpec *spec, MemoryContext parent)
 {
 	MemoryContext cxt;
 	KeyedState *ks;
+	KeySpec    *keys = spec->keys;
+	int			i;
 
+	Assert(spec->nspaces >= 0 && spec->nspaces <= KEYED_MAX_SPACES);
 	cxt = AllocSetContextCreate(parent, "ptf keyed state",
 								ALLOCSET_DEFAULT_SIZES);
 	ks = MemoryContextAllocZero(cxt, sizeof(KeyedState));
 	ks->cxt = cxt;
 	ks->keys = keys;
-	ks->value_size = MAXALIGN(value_size);
-	ks->cold_size = MAXALIGN(cold_size);
-	ks->ttl_us = ttl_us;
-	ks->mem_limit = mem_limit;
+	ks->value_size = MAXALIGN(spec->hot);
+	ks->cold_size = MAXALIGN(spec->cold);
+	ks->nspaces = spec->nspaces;
+	for (i = 0; i < spec->nspaces; i++)
+		ks->ns_value_size[i] = MAXALIGN(Max(spec->ns_value_size[i], 1));
+	ks->ttl_us = spec->ttl_us;
+	ks->mem_limit = spec->mem_limit;
 	ks->inline_record.expires_at = PTF_TIME_MAX;
 	ItemPointerSetInvalid(&ks->inline_record.tid);
 
-	ks->durable = (flags & KEYED_STATE_DURABLE) != 0;
-	ks->is_inline = ((flags & (KEYED_STATE_STABLE | KEYED_STATE_REMOVABLE)) == 0 &&
+	ks->durable = (spec->flags & KEYED_STATE_DURABLE) != 0;
+	ks->is_inline = ((spec->flags & (KEYED_STATE_STABLE | KEYED_STATE_REMOVABLE)) == 0 &&
+					 spec->nspaces == 0 &&
 					 (!ks->durable || ks->value_size + ks->cold_size == 0) &&
-					 ttl_us == 0 && ks->value_size <= INLINE_MAX_VALUE &&
+					 spec->ttl_us == 0 && ks->value_size <= INLINE_MAX_VALUE &&
 					 (keys->ncols == 0 ||
 					  (keys->ncols == 1 && keys->cols[0].typbyval &&
 					   keys->cols[0].bitwise_eq)));
@@ -527,12 +791,13 @@ keyed_state_destroy(KeyedState *ks)
 }
 
 KeyedLookup
-keyed_state_lookup(KeyedState *ks, TupleTableSlot *row, PtfTime now,
+keyed_state_lookup(KeyedState *ks, KeySpec *probe, TupleTableSlot *row, PtfTime now,
 				   bool create, StateRef *ref)
 {
+	Assert(probe->ncols == ks->keys->ncols);
 	if (ks->is_inline)
-		return inline_lookup(ks, row, create, ref);
-	return record_lookup(ks, row, now, create, ref);
+		return inline_lookup(ks, probe, row, create, ref);
+	return record_lookup(ks, probe, row, now, create, ref);
 }
 
 /* Only the inline layout knows where a key lives without hashing it. */
@@ -543,11 +808,12 @@ keyed_state_can_prefetch(KeyedState *ks)
 }
 
 void
-keyed_state_prefetch(KeyedState *ks, TupleTableSlot *row)
+keyed_state_prefetch(KeyedState *ks, KeySpec *probe, TupleTableSlot *row)
 {
 	bool		isnull;
-	Datum		d = slot_getattr(row, ks->keys->cols[0].attno, &isnull);
+	Datum		d = slot_getattr(row, probe->cols[0].attno, &isnull);
 
+	Assert(keyed_state_can_prefetch(ks));
 	if (!isnull)
 	{
 		uint64		i = mix64(d) & ks->map.mask;
@@ -598,28 +864,19 @@ keyed_state_remove(KeyedState *ks, StateRecord *rec)
 	StateEntry *entry;
 
 	Assert(!ks->is_inline);
+	Assert(!(rec->flags & RECORD_REMOVED));
 	keyed_state_record_key(ks, rec, values, nulls);
 	key_probe_values(ks->keys, values, nulls);
 	hash = key_hash_values(ks->keys, values, nulls);
+	current_probe = ks->keys;
 	entry = keyed_lookup_hash(ks->hash, nokey, hash);
 	if (entry == NULL || entry->key.rec != rec)
 		elog(ERROR, "keyed state record to remove is not in the table");
 	keyed_delete_item(ks->hash, entry);
 
+	clear_namespaces(ks, rec);
 	if (rec->flags & RECORD_STORED)
-	{
-		if (ks->ndead >= ks->maxdead)
-		{
-			ks->maxdead = Max(256, ks->maxdead * 2);
-			if (ks->dead == NULL)
-				ks->dead = MemoryContextAllocHuge(ks->cxt,
-												  sizeof(ItemPointerData) * ks->maxdead);
-			else
-				ks->dead = repalloc_huge(ks->dead,
-										 sizeof(ItemPointerData) * ks->maxdead);
-		}
-		ks->dead[ks->ndead++] = rec->tid;
-	}
+		note_dead(ks, &rec->tid);
 	rec->flags |= RECORD_REMOVED;
 	pfree(values);
 	pfree(nulls);
@@ -678,6 +935,19 @@ keyed_state_ttl(KeyedState *ks)
 	return ks->ttl_us;
 }
 
+int
+keyed_state_nspaces(KeyedState *ks)
+{
+	return ks->nspaces;
+}
+
+void
+keyed_state_record_ref(KeyedState *ks, StateRecord *rec, StateRef *ref)
+{
+	Assert(!ks->is_inline);
+	set_record_ref(ks, rec, ref);
+}
+
 void
 keyed_state_foreach(KeyedState *ks, StateRefCallback cb, void *arg)
 {
@@ -722,8 +992,7 @@ keyed_state_foreach(KeyedState *ks, StateRefCallback cb, void *arg)
 }
 
 StateRecord *
-keyed_state_restore(KeyedState *ks, Datum *keyvalues, bool *keynulls,
-					PtfTime expires_at, ItemPointer tid)
+keyed_state_restore_key(KeyedState *ks, Datum *keyvalues, bool *keynulls)
 {
 	uint32		hash;
 	StateEntry *entry;
@@ -757,22 +1026,47 @@ keyed_state_restore(KeyedState *ks, Datum *keyvalues, bool *keynulls,
 
 	key_probe_values(ks->keys, keyvalues, keynulls);
 	hash = key_hash_values(ks->keys, keyvalues, keynulls);
+	current_probe = ks->keys;
 	entry = keyed_insert_hash(ks->hash, nokey, hash, &found);
 	if (found)
+		return entry->key.rec;
+	rec = record_create(ks, ks->keys);
+	entry->key.rec = rec;
+	return rec;
+}
+
+void
+keyed_state_restore_record(KeyedState *ks, StateRecord *rec, PtfTime expires_at,
+						   ItemPointer tid)
+{
+	if (rec->flags & RECORD_STORED)
 		elog(ERROR, "durable state holds the same key twice");
-	rec = record_create(ks);
 	rec->expires_at = expires_at;
 	rec->tid = *tid;
 	rec->flags |= RECORD_STORED;
-	entry->key.rec = rec;
-	return rec;
+}
+
+void *
+keyed_state_restore_ns(KeyedState *ks, StateRecord *rec, int space, int64 ns,
+					   ItemPointer tid)
+{
+	NsEntry    *e;
+
+	if (space < 0 || space >= ks->nspaces)
+		elog(ERROR, "durable state holds namespace space %d of %d", space, ks->nspaces);
+	if (keyed_state_ns_find(ks, rec, space, ns) != NULL)
+		elog(ERROR, "durable state holds the same namespace of a key twice");
+	e = ns_insert(ks, rec, space, ns);
+	e->tid = *tid;
+	e->flags |= RECORD_STORED;
+	return e->value;
 }
 
 void
 keyed_state_record_key(KeyedState *ks, StateRecord *rec,
 					   Datum *values, bool *nulls)
 {
-	key_unpack(ks->keys, (const char *) STATE_RECORD_VALUE(rec) + ks->value_size + ks->cold_size,
+	key_unpack(ks->keys, RECORD_PACKED_KEY(ks, rec),
 			   (rec->flags & RECORD_KEY_NULLS) != 0, values, nulls);
 }
 
@@ -781,6 +1075,13 @@ keyed_state_changed(KeyedState *ks, int *n)
 {
 	*n = ks->nchanged;
 	return ks->changed;
+}
+
+ChangedNs *
+keyed_state_changed_ns(KeyedState *ks, int *n)
+{
+	*n = ks->nchanged_ns;
+	return ks->changed_ns;
 }
 
 bool
@@ -811,7 +1112,17 @@ keyed_state_clear_changes(KeyedState *ks)
 
 	for (i = 0; i < ks->nchanged; i++)
 		ks->changed[i]->flags &= ~(RECORD_CHANGED | RECORD_LISTED);
+	for (i = 0; i < ks->nchanged_ns; i++)
+	{
+		NsEntry    *e = keyed_state_ns_entry(ks, ks->changed_ns[i].rec,
+											 ks->changed_ns[i].space,
+											 ks->changed_ns[i].ns);
+
+		if (e != NULL)
+			e->flags &= ~RECORD_LISTED;
+	}
 	ks->nchanged = 0;
+	ks->nchanged_ns = 0;
 	ks->ndead = 0;
 	ks->nnew = 0;
 }

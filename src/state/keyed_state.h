@@ -4,16 +4,33 @@
  *	  The one keyed-state interface every operator talks to.
  *
  * A KeyedState maps a partition key to a record: a fixed-size value area
- * the operator owns, a processing-time expiry (state TTL), and the
- * bookkeeping that lets the durable implementation write back only what
- * changed.  Records never move, so operators may point at them.
+ * the operator owns (a hot part read for most rows, a cold part read
+ * rarely), a processing-time expiry (state TTL), and the bookkeeping that
+ * lets durable state write back only what changed.  Records never move,
+ * so operators and timers may point at them; a removed record stays in
+ * memory, flagged RECORD_REMOVED, until the state is destroyed.
  *
- * Two implementations share this interface: backend memory, for calls
- * without uid (optionally bounded: a lookup that would need a new key when
- * the memory budget is spent answers KS_FULL and the caller spills the
- * row), and durable, for calls with uid (state/durable.c loads records
- * into memory, keyed_state_commit() writes the changes back in the
- * caller's transaction).
+ * Namespaces.  A key may also hold values in namespaces, as Flink's keyed
+ * state does: per key, up to KEYED_MAX_SPACES ordered sets of (int64
+ * namespace, value), each value of a size the operator declares for its
+ * space -- a window aggregate keeps one accumulator per (key, slice end),
+ * a temporal join one version per (key, version time) and its buffered
+ * probe rows per (key, probe time).  Namespaces come and go freely once
+ * their key is in memory: only a new key is subject to the memory budget,
+ * so a key's namespaces are never split between memory and a spill file.
+ *
+ * Keys are looked up with the key columns of the row's own type (a
+ * KeySpec per input: the probe and build sides of a join have their key
+ * columns at other positions, of the same types); the state packs keys in
+ * the layout of its own KeySpec, which types alone determine.
+ *
+ * Two layouts share this interface: records in a hash table, and, when
+ * nothing needs records (no TTL, no namespaces, values that may move, a
+ * single pass-by-value key compared bitwise), an inline array of (key,
+ * hot value) slots (keyed_state.c says why).  Memory state may be bounded:
+ * a lookup that would need a new key when the budget is spent answers
+ * KS_FULL and the caller spills the row.  Durable state (state/durable.c)
+ * loads records into memory and writes the changes back.
  *
  *-------------------------------------------------------------------------
  */
@@ -23,7 +40,7 @@
 #include "executor/tuptable.h"
 #include "storage/itemptr.h"
 
-#include "ptf.h"
+#include "base/base.h"
 #include "state/key.h"
 
 typedef struct StateRecord
@@ -32,7 +49,7 @@ typedef struct StateRecord
 	ItemPointerData tid;		/* durable: the tuple storing it, if any */
 	uint8		flags;
 	uint8		pad;
-	/* the operator's value (hot part, cold part), then the packed key */
+	/* the operator's value (hot part, cold part), namespaces, packed key */
 } StateRecord;
 
 #define RECORD_STORED		0x01	/* has a tuple (tid valid) */
@@ -42,6 +59,17 @@ typedef struct StateRecord
 #define RECORD_KEY_NULLS	0x10	/* packed key has a null bitmap */
 
 #define STATE_RECORD_VALUE(rec) ((void *) ((char *) (rec) + sizeof(StateRecord)))
+
+#define KEYED_MAX_SPACES	4
+
+/* One namespaced value of a key. */
+typedef struct NsEntry
+{
+	int64		ns;
+	void	   *value;			/* ns_value_size bytes of its space; never moves */
+	ItemPointerData tid;		/* durable: the tuple storing it, if any */
+	uint16		flags;			/* RECORD_STORED, RECORD_LISTED */
+} NsEntry;
 
 typedef enum KeyedLookup
 {
@@ -66,32 +94,58 @@ typedef struct StateRef
 	void	   *cold;			/* cold_size bytes, zeroed when created */
 } StateRef;
 
-/* keyed_state_create flags */
+/* KeyedStateSpec flags */
 #define KEYED_STATE_DURABLE	0x01	/* changes are written back (state/durable.c) */
 #define KEYED_STATE_STABLE	0x02	/* values must not move (pointed at) */
 #define KEYED_STATE_REMOVABLE 0x04	/* keys are removed (keyed_state_remove) */
 
-/*
- * Memory implementation.  mem_limit 0: unbounded.  Without TTL, a single
- * pass-by-value key may be kept inline (values move as the table grows:
- * valid until the next lookup); durable state is inline only when keys
- * carry no value, so that the only change to write back is a new key.
- */
-extern KeyedState *keyed_state_create(KeySpec *keys, Size value_size,
-									  Size cold_size, int64 ttl_us,
-									  Size mem_limit, int flags,
-									  MemoryContext parent);
+typedef struct KeyedStateSpec
+{
+	KeySpec    *keys;			/* the key columns: their types pack the key */
+	Size		hot;			/* value parts per key */
+	Size		cold;
+	int			nspaces;		/* namespaces per key, 0..KEYED_MAX_SPACES */
+	Size		ns_value_size[KEYED_MAX_SPACES];
+	int64		ttl_us;			/* 0: keep forever */
+	Size		mem_limit;		/* 0: unbounded */
+	int			flags;
+} KeyedStateSpec;
+
+extern KeyedState *keyed_state_create(const KeyedStateSpec *spec, MemoryContext parent);
 extern void keyed_state_destroy(KeyedState *ks);
 
-extern KeyedLookup keyed_state_lookup(KeyedState *ks, TupleTableSlot *row,
-									  PtfTime now, bool create, StateRef *ref);
+/* probe: the key columns of row's type (same types as the state's) */
+extern KeyedLookup keyed_state_lookup(KeyedState *ks, KeySpec *probe,
+									  TupleTableSlot *row, PtfTime now,
+									  bool create, StateRef *ref);
 extern bool keyed_state_can_prefetch(KeyedState *ks);
-extern void keyed_state_prefetch(KeyedState *ks, TupleTableSlot *row);
+extern void keyed_state_prefetch(KeyedState *ks, KeySpec *probe, TupleTableSlot *row);
 extern void keyed_state_touch(KeyedState *ks, StateRecord *rec, PtfTime now);
 extern void keyed_state_pin(KeyedState *ks, StateRecord *rec);
 extern void keyed_state_mark_changed(KeyedState *ks, StateRecord *rec);
 extern void keyed_state_remove(KeyedState *ks, StateRecord *rec);
 extern void keyed_state_sweep(KeyedState *ks, PtfTime now);
+
+/* ---- namespaces of a key (records layout only) ---- */
+
+/* the value of (space, ns), or NULL */
+extern void *keyed_state_ns_find(KeyedState *ks, StateRecord *rec, int space, int64 ns);
+
+/* the value of (space, ns), created (zeroed) if absent: never refused */
+extern void *keyed_state_ns_get(KeyedState *ks, StateRecord *rec, int space, int64 ns,
+								bool *created);
+extern void keyed_state_ns_remove(KeyedState *ks, StateRecord *rec, int space, int64 ns);
+extern void keyed_state_ns_mark_changed(KeyedState *ks, StateRecord *rec, int space,
+										int64 ns);
+
+/* The namespaces of a space in ascending order: i in [0, count). */
+extern int	keyed_state_ns_count(KeyedState *ks, StateRecord *rec, int space);
+extern void *keyed_state_ns_at(KeyedState *ks, StateRecord *rec, int space, int i,
+							   int64 *ns);
+
+/* the position of the first namespace >= ns (count when none) */
+extern int	keyed_state_ns_lower_bound(KeyedState *ks, StateRecord *rec, int space,
+									   int64 ns);
 
 /* memory the state holds, including what operators allocate in its context */
 extern MemoryContext keyed_state_context(KeyedState *ks);
@@ -99,20 +153,41 @@ extern Size keyed_state_memory(KeyedState *ks);
 extern uint64 keyed_state_count(KeyedState *ks);
 extern KeySpec *keyed_state_keys(KeyedState *ks);
 extern int64 keyed_state_ttl(KeyedState *ks);
+extern int	keyed_state_nspaces(KeyedState *ks);
 
 typedef void (*StateRefCallback) (StateRef *ref, void *arg);
 extern void keyed_state_foreach(KeyedState *ks, StateRefCallback cb, void *arg);
 
+/* the value parts of a record (records layout) */
+extern void keyed_state_record_ref(KeyedState *ks, StateRecord *rec, StateRef *ref);
+
 /*
  * For the durable implementation: restoring and enumerating changes.
- * restore returns NULL in the inline layout, which has no records.
+ * restore_key returns NULL in the inline layout, which has no records;
+ * otherwise the key's record, created if need be (a namespace row may be
+ * read before its key's row).
  */
-extern StateRecord *keyed_state_restore(KeyedState *ks, Datum *keyvalues,
-										bool *keynulls, PtfTime expires_at,
-										ItemPointer tid);
+extern StateRecord *keyed_state_restore_key(KeyedState *ks, Datum *keyvalues,
+											bool *keynulls);
+extern void keyed_state_restore_record(KeyedState *ks, StateRecord *rec,
+									   PtfTime expires_at, ItemPointer tid);
+extern void *keyed_state_restore_ns(KeyedState *ks, StateRecord *rec, int space,
+									int64 ns, ItemPointer tid);
 extern void keyed_state_record_key(KeyedState *ks, StateRecord *rec,
 								   Datum *values, bool *nulls);
+
+typedef struct ChangedNs
+{
+	StateRecord *rec;
+	int			space;
+	int64		ns;
+} ChangedNs;
+
 extern StateRecord **keyed_state_changed(KeyedState *ks, int *n);
+extern ChangedNs *keyed_state_changed_ns(KeyedState *ks, int *n);
+/* the entry of a changed namespace, or NULL when it was removed since */
+extern NsEntry *keyed_state_ns_entry(KeyedState *ks, StateRecord *rec, int space,
+									 int64 ns);
 extern bool keyed_state_is_inline(KeyedState *ks);
 extern int	keyed_state_new_inline_keys(KeyedState *ks, Datum **values, bool **nulls);
 extern ItemPointer keyed_state_dead_tids(KeyedState *ks, int *n);

@@ -25,6 +25,8 @@
  */
 #include "postgres.h"
 
+#include <limits.h>
+
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "catalog/pg_authid.h"
@@ -50,11 +52,9 @@
 #include "utils/timeout.h"
 #include "utils/timestamp.h"
 
+#include "base/kept.h"
 #include "catalog.h"
-#include "functions/call.h"
 #include "input/change_stream.h"
-#include "input/input.h"
-#include "ptf.h"
 #include "worker/shmem.h"
 #include "worker/worker.h"
 
@@ -112,10 +112,11 @@ load_pipelines(void)
 
 	if (OidIsValid(get_extension_oid("deduplicate_keep_first", true)))
 	{
-		if (SPI_execute("SELECT p.id, p.name, p.owner, p.query, p.sink, p.sink_mode, p.uid, "
-						"p.paused, r.slot_name, p.search_path "
-						"FROM ptf.pipeline_registry p LEFT JOIN ptf.uid_registry r "
-						"ON r.uid OPERATOR(pg_catalog.=) p.uid ORDER BY p.id",
+		/* the registry's columns by Anum_, then the uid's slot */
+		if (SPI_execute("SELECT " PIPELINE_REGISTRY_COLUMNS ", "
+						"(SELECT r.slot_name FROM ptf.uid_registry r "
+						" WHERE r.uid OPERATOR(pg_catalog.=) p.uid) "
+						"FROM ptf.pipeline_registry p ORDER BY p.id",
 						true, 0) != SPI_OK_SELECT)
 			elog(ERROR, "could not read ptf.pipeline_registry");
 		for (i = 0; i < SPI_processed; i++)
@@ -126,16 +127,20 @@ load_pipelines(void)
 			Pipeline   *p = palloc0(sizeof(Pipeline));
 			bool		isnull;
 
-			p->id = DatumGetInt32(SPI_getbinval(tup, desc, 1, &isnull));
-			p->name = SPI_getvalue(tup, desc, 2);
-			p->owner = DatumGetObjectId(SPI_getbinval(tup, desc, 3, &isnull));
-			p->query = SPI_getvalue(tup, desc, 4);
-			p->sink = DatumGetObjectId(SPI_getbinval(tup, desc, 5, &isnull));
-			p->changelog = strcmp(SPI_getvalue(tup, desc, 6), "changelog") == 0;
-			p->uid = SPI_getvalue(tup, desc, 7);
-			p->paused = DatumGetBool(SPI_getbinval(tup, desc, 8, &isnull));
-			p->slot_name = SPI_getvalue(tup, desc, 9);
-			p->search_path = SPI_getvalue(tup, desc, 10);
+			p->id = DatumGetInt32(SPI_getbinval(tup, desc, Anum_pipeline_registry_id, &isnull));
+			p->name = SPI_getvalue(tup, desc, Anum_pipeline_registry_name);
+			p->owner = DatumGetObjectId(SPI_getbinval(tup, desc, Anum_pipeline_registry_owner,
+													  &isnull));
+			p->query = SPI_getvalue(tup, desc, Anum_pipeline_registry_query);
+			p->sink = DatumGetObjectId(SPI_getbinval(tup, desc, Anum_pipeline_registry_sink,
+													 &isnull));
+			p->changelog = strcmp(SPI_getvalue(tup, desc, Anum_pipeline_registry_sink_mode),
+								  "changelog") == 0;
+			p->uid = SPI_getvalue(tup, desc, Anum_pipeline_registry_uid);
+			p->paused = DatumGetBool(SPI_getbinval(tup, desc, Anum_pipeline_registry_paused,
+												   &isnull));
+			p->search_path = SPI_getvalue(tup, desc, Anum_pipeline_registry_search_path);
+			p->slot_name = SPI_getvalue(tup, desc, Natts_pipeline_registry);
 			pipelines = lappend(pipelines, p);
 			MemoryContextSwitchTo(old);
 		}
@@ -233,25 +238,19 @@ read_progress(Pipeline *p, StepResult *r, MemoryContext keep)
 {
 	Oid			argtypes[1] = {TEXTOID};
 	Datum		args[1] = {CStringGetTextDatum(p->uid)};
-	HeapTuple	tup;
-	TupleDesc	desc;
-	bool		isnull;
-	Datum		lsn;
 
-	ptf_spi_exec_as_owner("SELECT rows_in, rows_out, rows_late, rows_skipped, last_lsn, slot_name "
-						  "FROM ptf.uid_registry WHERE uid OPERATOR(pg_catalog.=) $1",
+	ptf_spi_exec_as_owner("SELECT " UID_REGISTRY_COLUMNS " FROM ptf.uid_registry "
+						  "WHERE uid OPERATOR(pg_catalog.=) $1",
 						  1, argtypes, args, NULL, SPI_OK_SELECT);
 	if (SPI_processed != 1)
 		return;
-	tup = SPI_tuptable->vals[0];
-	desc = SPI_tuptable->tupdesc;
-	r->rows_in = DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull));
-	r->rows_out = DatumGetInt64(SPI_getbinval(tup, desc, 2, &isnull));
-	r->rows_late = DatumGetInt64(SPI_getbinval(tup, desc, 3, &isnull));
-	r->rows_skipped = DatumGetInt64(SPI_getbinval(tup, desc, 4, &isnull));
-	lsn = SPI_getbinval(tup, desc, 5, &isnull);
-	r->stored = isnull ? InvalidXLogRecPtr : DatumGetLSN(lsn);
-	r->slot_name = SPI_getvalue(tup, desc, 6);
+	r->rows_in = ptf_spi_int64(Anum_uid_registry_rows_in, 0);
+	r->rows_out = ptf_spi_int64(Anum_uid_registry_rows_out, 0);
+	r->rows_late = ptf_spi_int64(Anum_uid_registry_rows_late, 0);
+	r->rows_skipped = ptf_spi_int64(Anum_uid_registry_rows_skipped, 0);
+	r->stored = ptf_spi_isnull(Anum_uid_registry_last_lsn) ? InvalidXLogRecPtr :
+		DatumGetLSN(ptf_spi_datum(Anum_uid_registry_last_lsn));
+	r->slot_name = ptf_spi_text(Anum_uid_registry_slot_name);
 	/* used after the commit, to move the slot on */
 	if (r->slot_name)
 		r->slot_name = MemoryContextStrdup(keep, r->slot_name);
@@ -461,9 +460,7 @@ run_step(Pipeline *p)
 		 * drop_pipeline and pause_pipeline hold the pipeline's lock while
 		 * they change it; the step then comes back later rather than wait.
 		 */
-		ptf_spi_exec_as_owner("SELECT pg_catalog.pg_try_advisory_xact_lock_shared(1347700274, $1)",
-							  1, argtypes, args, NULL, SPI_OK_SELECT);
-		if (!DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)))
+		if (!ptf_lock(PTF_LOCK_PIPELINE, (uint32) p->id, ShareLock, false, false))
 			ereport(ERROR,
 					(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
 					 errmsg("pipeline \"%s\" is being changed", p->name)));
@@ -558,20 +555,9 @@ static bool
 only_worker(Oid dboid)
 {
 	bool		got;
-	bool		isnull;
-	Oid			argtypes[1] = {OIDOID};
-	Datum		args[1] = {ObjectIdGetDatum(dboid)};
 
 	StartTransactionCommand();
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	PushActiveSnapshot(GetTransactionSnapshot());
-	if (SPI_execute_with_args("SELECT pg_catalog.pg_try_advisory_lock(1347700275, $1::pg_catalog.int4)",
-							  1, argtypes, args, NULL, false, 0) != SPI_OK_SELECT)
-		elog(ERROR, "could not take the pipeline worker's lock");
-	got = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-	SPI_finish();
-	PopActiveSnapshot();
+	got = ptf_lock(PTF_LOCK_WORKER, (uint32) dboid, ExclusiveLock, true, false);
 	CommitTransactionCommand();
 	return got;
 }
@@ -651,8 +637,8 @@ ptf_pipeline_worker_main(Datum arg)
 				if (p->slot_name != NULL)
 					slots = lappend(slots, p->slot_name);
 			}
-			change_stream_forget_kept(slots);
-			ptf_call_forget_kept(uids);
+			ptf_kept_retain(PTF_KEPT_DECODER, slots);
+			ptf_kept_retain(PTF_KEPT_OPERATOR, uids);
 		}
 		if (pipelines == NIL)
 		{
@@ -694,4 +680,65 @@ ptf_pipeline_worker_main(Datum arg)
 		ResetLatch(MyLatch);
 	}
 	proc_exit(0);
+}
+
+static const struct config_enum_entry fault_points[] = {
+	{"none", PTF_FAULT_NONE, false},
+	{"before_commit", PTF_FAULT_BEFORE_COMMIT, false},
+	{"after_commit", PTF_FAULT_AFTER_COMMIT, false},
+	{NULL, 0, false}
+};
+
+void
+ptf_worker_init(void)
+{
+	DefineCustomIntVariable("ptf.pipeline_batch_size",
+							"Changes a pipeline step reads, at most.",
+							"A step ends at the end of the transaction that reaches it.",
+							&ptf_pipeline_batch_size,
+							100000, 1, INT_MAX,
+							PGC_SIGHUP, 0,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("ptf.pipeline_idle_time",
+							"How long a pipeline worker naps when nothing is new.",
+							"It is woken sooner when pipelines change.",
+							&ptf_pipeline_idle_ms,
+							100, 1, 60000,
+							PGC_SIGHUP, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("ptf.pipeline_max_backoff",
+							"The longest pause before a failing pipeline is tried again.",
+							"The pause starts at a second and doubles with each failure.",
+							&ptf_pipeline_max_backoff_ms,
+							60000, 1000, INT_MAX,
+							PGC_SIGHUP, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+	DefineCustomEnumVariable("ptf.debug_fault_point",
+							 "Tests only: a point where pipeline steps stop and wait.",
+							 NULL,
+							 &ptf_debug_fault_point,
+							 PTF_FAULT_NONE, fault_points,
+							 PGC_SIGHUP, GUC_NOT_IN_SAMPLE | GUC_NO_SHOW_ALL,
+							 NULL, NULL, NULL);
+
+	/* settings of the shared memory the workers use exist only when preloaded */
+	if (process_shared_preload_libraries_in_progress && !IsBinaryUpgrade)
+	{
+		DefineCustomIntVariable("ptf.max_workers",
+								"Databases that can run pipelines at the same time (a worker each).",
+								"Each takes a background worker: keep max_worker_processes above it.",
+								&ptf_max_workers,
+								4, 1, 64,
+								PGC_POSTMASTER, 0,
+								NULL, NULL, NULL);
+		DefineCustomIntVariable("ptf.max_pipelines",
+								"Pipelines whose live status is kept, across all databases.",
+								NULL,
+								&ptf_max_pipelines,
+								64, 1, 10000,
+								PGC_POSTMASTER, 0,
+								NULL, NULL, NULL);
+		ptf_shmem_init();
+		ptf_register_launcher();
+	}
 }

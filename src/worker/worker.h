@@ -28,4 +28,7 @@ extern char *ptf_pipeline_origin_name(Oid dboid, int32 id);
 /* from _PG_init, when preloading */
 extern void ptf_register_launcher(void);
 
+/* from _PG_init: the workers' GUCs, and when preloading their shared memory and launcher */
+extern void ptf_worker_init(void);
+
 #endif							/* PTF_WORKER_H */

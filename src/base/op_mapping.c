@@ -10,7 +10,7 @@
 #include "nodes/pg_list.h"
 #include "utils/jsonb.h"
 
-#include "operators/op_mapping.h"
+#include "base/op_mapping.h"
 
 /* 'a, b ,c' -> trimmed items */
 static List *

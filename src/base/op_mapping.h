@@ -21,7 +21,7 @@
 
 #include "utils/jsonb.h"
 
-#include "ptf.h"
+#include "base/base.h"
 
 typedef struct OpMapping
 {

@@ -1,16 +1,17 @@
 /*-------------------------------------------------------------------------
  *
- * ptf.h
- *	  Vocabulary shared by every room of the extension: row kinds, time,
- *	  GUCs and the one-line helpers the rooms agree on.
+ * base.h
+ *	  Vocabulary every room of the extension shares: row kinds, what a row
+ *	  knows of its origin, event and processing time, and the role of the
+ *	  backend.  It includes nothing of ours, so any room may include it.
  *
  * "PTF" is Flink's name for a process table function: a table function
  * with state, keys, time and a changelog on its input and output.
  *
  *-------------------------------------------------------------------------
  */
-#ifndef PTF_H
-#define PTF_H
+#ifndef PTF_BASE_H
+#define PTF_BASE_H
 
 #include "access/xlogdefs.h"
 #include "datatype/timestamp.h"
@@ -37,14 +38,12 @@ extern bool rowkind_parse(const char *s, RowKind *kind);
  * Time, event or processing, is microseconds since 2000-01-01 like
  * TimestampTz, so timestamp and timestamptz columns need no conversion.
  * -infinity and +infinity are the smallest and largest values.
+ * Conversions live in base/ptf_time.h.
  */
 typedef int64 PtfTime;
 
 #define PTF_TIME_MIN PG_INT64_MIN
 #define PTF_TIME_MAX PG_INT64_MAX
-
-extern PtfTime ptf_time_sub(PtfTime t, int64 delta);
-extern PtfTime ptf_time_add(PtfTime t, int64 delta);
 
 /*
  * What a row knows about where it came from.  Rows of relations and queries
@@ -62,15 +61,20 @@ typedef struct PtfRowMeta
 	bool		incomplete;
 } PtfRowMeta;
 
+/* A row with nothing known of its origin. */
+extern const PtfRowMeta ptf_no_meta;
+
 struct TupleTableSlot;
 
-typedef void (*PtfMetaRowSink) (void *arg, RowKind kind,
-								struct TupleTableSlot *row,
-								const PtfRowMeta *meta);
+/*
+ * Where an input adapter hands its rows: every adapter (relations and
+ * queries, change streams, CDC records) calls one of these.  meta may be
+ * NULL: nothing is known of the row's origin.
+ */
+typedef void (*PtfRowSink) (void *arg, RowKind kind, struct TupleTableSlot *row,
+							const PtfRowMeta *meta);
 
-/* GUCs (ptf.c) */
-extern int64 ptf_state_ttl_us;	/* ptf.state_ttl, 0 = keep forever */
-extern bool ptf_loaded_at_startup;	/* in shared_preload_libraries */
-extern bool ptf_in_pipeline_worker; /* this backend runs pipelines */
+/* This backend is a pipeline worker (it keeps decoders and operators). */
+extern bool ptf_in_pipeline_worker;
 
-#endif							/* PTF_H */
+#endif							/* PTF_BASE_H */

@@ -1,0 +1,349 @@
+-- deduplicate_keep_first 1.1: Flink SQL's stateful table functions (PTFs) for PostgreSQL.
+-- The install script of version 1.1; every object lives in schema ptf.
+-- (deduplicate_keep_first--1.0--1.1.sql makes the same of a 1.0 installation.)
+
+\echo Use "CREATE EXTENSION deduplicate_keep_first" to load this file. \quit
+
+CREATE SCHEMA ptf;
+COMMENT ON SCHEMA ptf IS 'Flink-style stateful table functions (deduplicate_keep_first extension)';
+GRANT USAGE ON SCHEMA ptf TO PUBLIC;
+
+-------------------------------------------------------------------------------
+-- Durable state (calls with uid).  Only the extension's functions read and
+-- write these tables; callers see them through the ptf.state view.
+-------------------------------------------------------------------------------
+
+CREATE SEQUENCE ptf.state_table_seq;
+CREATE SEQUENCE ptf.state_version_seq;
+
+CREATE TABLE ptf.uid_registry (
+    uid             text PRIMARY KEY,
+    function        text NOT NULL,
+    owner           regrole NOT NULL,
+    row_type        regtype NOT NULL,
+    key_columns     text[] NOT NULL,
+    on_time         text,
+    time_type       regtype NOT NULL,
+    state_table     regclass,
+    max_event_time  bigint,             -- microseconds since 2000-01-01
+    watermark       bigint,             -- microseconds since 2000-01-01
+    slot_name       text,               -- change streams: the uid's replication slot
+    options         text,               -- what else the state depends on
+    last_lsn        pg_lsn,             -- change streams: end of the last transaction read
+    version         bigint NOT NULL DEFAULT 0,
+    keys            bigint NOT NULL DEFAULT 0,
+    rows_in         bigint NOT NULL DEFAULT 0,
+    rows_out        bigint NOT NULL DEFAULT 0,
+    rows_late       bigint NOT NULL DEFAULT 0,
+    rows_skipped    bigint NOT NULL DEFAULT 0,
+    created_at      timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
+    updated_at      timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
+    -- 1.1
+    layout          int,                -- the state table's layout; NULL: 1.0's (converted on use)
+    row_types       text,               -- the input row types the state's row images are rows of
+    input_times     bigint[]            -- per input: max event time, watermark (microseconds)
+);
+COMMENT ON TABLE ptf.uid_registry IS 'One row per uid of durable state; its keys are in table state_table';
+REVOKE ALL ON ptf.uid_registry FROM PUBLIC;
+REVOKE ALL ON SEQUENCE ptf.state_table_seq, ptf.state_version_seq FROM PUBLIC;
+
+-- pg_dump keeps durable state: the registry rows here, the state tables
+-- themselves as ordinary tables of schema ptf.
+SELECT pg_catalog.pg_extension_config_dump('ptf.uid_registry', '');
+SELECT pg_catalog.pg_extension_config_dump('ptf.state_table_seq', '');
+
+-- Renders a time kept in microseconds since 2000-01-01 in the type of the
+-- column it came from (timestamptz depends on TimeZone: STABLE).
+CREATE FUNCTION ptf._time_text(us bigint, time_type regtype) RETURNS text
+LANGUAGE sql STABLE PARALLEL SAFE AS $$
+    SELECT CASE
+        WHEN us IS NULL THEN NULL
+        WHEN us = 9223372036854775807 THEN 'infinity'
+        WHEN us = -9223372036854775808 THEN '-infinity'
+        WHEN time_type = 'pg_catalog.int8'::pg_catalog.regtype
+            THEN ((us + 946684800000000) / 1000)::pg_catalog.text
+        WHEN time_type = 'pg_catalog.timestamp'::pg_catalog.regtype
+            THEN (timestamp '2000-01-01 00:00:00' + us * interval '1 microsecond')::pg_catalog.text
+        ELSE (timestamptz '2000-01-01 00:00:00+00' + us * interval '1 microsecond')::pg_catalog.text
+    END
+$$;
+
+-- security_barrier: the role filter runs before any function of the caller's
+CREATE VIEW ptf.state WITH (security_barrier) AS
+SELECT r.uid,
+       r.function,
+       r.owner,
+       r.row_type,
+       r.key_columns AS partition_by,
+       r.on_time,
+       r.keys,
+       pg_catalog.pg_total_relation_size(r.state_table) AS bytes,
+       ptf._time_text(r.watermark, r.time_type) AS watermark,
+       r.last_lsn AS lsn,
+       r.slot_name,
+       pg_catalog.pg_wal_lsn_diff(pg_catalog.pg_current_wal_lsn(), s.restart_lsn) AS retained_wal_bytes,
+       r.rows_in,
+       r.rows_out,
+       r.rows_late,
+       r.rows_skipped,
+       r.state_table,
+       r.created_at,
+       r.updated_at
+  FROM ptf.uid_registry r
+  LEFT JOIN pg_catalog.pg_replication_slots s ON s.slot_name OPERATOR(pg_catalog.=) r.slot_name
+        AND s.database OPERATOR(pg_catalog.=) pg_catalog.current_database()
+ WHERE pg_catalog.pg_has_role(r.owner, 'USAGE');
+COMMENT ON VIEW ptf.state IS 'Durable state per uid, for the uids of roles the current user belongs to';
+GRANT SELECT ON ptf.state TO PUBLIC;
+
+CREATE FUNCTION ptf.drop_state(uid text) RETURNS boolean
+AS 'MODULE_PATHNAME', 'ptf_drop_state'
+LANGUAGE C VOLATILE STRICT;
+COMMENT ON FUNCTION ptf.drop_state(text) IS 'Forget the durable state of a uid; false if it had none';
+
+CREATE FUNCTION ptf.last_call_stats(
+    OUT function text, OUT rows_in bigint, OUT rows_out bigint, OUT rows_late bigint,
+    OUT keys bigint, OUT state_bytes bigint, OUT rows_spilled bigint, OUT spill_partitions int)
+RETURNS record
+AS 'MODULE_PATHNAME', 'ptf_last_call_stats'
+LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION ptf.last_call_stats() IS
+    'What the last table-function call of this session did: rows, keys, state memory, spilling';
+
+-------------------------------------------------------------------------------
+-- Declared watermarks: Flink's WATERMARK FOR col AS col - INTERVAL ...
+-------------------------------------------------------------------------------
+
+CREATE TABLE ptf.watermarks (
+    relid   regclass PRIMARY KEY,
+    on_time text NOT NULL,
+    delay   interval NOT NULL CHECK (delay >= interval '0')
+);
+COMMENT ON TABLE ptf.watermarks IS 'Watermark declared per table: on_time column and out-of-orderness delay';
+SELECT pg_catalog.pg_extension_config_dump('ptf.watermarks', '');
+
+-- Anyone may read declarations; only a table's owner may change its own.
+GRANT SELECT, INSERT, UPDATE, DELETE ON ptf.watermarks TO PUBLIC;
+ALTER TABLE ptf.watermarks ENABLE ROW LEVEL SECURITY;
+CREATE POLICY read_all ON ptf.watermarks FOR SELECT USING (true);
+CREATE POLICY owner_writes ON ptf.watermarks FOR ALL
+    USING (pg_catalog.pg_has_role((SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid = relid), 'USAGE'))
+    WITH CHECK (pg_catalog.pg_has_role((SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid = relid), 'USAGE'));
+
+CREATE FUNCTION ptf.set_watermark(tbl regclass, on_time text, delay interval)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    coltype regtype;
+BEGIN
+    IF tbl IS NULL OR on_time IS NULL OR delay IS NULL THEN
+        RAISE EXCEPTION 'set_watermark needs tbl, on_time and delay'
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF delay < interval '0' THEN
+        RAISE EXCEPTION 'watermark delay must not be negative'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF NOT pg_has_role((SELECT relowner FROM pg_class WHERE oid = tbl), 'USAGE') THEN
+        RAISE EXCEPTION 'must be owner of table % to declare its watermark', tbl
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    SELECT a.atttypid INTO coltype
+      FROM pg_attribute a
+     WHERE a.attrelid = tbl AND a.attname = on_time AND a.attnum > 0 AND NOT a.attisdropped;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'column "%" of table % does not exist', on_time, tbl
+            USING ERRCODE = 'undefined_column';
+    END IF;
+    IF coltype NOT IN ('timestamp'::regtype, 'timestamptz'::regtype, 'bigint'::regtype) THEN
+        RAISE EXCEPTION 'column "%" has type %, not a time type', on_time, coltype
+            USING ERRCODE = 'datatype_mismatch',
+                  HINT = 'Time columns are timestamp, timestamptz, or bigint milliseconds since 1970.';
+    END IF;
+    INSERT INTO ptf.watermarks AS w (relid, on_time, delay) VALUES (tbl, on_time, delay)
+        ON CONFLICT (relid) DO UPDATE SET on_time = excluded.on_time, delay = excluded.delay;
+END
+$$;
+COMMENT ON FUNCTION ptf.set_watermark(regclass, text, interval) IS
+    'Declare the watermark of a table: WATERMARK FOR on_time AS on_time - delay';
+
+-- A dropped table takes its declaration along (regclass holds no dependency).
+CREATE FUNCTION ptf._forget_dropped_tables() RETURNS event_trigger
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    DELETE FROM ptf.watermarks w
+     USING pg_event_trigger_dropped_objects() d
+     WHERE d.classid = 'pg_class'::regclass AND d.objid = w.relid;
+END
+$$;
+REVOKE ALL ON FUNCTION ptf._forget_dropped_tables() FROM PUBLIC;
+CREATE EVENT TRIGGER ptf_forget_dropped_tables ON sql_drop
+    EXECUTE FUNCTION ptf._forget_dropped_tables();
+
+CREATE FUNCTION ptf.drop_watermark(tbl regclass) RETURNS boolean
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    WITH d AS (DELETE FROM ptf.watermarks w WHERE w.relid = tbl RETURNING 1)
+    SELECT count(*) > 0 FROM d
+$$;
+COMMENT ON FUNCTION ptf.drop_watermark(regclass) IS 'Remove the watermark declared on a table';
+
+-------------------------------------------------------------------------------
+-- DEDUPLICATE_KEEP_FIRST
+-------------------------------------------------------------------------------
+
+CREATE FUNCTION ptf.deduplicate_keep_first(
+    input                  anyelement,
+    partition_by           text[]   DEFAULT NULL,
+    on_time                text     DEFAULT NULL,
+    state_ttl              interval DEFAULT NULL,
+    reset_ttl_on_duplicate boolean  DEFAULT true,
+    uid                    text     DEFAULT NULL,
+    query                  text     DEFAULT NULL,
+    changes                boolean  DEFAULT false,
+    watermark_delay        interval DEFAULT NULL,
+    proc_time              text     DEFAULT NULL)
+RETURNS SETOF anyelement
+AS 'MODULE_PATHNAME', 'ptf_deduplicate_keep_first'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+COMMENT ON FUNCTION ptf.deduplicate_keep_first(anyelement, text[], text, interval, boolean, text, text, boolean, interval, text) IS
+    'Keep the first row per key (Flink DEDUPLICATE_KEEP_FIRST): by arrival, or by event time with watermarks';
+
+-------------------------------------------------------------------------------
+-- TO_CHANGELOG
+-------------------------------------------------------------------------------
+
+CREATE FUNCTION ptf.to_changelog(
+    input                 anyelement,
+    partition_by          text[]   DEFAULT NULL,
+    op_mapping            jsonb    DEFAULT NULL,
+    produces_full_deletes boolean  DEFAULT true,
+    state_ttl             interval DEFAULT NULL,
+    uid                   text     DEFAULT NULL,
+    query                 text     DEFAULT NULL,
+    changes               boolean  DEFAULT false)
+RETURNS TABLE (op text, data anyelement, lsn pg_lsn, commit_time timestamptz, xid xid8)
+AS 'MODULE_PATHNAME', 'ptf_to_changelog'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+COMMENT ON FUNCTION ptf.to_changelog(anyelement, text[], jsonb, boolean, interval, text, text, boolean) IS
+    'Every change of the input as an append-only row with its operation (Flink TO_CHANGELOG)';
+
+CREATE FUNCTION ptf.from_changelog(
+    input                anyelement,
+    target               anycompatible,
+    op                   text     DEFAULT 'op',
+    op_mapping           jsonb    DEFAULT NULL,
+    invalid_op_handling  text     DEFAULT 'FAIL',
+    before               text     DEFAULT NULL,
+    after                text     DEFAULT NULL,
+    partition_by         text[]   DEFAULT NULL,
+    consume_full_deletes boolean  DEFAULT true,
+    state_ttl            interval DEFAULT NULL,
+    uid                  text     DEFAULT NULL,
+    query                text     DEFAULT NULL,
+    changes              boolean  DEFAULT false)
+RETURNS TABLE (kind text, data anycompatible)
+AS 'MODULE_PATHNAME', 'ptf_from_changelog'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+COMMENT ON FUNCTION ptf.from_changelog(anyelement, anycompatible, text, jsonb, text, text, text, text[], boolean, interval, text, text, boolean) IS
+    'CDC rows with an operation code turned back into changes of the target row type (Flink FROM_CHANGELOG)';
+
+CREATE FUNCTION ptf.apply_changelog(
+    target regclass,
+    query  text,
+    OUT inserts        bigint,   -- changes received, per kind
+    OUT updates_before bigint,
+    OUT updates_after  bigint,
+    OUT deletes        bigint,
+    OUT inserted       bigint,   -- what they did to the table
+    OUT updated        bigint,
+    OUT deleted        bigint,
+    OUT missing        bigint,   -- retractions whose row was not there
+    OUT superseded     bigint)   -- changes overtaken by a later change of their key
+RETURNS record
+AS 'MODULE_PATHNAME', 'ptf_apply_changelog'
+LANGUAGE C STRICT VOLATILE;
+COMMENT ON FUNCTION ptf.apply_changelog(regclass, text) IS
+    'Apply the (kind, data) rows of a query to a table: upserts and deletes by its key';
+
+-------------------------------------------------------------------------------
+-- Pipelines: a query over a change stream, run continuously by the
+-- database's pipeline worker into a sink table.
+-------------------------------------------------------------------------------
+
+CREATE TABLE ptf.pipeline_registry (
+    id          serial PRIMARY KEY,
+    name        text NOT NULL UNIQUE,
+    owner       regrole NOT NULL,
+    query       text NOT NULL,
+    sink        regclass NOT NULL,
+    sink_mode   text NOT NULL CHECK (sink_mode IN ('append', 'changelog')),
+    function    text NOT NULL,
+    uid         text NOT NULL UNIQUE,
+    paused      boolean NOT NULL DEFAULT false,
+    search_path text NOT NULL,        -- the query is read with the creator's
+    created_at  timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp()
+);
+COMMENT ON TABLE ptf.pipeline_registry IS 'One row per pipeline; users see theirs through ptf.pipelines';
+REVOKE ALL ON ptf.pipeline_registry FROM PUBLIC;
+REVOKE ALL ON SEQUENCE ptf.pipeline_registry_id_seq FROM PUBLIC;
+SELECT pg_catalog.pg_extension_config_dump('ptf.pipeline_registry', '');
+SELECT pg_catalog.pg_extension_config_dump('ptf.pipeline_registry_id_seq', '');
+
+CREATE VIEW ptf.pipelines WITH (security_barrier) AS
+SELECT name, owner, query, sink, sink_mode, function, uid, paused, created_at
+  FROM ptf.pipeline_registry
+ WHERE pg_catalog.pg_has_role(owner, 'USAGE');
+COMMENT ON VIEW ptf.pipelines IS 'The pipelines of roles the current user belongs to';
+GRANT SELECT ON ptf.pipelines TO PUBLIC;
+
+CREATE FUNCTION ptf.create_pipeline(name text, query text, sink regclass,
+                                    sink_mode text DEFAULT 'append')
+RETURNS void
+AS 'MODULE_PATHNAME', 'ptf_create_pipeline'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+COMMENT ON FUNCTION ptf.create_pipeline(text, text, regclass, text) IS
+    'Run a query over a change stream continuously into a sink table';
+
+CREATE FUNCTION ptf.drop_pipeline(name text) RETURNS boolean
+AS 'MODULE_PATHNAME', 'ptf_drop_pipeline'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+COMMENT ON FUNCTION ptf.drop_pipeline(text) IS
+    'Drop a pipeline with its state and slot; false if there was none';
+
+CREATE FUNCTION ptf.pause_pipeline(name text) RETURNS void
+AS 'MODULE_PATHNAME', 'ptf_pause_pipeline'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+
+CREATE FUNCTION ptf.resume_pipeline(name text) RETURNS void
+AS 'MODULE_PATHNAME', 'ptf_resume_pipeline'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+
+CREATE FUNCTION ptf._pipeline_status(
+    OUT name text, OUT state text, OUT pid int, OUT rows_in bigint, OUT rows_out bigint,
+    OUT rows_late bigint, OUT rows_skipped bigint, OUT lsn pg_lsn, OUT lag_bytes bigint,
+    OUT lag_seconds double precision, OUT last_step_at timestamptz, OUT failures int,
+    OUT last_error text)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'ptf_pipeline_status_rows'
+LANGUAGE C VOLATILE;
+
+CREATE VIEW ptf.pipeline_status AS SELECT * FROM ptf._pipeline_status();
+COMMENT ON VIEW ptf.pipeline_status IS
+    'Live status of the current user''s pipelines, from the pipeline workers'' shared memory';
+GRANT SELECT ON ptf.pipeline_status TO PUBLIC;
+
+-- A row image of a state table (its bytea fields) as a row of the uid's
+-- row type: SELECT (ptf.state_row(image, NULL::events)).* FROM ptf.state_7.
+-- Only who can read state tables (the extension's owner) needs it.
+CREATE FUNCTION ptf.state_row(image bytea, row_type anyelement) RETURNS anyelement
+AS 'MODULE_PATHNAME', 'ptf_state_row'
+LANGUAGE C IMMUTABLE;
+REVOKE ALL ON FUNCTION ptf.state_row(bytea, anyelement) FROM PUBLIC;
+COMMENT ON FUNCTION ptf.state_row(bytea, anyelement) IS
+    'A row image kept in a state table, as a row of the given row type';

@@ -1,0 +1,111 @@
+/*-------------------------------------------------------------------------
+ *
+ * ptf_time.c
+ *	  Time values of columns and intervals, in microseconds.
+ *
+ * PtfTime is TimestampTz's representation, so timestamp and timestamptz
+ * columns convert by identity; bigint columns hold milliseconds since
+ * 1970-01-01 (Flink's epoch-millis time attributes) and are shifted and
+ * scaled, with an error rather than a wrap when out of range.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "common/int.h"
+#include "datatype/timestamp.h"
+#include "utils/timestamp.h"
+
+#include "base/ptf_time.h"
+
+#define UNIX_EPOCH_US_FROM_PG_EPOCH \
+	((int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY)
+
+bool
+ptf_is_time_type(Oid typid)
+{
+	return typid == TIMESTAMPOID || typid == TIMESTAMPTZOID || typid == INT8OID;
+}
+
+PtfTime
+ptf_time_from_datum(Datum d, Oid typid)
+{
+	int64		ms;
+	int64		us;
+
+	if (typid != INT8OID)
+		return DatumGetInt64(d);
+
+	/* bigint: milliseconds since 1970-01-01 */
+	ms = DatumGetInt64(d);
+	if (pg_mul_s64_overflow(ms, 1000, &us) ||
+		pg_sub_s64_overflow(us, UNIX_EPOCH_US_FROM_PG_EPOCH, &us))
+		ereport(ERROR,
+				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
+				 errmsg("epoch milliseconds value %lld is out of range",
+						(long long) ms)));
+	return us;
+}
+
+Datum
+ptf_time_to_datum(PtfTime t, Oid typid)
+{
+	if (typid != INT8OID)
+		return Int64GetDatum(t);
+	if (t == PTF_TIME_MIN || t == PTF_TIME_MAX)
+		return Int64GetDatum(t);
+	/* floor: a time in the middle of a millisecond belongs to it */
+	t += UNIX_EPOCH_US_FROM_PG_EPOCH;
+	return Int64GetDatum(t >= 0 ? t / 1000 : -((-t + 999) / 1000));
+}
+
+int64
+ptf_interval_to_us(Datum d, const char *argname)
+{
+	Interval   *iv = DatumGetIntervalP(d);
+	int64		us;
+	int64		days_us;
+
+	if (pg_mul_s64_overflow((int64) iv->month * DAYS_PER_MONTH + iv->day,
+							USECS_PER_DAY, &days_us) ||
+		pg_add_s64_overflow(iv->time, days_us, &us))
+		ereport(ERROR,
+				(errcode(ERRCODE_INTERVAL_FIELD_OVERFLOW),
+				 errmsg("%s is out of range", argname)));
+	if (us < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must not be negative", argname)));
+	return us;
+}
+
+bool
+ptf_interval_has_months(Datum d)
+{
+	return DatumGetIntervalP(d)->month != 0;
+}
+
+PtfTime
+ptf_time_sub(PtfTime t, int64 delta)
+{
+	PtfTime		r;
+
+	if (t == PTF_TIME_MIN || t == PTF_TIME_MAX)
+		return t;
+	if (pg_sub_s64_overflow(t, delta, &r))
+		return delta > 0 ? PTF_TIME_MIN : PTF_TIME_MAX;
+	return r;
+}
+
+PtfTime
+ptf_time_add(PtfTime t, int64 delta)
+{
+	PtfTime		r;
+
+	if (t == PTF_TIME_MIN || t == PTF_TIME_MAX)
+		return t;
+	if (pg_add_s64_overflow(t, delta, &r))
+		return delta > 0 ? PTF_TIME_MAX : PTF_TIME_MIN;
+	return r;
+}

@@ -1,0 +1,33 @@
+/*-------------------------------------------------------------------------
+ *
+ * ptf_time.h
+ *	  Time values: columns of timestamp, timestamptz or bigint epoch
+ *	  milliseconds as PtfTime, intervals as microseconds, and saturating
+ *	  arithmetic that keeps -infinity and +infinity where they are.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef PTF_TIME_H
+#define PTF_TIME_H
+
+#include "base/base.h"
+
+/* t - delta and t + delta, saturating; the infinities stay */
+extern PtfTime ptf_time_sub(PtfTime t, int64 delta);
+extern PtfTime ptf_time_add(PtfTime t, int64 delta);
+
+/* time values of columns: timestamp, timestamptz, or bigint epoch ms */
+extern bool ptf_is_time_type(Oid typid);
+extern PtfTime ptf_time_from_datum(Datum d, Oid typid);
+extern Datum ptf_time_to_datum(PtfTime t, Oid typid);
+
+/*
+ * An interval in microseconds; errors (argname in the message) when it is
+ * negative or out of range.  A month counts 30 days.
+ */
+extern int64 ptf_interval_to_us(Datum interval, const char *argname);
+
+/* Does the interval have a month part (whose length depends on the date)? */
+extern bool ptf_interval_has_months(Datum interval);
+
+#endif							/* PTF_TIME_H */

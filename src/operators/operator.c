@@ -1,0 +1,51 @@
+/*-------------------------------------------------------------------------
+ *
+ * operator.c
+ *	  What every operator shares: its making, and the state methods of an
+ *	  operator whose memory is its own context and whose keys are one
+ *	  KeyedState.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "utils/memutils.h"
+
+#include "operators/operator.h"
+
+PtfOperator *
+ptf_operator_alloc(Size size, const PtfOperatorMethods *methods,
+				   const PtfOperatorEnv *env)
+{
+	MemoryContext cxt = AllocSetContextCreate(env->cxt, "ptf operator",
+											  ALLOCSET_DEFAULT_SIZES);
+	PtfOperator *op;
+
+	Assert(size >= sizeof(PtfOperator));
+	MemoryContextSetIdentifier(cxt, methods->name);
+	op = MemoryContextAllocZero(cxt, size);
+	op->methods = methods;
+	op->cxt = cxt;
+	op->emit = env->emit;
+	op->emit_arg = env->emit_arg;
+	op->timers = timer_service_create(cxt);
+	return op;
+}
+
+Size
+ptf_operator_memory(PtfOperator *op)
+{
+	return MemoryContextMemAllocated(op->cxt, true);
+}
+
+uint64
+ptf_operator_keys(PtfOperator *op)
+{
+	return op->state ? keyed_state_count(op->state) : 0;
+}
+
+void
+ptf_operator_destroy(PtfOperator *op)
+{
+	MemoryContextDelete(op->cxt);
+}

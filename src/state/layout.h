@@ -1,0 +1,79 @@
+/*-------------------------------------------------------------------------
+ *
+ * layout.h
+ *	  Declared state layouts: what an operator stores per key and per
+ *	  namespace, field by field, and the codec that turns its values into
+ *	  those fields and back.
+ *
+ * Durable state tables are made from the declaration (state/durable.c):
+ * a row per key and a row per (key, namespace), with the key columns in
+ * their own types, the namespace, the key's expiry, then one column per
+ * field -- NULL where a row has no such field.  Row images are stored as
+ * bytes (bytea) rather than as the source's composite type, so a state
+ * table depends on no user type: the source can be altered or dropped.
+ * The row types the images are rows of are recorded with the uid and
+ * checked whenever its state is loaded.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef PTF_LAYOUT_H
+#define PTF_LAYOUT_H
+
+#include "access/htup.h"
+
+#include "state/keyed_state.h"
+
+/* The version of the state table layout this code writes. */
+#define STATE_LAYOUT_VERSION 2
+
+typedef enum StateFieldType
+{
+	SF_INT8,					/* bigint */
+	SF_TIME,					/* the uid's time type (PtfTime in and out) */
+	SF_BOOL,
+	SF_BYTEA,					/* the operator's own bytes (bytea in and out) */
+	SF_IMAGE,					/* a row of an input: MinimalTuple in and out */
+	SF_IMAGES					/* rows of an input: StateImages in and out */
+} StateFieldType;
+
+typedef struct StateField
+{
+	const char *name;			/* the column's name in the state table */
+	StateFieldType type;
+	int			input;			/* SF_IMAGE(S): rows of which input */
+} StateField;
+
+typedef struct StateLayout
+{
+	int			nfields;
+	const StateField *fields;
+} StateLayout;
+
+/* Several rows in one field. */
+typedef struct StateImages
+{
+	int			n;
+	MinimalTuple *tuples;
+} StateImages;
+
+/* The space of a key's own value (not a namespace). */
+#define STATE_KEY_SPACE (-1)
+
+/*
+ * An operator's values as fields.  save fills values/nulls (one per field
+ * of the layout; nulls start all true) for the key's own value (space
+ * STATE_KEY_SPACE, ns_value NULL) or one namespace's value; restore gets
+ * them back, valid only during the call (the operator copies what it
+ * keeps) and re-registers the timers the value implies.
+ */
+typedef struct StateCodec
+{
+	const StateLayout *layout;
+	void	   *arg;
+	void		(*save) (void *arg, const StateRef *ref, int space, int64 ns,
+						 void *ns_value, Datum *values, bool *nulls);
+	void		(*restore) (void *arg, const StateRef *ref, int space, int64 ns,
+							void *ns_value, Datum *values, bool *nulls);
+} StateCodec;
+
+#endif							/* PTF_LAYOUT_H */
