@@ -399,6 +399,7 @@ process_row(PtfFrameInput *input, RowKind kind, TupleTableSlot *row,
 		case PTF_ROW_DONE:
 			break;
 		case PTF_ROW_LATE:
+		case PTF_ROW_LATE_KEPT:
 			frame->rows_late++;
 			break;
 		case PTF_ROW_SPILL:

@@ -45,6 +45,7 @@ typedef enum PtfRowResult
 {
 	PTF_ROW_DONE,				/* consumed (emitted, kept or dropped) */
 	PTF_ROW_LATE,				/* dropped: behind the watermark */
+	PTF_ROW_LATE_KEPT,			/* behind the watermark, yet used (counted late) */
 	PTF_ROW_SPILL				/* state is full: the frame must spill it */
 } PtfRowResult;
 
