@@ -27,13 +27,16 @@ OBJS = \
 	src/functions/pipelines.o \
 	src/functions/state_functions.o \
 	src/functions/to_changelog.o \
+	src/functions/windows.o \
 	src/decoding/plugin.o \
 	src/input/cdc_rows.o \
 	src/input/change_stream.o \
 	src/input/sql_input.o \
+	src/operators/aggs.o \
 	src/operators/dedup.o \
 	src/operators/normalize.o \
 	src/operators/operator.o \
+	src/operators/window.o \
 	src/sink/apply.o \
 	src/state/durable.o \
 	src/state/key.o \

@@ -21,3 +21,78 @@ LANGUAGE C IMMUTABLE;
 REVOKE ALL ON FUNCTION ptf.state_row(bytea, anyelement) FROM PUBLIC;
 COMMENT ON FUNCTION ptf.state_row(bytea, anyelement) IS
     'A row image kept in a state table, as a row of the given row type';
+
+-------------------------------------------------------------------------------
+-- WINDOWS: Flink's window table-valued functions and the sliced window
+-- aggregate (TUMBLE, HOP, CUMULATE, SESSION).
+-------------------------------------------------------------------------------
+
+CREATE FUNCTION ptf.tumble(
+    input     anyelement,
+    on_time   text,
+    size      interval,
+    "offset"  interval DEFAULT '0',
+    uid       text     DEFAULT NULL,
+    query     text     DEFAULT NULL,
+    changes   boolean  DEFAULT false)
+RETURNS TABLE (data anyelement, window_start timestamptz, window_end timestamptz,
+               window_time timestamptz)
+AS 'MODULE_PATHNAME', 'ptf_tumble'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+COMMENT ON FUNCTION ptf.tumble(anyelement, text, interval, interval, text, text, boolean) IS
+    'Each row with its tumbling window [window_start, window_end) (Flink TUMBLE)';
+
+CREATE FUNCTION ptf.hop(
+    input     anyelement,
+    on_time   text,
+    slide     interval,
+    size      interval,
+    "offset"  interval DEFAULT '0',
+    uid       text     DEFAULT NULL,
+    query     text     DEFAULT NULL,
+    changes   boolean  DEFAULT false)
+RETURNS TABLE (data anyelement, window_start timestamptz, window_end timestamptz,
+               window_time timestamptz)
+AS 'MODULE_PATHNAME', 'ptf_hop'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+COMMENT ON FUNCTION ptf.hop(anyelement, text, interval, interval, interval, text, text, boolean) IS
+    'Each row once per hopping window it falls in (Flink HOP)';
+
+CREATE FUNCTION ptf.cumulate(
+    input     anyelement,
+    on_time   text,
+    step      interval,
+    size      interval,
+    "offset"  interval DEFAULT '0',
+    uid       text     DEFAULT NULL,
+    query     text     DEFAULT NULL,
+    changes   boolean  DEFAULT false)
+RETURNS TABLE (data anyelement, window_start timestamptz, window_end timestamptz,
+               window_time timestamptz)
+AS 'MODULE_PATHNAME', 'ptf_cumulate'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+COMMENT ON FUNCTION ptf.cumulate(anyelement, text, interval, interval, interval, text, text, boolean) IS
+    'Each row once per cumulating window it falls in (Flink CUMULATE)';
+
+CREATE FUNCTION ptf.window_aggregate(
+    input               anyelement,
+    target              anycompatible,
+    "window"            text,
+    on_time             text,
+    size                interval,
+    step                interval DEFAULT NULL,
+    "offset"            interval DEFAULT '0',
+    partition_by        text[]   DEFAULT NULL,
+    aggregates          text     DEFAULT 'count(*) AS count',
+    emit_only_on_update boolean  DEFAULT false,
+    uid                 text     DEFAULT NULL,
+    query               text     DEFAULT NULL,
+    changes             boolean  DEFAULT false,
+    watermark_delay     interval DEFAULT NULL,
+    idle_timeout        interval DEFAULT NULL,
+    proc_time           text     DEFAULT NULL)
+RETURNS SETOF anycompatible
+AS 'MODULE_PATHNAME', 'ptf_window_aggregate'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+COMMENT ON FUNCTION ptf.window_aggregate(anyelement, anycompatible, text, text, interval, interval, interval, text[], text, boolean, text, text, boolean, interval, interval, text) IS
+    'Aggregates per key and TUMBLE, HOP, CUMULATE or SESSION window, fired by the watermark (Flink window aggregation)';

@@ -18,9 +18,18 @@
  * every watermark jumps to +infinity.  When the operator's watermark moves
  * the operator is told (on_watermark), then its event-time timers up to it
  * fire in (time, registration) order.  Processing time is the row's
- * proc_time column or the clock, read only when the frame needs it (a
- * TTL, processing-time timers); processing-time timers due by a row's
- * processing time fire before the row, and at the end of the call.
+ * proc_time column or the clock (ptf_now(): ptf.debug_clock in tests),
+ * read only when the frame needs it (a TTL, processing-time timers, the
+ * idle rule); processing-time timers due by a row's processing time fire
+ * before the row, and at the end of the call.
+ *
+ * The idle rule (an input's idle_us): a quiet source must not hold its
+ * last windows open forever.  When an input has had no row for longer
+ * than idle_us of processing time, its watermark moves on with processing
+ * time: at processing time P, with P_last the processing time of its last
+ * row, it is at least max(event time) - delay + (P - P_last - idle_us).
+ * It is applied at the end of each call of a uid, so windows close in the
+ * call (or pipeline step) that finds the source idle long enough.
  *
  * Phases.  Rows are processed as they come (the main pass).  At the end of
  * a bounded call the watermark jumps to +infinity, the main operator's
@@ -105,6 +114,8 @@ struct PtfFrameInput
 	PtfFrameInputSpec spec;
 	PtfTime		max_event_time;
 	PtfTime		watermark;
+	PtfTime		last_row_proc_time; /* PTF_TIME_MIN: none yet */
+	uint64		rows;			/* this call's */
 
 	/* spilling; set up on first use */
 	TupleDesc	spilldesc;
@@ -186,6 +197,7 @@ frame_add_input(PtfFrame *frame, const PtfFrameInputSpec *spec)
 	input->spec = *spec;
 	input->max_event_time = PTF_TIME_MIN;
 	input->watermark = PTF_TIME_MIN;
+	input->last_row_proc_time = PTF_TIME_MIN;
 	frame->inputs[frame->ninputs++] = input;
 	return input;
 }
@@ -234,12 +246,14 @@ frame_start(PtfFrame *frame, PtfOperator *op)
 }
 
 void
-frame_restore_input(PtfFrameInput *input, PtfTime max_event_time, PtfTime watermark)
+frame_restore_input(PtfFrameInput *input, PtfTime max_event_time, PtfTime watermark,
+					PtfTime last_row_proc_time)
 {
 	PtfFrame   *frame = input->frame;
 
 	input->max_event_time = max_event_time;
 	input->watermark = watermark;
+	input->last_row_proc_time = last_row_proc_time;
 	if (frame->op != NULL)
 		frame->watermark = combined_watermark(frame);
 }
@@ -436,8 +450,9 @@ frame_process(PtfFrameInput *input, RowKind kind, TupleTableSlot *row,
 			ctx.proc_time = row_time(input, row, input->spec.proc_time_attno,
 									 input->spec.proc_time_type, "proc_time");
 		else
-			ctx.proc_time = GetCurrentTimestamp();
+			ctx.proc_time = ptf_now();
 		frame->last_proc_time = ctx.proc_time;
+		input->last_row_proc_time = ctx.proc_time;
 		fire_proc_timers(frame, frame->op, ctx.proc_time, frame->watermark);
 	}
 	ctx.watermark = frame->watermark;
@@ -523,6 +538,7 @@ frame_push(void *arg, RowKind kind, TupleTableSlot *row, const PtfRowMeta *meta)
 	if (meta == NULL)
 		meta = &ptf_no_meta;
 	frame->rows_in++;
+	input->rows++;
 	if (!frame->batching)
 	{
 		frame_process(input, kind, row, meta);
@@ -546,6 +562,8 @@ frame_current_meta(PtfFrame *frame)
 }
 
 /* ---- the end of the input, and replays ---- */
+
+static void apply_idle_rule(PtfFrame *frame, PtfOperator *op, PtfTime now);
 
 /* Move the partitions just written to the replay queue. */
 static void
@@ -576,6 +594,70 @@ end_of_stream(PtfFrame *frame, PtfOperator *op)
 	advance_watermark(frame, op, PTF_TIME_MAX, frame->last_proc_time);
 	if (op->methods->on_finish)
 		op->methods->on_finish(op, true);
+}
+
+/* The watermark an idle input has at processing time now (see the header). */
+static PtfTime
+idle_watermark(PtfFrameInput *input, PtfTime now)
+{
+	int64		idle;
+
+	if (input->spec.idle_us <= 0 || input->last_row_proc_time == PTF_TIME_MIN ||
+		input->max_event_time == PTF_TIME_MIN)
+		return input->watermark;
+	idle = now - input->last_row_proc_time - input->spec.idle_us;
+	if (idle <= 0)
+		return input->watermark;
+	return Max(input->watermark,
+			   ptf_time_add(ptf_time_sub(input->max_event_time, input->spec.delay_us), idle));
+}
+
+static void
+apply_idle_rule(PtfFrame *frame, PtfOperator *op, PtfTime now)
+{
+	PtfTime		wm;
+	int			i;
+
+	for (i = 0; i < frame->ninputs; i++)
+		frame->inputs[i]->watermark = idle_watermark(frame->inputs[i], now);
+	wm = combined_watermark(frame);
+	if (wm > frame->watermark)
+	{
+		frame->watermark = wm;
+		frame->watermark_proc_time = now;
+		advance_watermark(frame, op, wm, now);
+	}
+}
+
+PtfTime
+frame_next_wake(PtfFrame *frame)
+{
+	PtfTime		next_timer;
+	PtfTime		wake = 0;
+	int			i;
+
+	if (frame->main_op == NULL)
+		return 0;
+	next_timer = timer_next_time(frame->main_op->timers, PTF_EVENT_TIME);
+	if (next_timer == PTF_TIME_MAX)
+		return 0;
+	for (i = 0; i < frame->ninputs; i++)
+	{
+		PtfFrameInput *input = frame->inputs[i];
+		PtfTime		base;
+		PtfTime		at;
+
+		if (input->spec.idle_us <= 0 || input->last_row_proc_time == PTF_TIME_MIN ||
+			input->max_event_time == PTF_TIME_MIN)
+			continue;
+		/* the processing time its idle watermark reaches the timer */
+		base = ptf_time_sub(input->max_event_time, input->spec.delay_us);
+		at = ptf_time_add(ptf_time_add(input->last_row_proc_time, input->spec.idle_us),
+						  Max(next_timer - base, 1));
+		if (wake == 0 || at > wake)
+			wake = at;			/* the operator's watermark waits for the last */
+	}
+	return wake;
 }
 
 /* Read the next spilled row of f: its input, and the row in that input's layout. */
@@ -704,6 +786,7 @@ frame_finish(PtfFrame *frame, bool end_of_input)
 			PtfTime		now = frame_processing_time(frame);
 
 			fire_proc_timers(frame, op, now, frame->watermark);
+			apply_idle_rule(frame, op, now);
 		}
 		if (op->methods->on_finish)
 			op->methods->on_finish(op, false);
@@ -743,7 +826,7 @@ frame_processing_time(PtfFrame *frame)
 		for (i = 0; i < frame->ninputs; i++)
 			if (frame->inputs[i]->spec.proc_time_attno != InvalidAttrNumber)
 				return frame->last_proc_time;
-	return GetCurrentTimestamp();
+	return ptf_now();
 }
 
 void
@@ -764,8 +847,10 @@ frame_stats(PtfFrame *frame, PtfFrameStats *stats)
 }
 
 void
-frame_input_progress(PtfFrameInput *input, PtfTime *max_event_time, PtfTime *watermark)
+frame_input_progress(PtfFrameInput *input, PtfTime *max_event_time, PtfTime *watermark,
+					 PtfTime *last_row_proc_time)
 {
 	*max_event_time = input->max_event_time;
 	*watermark = input->watermark;
+	*last_row_proc_time = input->last_row_proc_time;
 }

@@ -44,6 +44,7 @@ typedef struct PtfFrameInputSpec
 	Oid			proc_time_type;
 	bool		has_delay;		/* a watermark is declared or given */
 	int64		delay_us;
+	int64		idle_us;		/* idle rule: 0 none (see frame.c) */
 	bool		changelog;		/* rows may be other kinds than +I */
 } PtfFrameInputSpec;
 
@@ -63,7 +64,7 @@ extern void frame_start(PtfFrame *frame, PtfOperator *op);
 
 /* The progress of an input carried over from the previous call of a uid. */
 extern void frame_restore_input(PtfFrameInput *input, PtfTime max_event_time,
-								PtfTime watermark);
+								PtfTime watermark, PtfTime last_row_proc_time);
 
 /* one input row; the PtfRowSink of every input adapter (arg: the input) */
 extern void frame_push(void *input, RowKind kind, TupleTableSlot *row,
@@ -93,7 +94,14 @@ typedef struct PtfFrameStats
 
 extern void frame_stats(PtfFrame *frame, PtfFrameStats *stats);
 extern void frame_input_progress(PtfFrameInput *input, PtfTime *max_event_time,
-								 PtfTime *watermark);
+								 PtfTime *watermark, PtfTime *last_row_proc_time);
 extern PtfTime frame_processing_time(PtfFrame *frame);
+
+/*
+ * The processing time at which, with no new input, the idle rule would
+ * move the watermark up to the operator's next timer: when a pipeline's
+ * step is due again although nothing was written.  0: never.
+ */
+extern PtfTime frame_next_wake(PtfFrame *frame);
 
 #endif							/* PTF_FRAME_H */

@@ -17,6 +17,7 @@
 #include "fmgr.h"
 #include "utils/guc.h"
 
+#include "base/ptf_time.h"
 #include "functions/common.h"
 #include "input/change_stream.h"
 #include "worker/worker.h"
@@ -28,6 +29,7 @@ void		_PG_init(void);
 void
 _PG_init(void)
 {
+	ptf_time_define_gucs();
 	ptf_common_define_gucs();
 	change_stream_define_gucs();
 	ptf_worker_init();

@@ -77,4 +77,11 @@ typedef void (*PtfRowSink) (void *arg, RowKind kind, struct TupleTableSlot *row,
 /* This backend is a pipeline worker (it keeps decoders and operators). */
 extern bool ptf_in_pipeline_worker;
 
+/*
+ * Set by a uid's call: the processing time at which a call would have more
+ * to do without new input (a window closed by the idle rule), 0: none.
+ * The pipeline worker runs an idle pipeline's step then.
+ */
+extern PtfTime ptf_wake_at;
+
 #endif							/* PTF_BASE_H */

@@ -15,9 +15,75 @@
 #include "catalog/pg_type.h"
 #include "common/int.h"
 #include "datatype/timestamp.h"
+#include "utils/fmgrprotos.h"
+#include "utils/guc.h"
 #include "utils/timestamp.h"
 
 #include "base/ptf_time.h"
+
+static char *debug_clock_string = NULL;
+static PtfTime debug_clock = 0;		/* 0: the real clock */
+
+PtfTime
+ptf_now(void)
+{
+	return debug_clock != 0 ? debug_clock : GetCurrentTimestamp();
+}
+
+static bool
+check_debug_clock(char **newval, void **extra, GucSource source)
+{
+	volatile PtfTime t = 0;
+	volatile bool ok = true;
+	MemoryContext cxt = CurrentMemoryContext;
+
+	if (*newval != NULL && (*newval)[0] != '\0')
+	{
+		PG_TRY();
+		{
+			t = DatumGetTimestampTz(DirectFunctionCall3(timestamptz_in,
+														CStringGetDatum(*newval),
+														ObjectIdGetDatum(InvalidOid),
+														Int32GetDatum(-1)));
+		}
+		PG_CATCH();
+		{
+			MemoryContextSwitchTo(cxt);
+			FlushErrorState();
+			GUC_check_errmsg("invalid value for ptf.debug_clock: \"%s\"", *newval);
+			ok = false;
+		}
+		PG_END_TRY();
+	}
+	if (ok)
+	{
+		PtfTime    *parsed = malloc(sizeof(PtfTime));
+
+		if (parsed == NULL)
+			return false;
+		*parsed = t;
+		*extra = parsed;
+	}
+	return ok;
+}
+
+static void
+assign_debug_clock(const char *newval, void *extra)
+{
+	debug_clock = extra ? *(PtfTime *) extra : 0;
+}
+
+void
+ptf_time_define_gucs(void)
+{
+	DefineCustomStringVariable("ptf.debug_clock",
+							   "Tests only: the processing time (a timestamptz) instead of the clock.",
+							   "Empty: the clock.",
+							   &debug_clock_string,
+							   "",
+							   PGC_USERSET, GUC_NOT_IN_SAMPLE | GUC_NO_SHOW_ALL,
+							   check_debug_clock, assign_debug_clock, NULL);
+}
 
 #define UNIX_EPOCH_US_FROM_PG_EPOCH \
 	((int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY)
@@ -58,6 +124,16 @@ ptf_time_to_datum(PtfTime t, Oid typid)
 	/* floor: a time in the middle of a millisecond belongs to it */
 	t += UNIX_EPOCH_US_FROM_PG_EPOCH;
 	return Int64GetDatum(t >= 0 ? t / 1000 : -((-t + 999) / 1000));
+}
+
+Datum
+ptf_time_to_datum_as(PtfTime t, Oid from, Oid to)
+{
+	if (from == TIMESTAMPOID && to == TIMESTAMPTZOID)
+		return DirectFunctionCall1(timestamp_timestamptz, TimestampGetDatum(t));
+	if (from == TIMESTAMPTZOID && to == TIMESTAMPOID)
+		return DirectFunctionCall1(timestamptz_timestamp, TimestampTzGetDatum(t));
+	return ptf_time_to_datum(t, to);
 }
 
 int64

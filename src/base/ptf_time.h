@@ -12,6 +12,13 @@
 
 #include "base/base.h"
 
+/*
+ * Processing time now: the clock, or, when the test setting
+ * ptf.debug_clock is set, its value (tests move time without sleeping).
+ */
+extern PtfTime ptf_now(void);
+extern void ptf_time_define_gucs(void);
+
 /* t - delta and t + delta, saturating; the infinities stay */
 extern PtfTime ptf_time_sub(PtfTime t, int64 delta);
 extern PtfTime ptf_time_add(PtfTime t, int64 delta);
@@ -20,6 +27,14 @@ extern PtfTime ptf_time_add(PtfTime t, int64 delta);
 extern bool ptf_is_time_type(Oid typid);
 extern PtfTime ptf_time_from_datum(Datum d, Oid typid);
 extern Datum ptf_time_to_datum(PtfTime t, Oid typid);
+
+/*
+ * A time of a column of type from as a value of type to: the same type
+ * as it is; between timestamp and timestamptz as SQL's casts do (the
+ * session's time zone); to or from bigint as epoch milliseconds of the
+ * time taken as UTC.
+ */
+extern Datum ptf_time_to_datum_as(PtfTime t, Oid from, Oid to);
 
 /*
  * An interval in microseconds; errors (argname in the message) when it is

@@ -14,6 +14,7 @@
 const PtfRowMeta ptf_no_meta = {InvalidXLogRecPtr, 0, InvalidTransactionId, false, false};
 
 bool		ptf_in_pipeline_worker = false;
+PtfTime		ptf_wake_at = 0;
 
 static const char *const rowkind_short[ROWKIND_COUNT] = {"+I", "-U", "+U", "-D"};
 static const char *const rowkind_long[ROWKIND_COUNT] = {

@@ -315,7 +315,7 @@ store_state(PtfCall *call, DurableState *ds, PtfOperator *op, PtfChangeStream *c
 
 	for (i = 0; i < call->ninputs; i++)
 		frame_input_progress(call->inputs[i].handle, &progress->max_event_time[i],
-							 &progress->watermark[i]);
+							 &progress->watermark[i], &progress->last_row_proc_time[i]);
 	progress->combined_watermark = stats.watermark;
 	progress->rows_in += stats.rows_in;
 	progress->rows_out += call->out->rows;
@@ -371,10 +371,11 @@ ptf_call_run(PtfCall *call)
 	if (ds != NULL)
 		for (i = 0; i < call->ninputs; i++)
 			frame_restore_input(call->inputs[i].handle, progress.max_event_time[i],
-								progress.watermark[i]);
+								progress.watermark[i], progress.last_row_proc_time[i]);
 	call->out->frame = call->frame;
 	cs = run_inputs(call, slot_name, &progress);
 	frame_finish(call->frame, call->uid == NULL);
+	ptf_wake_at = call->uid != NULL ? frame_next_wake(call->frame) : 0;
 
 	/* 4. store */
 	if (ds != NULL)

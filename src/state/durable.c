@@ -564,8 +564,8 @@ durable_image_datum(bytea *image, TupleDesc desc)
 	return heap_copy_tuple_as_datum(htup, desc);
 }
 
-static bytea *
-images_to_bytea(const StateImages *imgs, TupleDesc desc)
+bytea *
+state_images_to_bytea(const StateImages *imgs, TupleDesc desc)
 {
 	StringInfoData buf;
 	int			i;
@@ -584,8 +584,8 @@ images_to_bytea(const StateImages *imgs, TupleDesc desc)
 	return (bytea *) buf.data;
 }
 
-static StateImages *
-images_from_bytea(bytea *b, TupleDesc desc)
+StateImages *
+state_images_from_bytea(bytea *b, TupleDesc desc)
 {
 	StateImages *imgs = palloc0(sizeof(StateImages));
 	const char *p = VARDATA_ANY(b);
@@ -845,7 +845,8 @@ read_progress(const DurableIdentity *id, DurableProgress *progress)
 	memset(progress, 0, sizeof(DurableProgress));
 	progress->ninputs = id->ninputs;
 	for (i = 0; i < id->ninputs; i++)
-		progress->max_event_time[i] = progress->watermark[i] = PTF_TIME_MIN;
+		progress->max_event_time[i] = progress->watermark[i] =
+			progress->last_row_proc_time[i] = PTF_TIME_MIN;
 	progress->max_event_time[0] = ptf_spi_int64(Anum_uid_registry_max_event_time, PTF_TIME_MIN);
 	progress->combined_watermark = ptf_spi_int64(Anum_uid_registry_watermark, PTF_TIME_MIN);
 	progress->watermark[0] = progress->combined_watermark;
@@ -857,10 +858,12 @@ read_progress(const DurableIdentity *id, DurableProgress *progress)
 
 		deconstruct_array(DatumGetArrayTypeP(ptf_spi_datum(Anum_uid_registry_input_times)),
 						  INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &elems, &nulls, &n);
-		for (i = 0; i < id->ninputs && 2 * i + 1 < n; i++)
+		/* per input: max event time, watermark, last row's processing time */
+		for (i = 0; i < id->ninputs && 3 * i + 2 < n; i++)
 		{
-			progress->max_event_time[i] = DatumGetInt64(elems[2 * i]);
-			progress->watermark[i] = DatumGetInt64(elems[2 * i + 1]);
+			progress->max_event_time[i] = DatumGetInt64(elems[3 * i]);
+			progress->watermark[i] = DatumGetInt64(elems[3 * i + 1]);
+			progress->last_row_proc_time[i] = DatumGetInt64(elems[3 * i + 2]);
 		}
 	}
 	progress->last_lsn = ptf_spi_isnull(Anum_uid_registry_last_lsn) ? InvalidXLogRecPtr :
@@ -1149,7 +1152,7 @@ decode_fields(DurableState *ds, TupleTableSlot *slot, Datum *values, bool *nulls
 				}
 				break;
 			case SF_IMAGES:
-				values[i] = PointerGetDatum(images_from_bytea(DatumGetByteaPP(values[i]),
+				values[i] = PointerGetDatum(state_images_from_bytea(DatumGetByteaPP(values[i]),
 															  ds->rowdescs[f->input]));
 				break;
 			default:
@@ -1263,7 +1266,7 @@ value_to_row(DurableState *ds, KeyedState *ks, const StateCodec *codec,
 													   ds->rowdescs[f->input]));
 				break;
 			case SF_IMAGES:
-				fv[i] = PointerGetDatum(images_to_bytea((StateImages *) DatumGetPointer(fv[i]),
+				fv[i] = PointerGetDatum(state_images_to_bytea((StateImages *) DatumGetPointer(fv[i]),
 														ds->rowdescs[f->input]));
 				break;
 			default:
@@ -1427,13 +1430,14 @@ write_progress(DurableState *ds, KeyedState *ks, const DurableProgress *progress
 	char		nulls[11];
 	Oid			argtypes[11] = {TEXTOID, INT8OID, INT8OID, LSNOID, INT8OID,
 	INT8OID, INT8OID, INT8OID, INT8OID, INT8ARRAYOID, TEXTOID};
-	Datum		times[2 * DURABLE_MAX_INPUTS];
+	Datum		times[3 * DURABLE_MAX_INPUTS];
 	int			i;
 
 	for (i = 0; i < progress->ninputs; i++)
 	{
-		times[2 * i] = Int64GetDatum(progress->max_event_time[i]);
-		times[2 * i + 1] = Int64GetDatum(progress->watermark[i]);
+		times[3 * i] = Int64GetDatum(progress->max_event_time[i]);
+		times[3 * i + 1] = Int64GetDatum(progress->watermark[i]);
+		times[3 * i + 2] = Int64GetDatum(progress->last_row_proc_time[i]);
 	}
 	memset(nulls, ' ', sizeof(nulls));
 	values[0] = CStringGetTextDatum(ds->uid);
@@ -1448,7 +1452,7 @@ write_progress(DurableState *ds, KeyedState *ks, const DurableProgress *progress
 	values[6] = Int64GetDatum((int64) progress->rows_out);
 	values[7] = Int64GetDatum((int64) progress->rows_late);
 	values[8] = Int64GetDatum((int64) progress->rows_skipped);
-	values[9] = PointerGetDatum(construct_array(times, 2 * progress->ninputs, INT8OID,
+	values[9] = PointerGetDatum(construct_array(times, 3 * progress->ninputs, INT8OID,
 												8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 	/* rows written now are of the current types (columns may have been added) */
 	values[10] = CStringGetTextDatum(ds->row_types);

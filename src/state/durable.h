@@ -48,6 +48,7 @@ typedef struct DurableProgress
 	int			ninputs;
 	PtfTime		max_event_time[DURABLE_MAX_INPUTS]; /* PTF_TIME_MIN: none yet */
 	PtfTime		watermark[DURABLE_MAX_INPUTS];	/* per input */
+	PtfTime		last_row_proc_time[DURABLE_MAX_INPUTS]; /* idle rule */
 	PtfTime		combined_watermark; /* what the operator saw last */
 	XLogRecPtr	last_lsn;		/* change streams: end of the last transaction read */
 	bool		last_lsn_committed; /* (not written by this transaction) */

@@ -56,6 +56,14 @@ typedef struct StateImages
 	MinimalTuple *tuples;
 } StateImages;
 
+/*
+ * Rows of desc as bytes: MinimalTuples with TOASTed values inlined, and
+ * back (every value checked to lie within its row).  What SF_IMAGES fields
+ * hold; operators may use it for rows in their own SF_BYTEA fields.
+ */
+extern bytea *state_images_to_bytea(const StateImages *imgs, TupleDesc desc);
+extern StateImages *state_images_from_bytea(bytea *b, TupleDesc desc);
+
 /* The space of a key's own value (not a namespace). */
 #define STATE_KEY_SPACE (-1)
 

@@ -1,0 +1,666 @@
+/*-------------------------------------------------------------------------
+ *
+ * windows.c
+ *	  SQL entry points of the window functions: the TVFs ptf.tumble(),
+ *	  ptf.hop(), ptf.cumulate(), and ptf.window_aggregate() (DESIGN 2.5).
+ *
+ * The per-row logic is in operators/window.c and operators/aggs.c; here
+ * the arguments are checked, the aggregates parsed and analyzed by
+ * PostgreSQL, and the target row type matched by name, all before any
+ * input row is read.
+ *
+ * The aggregates text is parsed on its own as "SELECT <aggregates>" and
+ * must be a bare select list (no FROM, WHERE, ...: nothing but
+ * expressions can be smuggled in); its target list is then analyzed as
+ * that of
+ *
+ *	  SELECT <aggregates> FROM pg_catalog.unnest(NULL::<row type>[]) AS t
+ *	  GROUP BY <partition_by columns>
+ *
+ * so column references resolve against the input row type (Vars of the
+ * one range table entry, attribute numbers those of the row type), and
+ * parse analysis itself refuses columns that are neither keys nor in an
+ * aggregate.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "common/int.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#include "nodes/nodeFuncs.h"
+#include "optimizer/optimizer.h"
+#include "parser/analyze.h"
+#include "parser/parser.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+#include "utils/typcache.h"
+
+#include "base/ptf_time.h"
+#include "catalog.h"
+#include "functions/call.h"
+#include "functions/common.h"
+#include "operators/window.h"
+
+PG_FUNCTION_INFO_V1(ptf_tumble);
+PG_FUNCTION_INFO_V1(ptf_hop);
+PG_FUNCTION_INFO_V1(ptf_cumulate);
+PG_FUNCTION_INFO_V1(ptf_window_aggregate);
+
+/* ---- arguments shared by all ---- */
+
+/* an interval argument in microseconds, negative allowed (offsets) */
+static int64
+signed_interval_arg(FunctionCallInfo fcinfo, int argno, const char *name)
+{
+	Interval   *iv;
+	int64		us;
+
+	if (PG_ARGISNULL(argno))
+		return 0;
+	iv = PG_GETARG_INTERVAL_P(argno);
+	if (iv->month != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must not have months or years", name),
+				 errdetail("Months are of different lengths; windows are of one length."),
+				 errhint("Use days: interval '30 days'.")));
+	if (pg_mul_s64_overflow((int64) iv->day, USECS_PER_DAY, &us) ||
+		pg_add_s64_overflow(us, iv->time, &us))
+		ereport(ERROR,
+				(errcode(ERRCODE_INTERVAL_FIELD_OVERFLOW),
+				 errmsg("%s is out of range", name)));
+	return us;
+}
+
+/* a window length: given, positive, without months */
+static int64
+length_arg(FunctionCallInfo fcinfo, int argno, const char *name)
+{
+	int64		us;
+
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("%s must not be NULL", name)));
+	us = signed_interval_arg(fcinfo, argno, name);
+	if (us <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must be positive", name)));
+	return us;
+}
+
+/* on_time: required, a time column */
+static AttrNumber
+on_time_arg(FunctionCallInfo fcinfo, int argno, TupleDesc rowdesc, Oid *type)
+{
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("on_time must not be NULL"),
+				 errdetail("Windows are in event time: on_time names the time column.")));
+	return ptf_time_column_arg(fcinfo, argno, rowdesc, "on_time", type);
+}
+
+/* ---- the TVFs ---- */
+
+enum
+{
+	TVF_INPUT,
+	TVF_ON_TIME,
+	TVF_LEN1,					/* tumble: size; hop: slide; cumulate: step */
+	TVF_LEN2,					/* tumble: offset; hop and cumulate: size */
+	TVF_OFFSET,					/* hop and cumulate */
+};
+
+typedef struct TvfCall
+{
+	PtfCall		call;
+	WindowTvfOptions opts;
+	PtfOutput	out;
+} TvfCall;
+
+static PtfOperator *
+build_tvf(PtfCall *call, const PtfOperatorEnv *env, const PtfCallBuild *b)
+{
+	TvfCall    *tc = (TvfCall *) call;
+	WindowTvfOptions opts = tc->opts;
+	PtfOperator *op;
+	KeyedStateSpec spec;
+
+	op = window_tvf_create(&opts, env);
+	/* no keys, no values: a uid's state is its stream's position alone */
+	memset(&spec, 0, sizeof(spec));
+	spec.keys = b->keys[0];
+	spec.flags = env->durable ? KEYED_STATE_DURABLE : 0;
+	op->state = keyed_state_create(&spec, op->cxt);
+	op->codec.layout = &window_agg_layout;
+	return op;
+}
+
+static uint64
+tvf_skipped(PtfCall *call, PtfOperator *op)
+{
+	return window_tvf_skipped(op);
+}
+
+static void
+tvf_prepared(PtfCall *call)
+{
+	if (call->inputs[0].sql.changelog)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("a window table function reads insert-only input"),
+				 errdetail("The query returns (kind, data) rows, a changelog."),
+				 errhint("ptf.window_aggregate takes updating input.")));
+}
+
+static Datum
+run_tvf(FunctionCallInfo fcinfo, WindowKind kind, const char *name)
+{
+	TvfCall		tc;
+	PtfCall    *call = &tc.call;
+	PtfCallInput *in;
+	PtfInputArg input;
+	char	   *query;
+	int			nargs_before_uid = kind == WINDOW_TUMBLE ? 4 : 5;
+	int64		size;
+	int64		step = 0;
+	int64		offset;
+
+	memset(&tc, 0, sizeof(tc));
+	ptf_call_init(call, name);
+
+	ptf_input_arg(fcinfo, TVF_INPUT, &input);
+	if (kind == WINDOW_TUMBLE)
+	{
+		size = length_arg(fcinfo, TVF_LEN1, "size");
+		offset = signed_interval_arg(fcinfo, TVF_LEN2, "offset");
+	}
+	else
+	{
+		step = length_arg(fcinfo, TVF_LEN1, kind == WINDOW_HOP ? "slide" : "step");
+		size = length_arg(fcinfo, TVF_LEN2, "size");
+		offset = signed_interval_arg(fcinfo, TVF_OFFSET, "offset");
+	}
+	window_spec_init(&tc.opts.spec, kind, size, step, offset);
+	call->uid = ptf_uid_arg(fcinfo, nargs_before_uid);
+	query = ptf_text_arg(fcinfo, nargs_before_uid + 1);
+	call->changes = ptf_bool_arg(fcinfo, nargs_before_uid + 2, "changes");
+	ptf_check_input_choice(&input, query, call->changes, call->uid);
+
+	in = ptf_call_add_input(call, "input", &input, query);
+	in->frame.keys = key_spec_from_attnos(input.rowdesc, 0, NULL);
+	in->frame.on_time_attno = on_time_arg(fcinfo, TVF_ON_TIME, input.rowdesc,
+										  &in->frame.on_time_type);
+	tc.opts.time_type = in->frame.on_time_type;
+	call->on_time = ptf_text_arg(fcinfo, TVF_ON_TIME);
+	call->time_type = in->frame.on_time_type;
+	call->layout = &window_agg_layout;
+	call->nspaces = WINDOW_AGG_NSPACES;
+	call->options = psprintf("%s windows", name);
+	call->prepared = tvf_prepared;
+	call->build = build_tvf;
+	call->skipped = tvf_skipped;
+
+	ptf_output_init(fcinfo, &tc.out);
+	tc.opts.outdesc = tc.out.desc;
+	call->out = &tc.out;
+	call->emit = ptf_output_emit_row;
+	call->emit_arg = &tc.out;
+
+	ptf_call_run(call);
+	MemoryContextDelete(call->cxt);
+	return (Datum) 0;
+}
+
+Datum
+ptf_tumble(PG_FUNCTION_ARGS)
+{
+	return run_tvf(fcinfo, WINDOW_TUMBLE, "tumble");
+}
+
+Datum
+ptf_hop(PG_FUNCTION_ARGS)
+{
+	return run_tvf(fcinfo, WINDOW_HOP, "hop");
+}
+
+Datum
+ptf_cumulate(PG_FUNCTION_ARGS)
+{
+	return run_tvf(fcinfo, WINDOW_CUMULATE, "cumulate");
+}
+
+/* ---- window_aggregate ---- */
+
+enum
+{
+	WA_INPUT,
+	WA_TARGET,
+	WA_WINDOW,
+	WA_ON_TIME,
+	WA_SIZE,
+	WA_STEP,
+	WA_OFFSET,
+	WA_PARTITION_BY,
+	WA_AGGREGATES,
+	WA_EMIT_ONLY_ON_UPDATE,
+	WA_UID,
+	WA_QUERY,
+	WA_CHANGES,
+	WA_WATERMARK_DELAY,
+	WA_IDLE_TIMEOUT,
+	WA_PROC_TIME
+};
+
+typedef struct WaCall
+{
+	PtfCall		call;
+	WindowAggOptions opts;
+	int64		delay;			/* given, or -1 */
+	PtfOutput	out;
+} WaCall;
+
+static WindowKind
+window_kind_arg(FunctionCallInfo fcinfo)
+{
+	char	   *s;
+
+	if (PG_ARGISNULL(WA_WINDOW))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("window must not be NULL")));
+	s = text_to_cstring(PG_GETARG_TEXT_PP(WA_WINDOW));
+	if (pg_strcasecmp(s, "tumble") == 0)
+		return WINDOW_TUMBLE;
+	if (pg_strcasecmp(s, "hop") == 0)
+		return WINDOW_HOP;
+	if (pg_strcasecmp(s, "cumulate") == 0)
+		return WINDOW_CUMULATE;
+	if (pg_strcasecmp(s, "session") == 0)
+		return WINDOW_SESSION;
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("unknown window kind \"%s\"", s),
+			 errhint("The window kinds are 'tumble', 'hop', 'cumulate' and 'session'.")));
+	return WINDOW_TUMBLE;		/* keep compiler quiet */
+}
+
+static void
+bad_aggregates(const char *detail)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_SYNTAX_ERROR),
+			 errmsg("aggregates must be a select list of aggregate calls"),
+			 errdetail("%s", detail),
+			 errhint("For example: aggregates => 'count(*) AS n, sum(price) AS total'.")));
+}
+
+/*
+ * Parse and analyze the aggregates as the select list of a query over the
+ * input row type grouped by the keys; return its planned target list.
+ */
+static List *
+analyze_aggregates(const char *text, TupleDesc rowdesc, KeySpec *keys)
+{
+	List	   *raw;
+	SelectStmt *sel;
+	RawStmt    *frame_stmt;
+	SelectStmt *frame_sel;
+	StringInfoData sql;
+	Query	   *q;
+	ListCell   *lc;
+	int			i;
+
+	raw = raw_parser(psprintf("SELECT %s", text), RAW_PARSE_DEFAULT);
+	if (list_length(raw) != 1)
+		bad_aggregates("It is one select list: no semicolons.");
+	sel = (SelectStmt *) linitial_node(RawStmt, raw)->stmt;
+	if (!IsA(sel, SelectStmt) || sel->op != SETOP_NONE || sel->fromClause != NIL ||
+		sel->whereClause != NULL || sel->groupClause != NIL || sel->havingClause != NULL ||
+		sel->windowClause != NIL || sel->sortClause != NIL || sel->limitCount != NULL ||
+		sel->limitOffset != NULL || sel->distinctClause != NIL || sel->intoClause != NULL ||
+		sel->withClause != NULL || sel->valuesLists != NIL || sel->lockingClause != NIL ||
+		sel->targetList == NIL)
+		bad_aggregates("It is a select list alone: no FROM, WHERE, GROUP BY or other clauses.");
+
+	initStringInfo(&sql);
+	appendStringInfo(&sql, "SELECT 1 FROM pg_catalog.unnest(NULL::%s[]) AS t",
+					 format_type_extended(rowdesc->tdtypeid, -1, FORMAT_TYPE_FORCE_QUALIFY));
+	for (i = 0; i < keys->ncols; i++)
+		appendStringInfo(&sql, "%s t.%s", i == 0 ? " GROUP BY" : ",",
+						 quote_identifier(NameStr(TupleDescAttr(rowdesc,
+																keys->cols[i].attno - 1)->attname)));
+	raw = raw_parser(sql.data, RAW_PARSE_DEFAULT);
+	frame_stmt = linitial_node(RawStmt, raw);
+	frame_sel = (SelectStmt *) frame_stmt->stmt;
+	frame_sel->targetList = sel->targetList;
+	q = parse_analyze_fixedparams(frame_stmt, psprintf("SELECT %s", text), NULL, 0, NULL);
+
+	if (!q->hasAggs)
+		bad_aggregates("It calls no aggregate.");
+	if (q->hasSubLinks || q->hasWindowFuncs || q->hasTargetSRFs || q->groupingSets != NIL)
+		bad_aggregates("It may not use subqueries, window functions, set-returning functions or grouping sets.");
+	foreach(lc, q->targetList)
+	{
+		TargetEntry *tle = lfirst_node(TargetEntry, lc);
+
+		if (!tle->resjunk)
+			tle->expr = expression_planner(tle->expr);
+	}
+	return q->targetList;
+}
+
+static bool
+is_window_name(const char *name, WindowColumn *col)
+{
+	if (strcmp(name, "window_start") == 0)
+		*col = WCOL_START;
+	else if (strcmp(name, "window_end") == 0)
+		*col = WCOL_END;
+	else if (strcmp(name, "window_time") == 0)
+		*col = WCOL_TIME;
+	else
+		return false;
+	return true;
+}
+
+static void
+target_type_mismatch(const char *column, Oid want, Oid have)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_DATATYPE_MISMATCH),
+			 errmsg("target column \"%s\" has type %s, but what fills it has type %s",
+					column, format_type_be(want), format_type_be(have)),
+			 errhint("Declare the target column with the type shown, or cast in aggregates: sum(x)::numeric AS total.")));
+}
+
+/*
+ * Match the target row type's columns by name: window bounds, keys, the
+ * aggregates' outputs.  Everything either way must match.
+ */
+static void
+map_target(WindowAggOptions *o, TupleDesc target, List *targetlist)
+{
+	int			natts = target->natts;
+	List	   *names = NIL;
+	Oid		   *types;
+	int			n = 0;
+	bool	   *used;
+	ListCell   *lc;
+	int			i;
+
+	foreach(lc, targetlist)
+		if (!lfirst_node(TargetEntry, lc)->resjunk)
+			n++;
+	types = palloc(sizeof(Oid) * Max(n, 1));
+	used = palloc0(sizeof(bool) * Max(n, 1));
+	i = 0;
+	foreach(lc, targetlist)
+	{
+		TargetEntry *tle = lfirst_node(TargetEntry, lc);
+		char	   *name;
+		WindowColumn wc;
+		ListCell   *lc2;
+
+		if (tle->resjunk)
+			continue;
+		name = tle->resname ? tle->resname : "?column?";
+		if (is_window_name(name, &wc))
+			ereport(ERROR,
+					(errcode(ERRCODE_DUPLICATE_COLUMN),
+					 errmsg("aggregate output \"%s\" is named like a window column", name),
+					 errhint("Name it otherwise with AS.")));
+		foreach(lc2, names)
+			if (strcmp((char *) lfirst(lc2), name) == 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_DUPLICATE_COLUMN),
+						 errmsg("two aggregate outputs are named \"%s\"", name),
+						 errhint("Name them apart with AS.")));
+		names = lappend(names, name);
+		types[i++] = exprType((Node *) tle->expr);
+	}
+
+	o->out_window = palloc0(sizeof(WindowColumn) * Max(natts, 1));
+	o->out_agg = palloc(sizeof(int) * Max(natts, 1));
+	o->out_key = palloc(sizeof(int) * Max(natts, 1));
+	for (i = 0; i < natts; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(target, i);
+		const char *name = NameStr(att->attname);
+		WindowColumn wc;
+		int			k;
+
+		o->out_agg[i] = -1;
+		o->out_key[i] = -1;
+		if (att->attisdropped)
+			continue;
+		if (is_window_name(name, &wc))
+		{
+			if (!ptf_is_time_type(att->atttypid))
+				ereport(ERROR,
+						(errcode(ERRCODE_DATATYPE_MISMATCH),
+						 errmsg("target column \"%s\" has type %s, not a time type",
+								name, format_type_be(att->atttypid)),
+						 errhint("Window bounds are timestamp, timestamptz, or bigint milliseconds since 1970.")));
+			o->out_window[i] = wc;
+			continue;
+		}
+		k = 0;
+		foreach(lc, names)
+		{
+			if (strcmp((char *) lfirst(lc), name) == 0)
+				break;
+			k++;
+		}
+		if (k < list_length(names))
+		{
+			if (types[k] != att->atttypid)
+				target_type_mismatch(name, att->atttypid, types[k]);
+			o->out_agg[i] = k;
+			used[k] = true;
+			continue;
+		}
+		for (k = 0; k < o->keys->ncols; k++)
+		{
+			Form_pg_attribute katt = TupleDescAttr(o->rowdesc, o->keys->cols[k].attno - 1);
+
+			if (strcmp(NameStr(katt->attname), name) == 0)
+			{
+				if (katt->atttypid != att->atttypid)
+					target_type_mismatch(name, att->atttypid, katt->atttypid);
+				o->out_key[i] = k;
+				break;
+			}
+		}
+		if (o->out_key[i] < 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_COLUMN),
+					 errmsg("target column \"%s\" is filled by nothing", name),
+					 errdetail("Target columns are window_start, window_end, window_time, partition_by columns and aggregate outputs, by name."),
+					 errhint("Add an aggregate named \"%s\", or drop the column from the target type.", name)));
+	}
+	for (i = 0; i < n; i++)
+		if (!used[i])
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_COLUMN),
+					 errmsg("aggregate output \"%s\" has no column in the target row type %s",
+							(char *) list_nth(names, i), format_type_be(target->tdtypeid)),
+					 errhint("Add the column to the target type, or name the output like one with AS.")));
+	for (i = 0; i < o->keys->ncols; i++)
+	{
+		const char *kname = NameStr(TupleDescAttr(o->rowdesc, o->keys->cols[i].attno - 1)->attname);
+		bool		found = false;
+		int			j;
+
+		for (j = 0; j < natts; j++)
+			if (o->out_key[j] == i)
+				found = true;
+		if (!found)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_COLUMN),
+					 errmsg("partition_by column \"%s\" has no column in the target row type %s",
+							kname, format_type_be(target->tdtypeid)),
+					 errhint("Window rows are per key: add the key column to the target type.")));
+	}
+}
+
+static PtfOperator *
+build_window_agg(PtfCall *call, const PtfOperatorEnv *env, const PtfCallBuild *b)
+{
+	WaCall	   *wc = (WaCall *) call;
+	WindowAggOptions opts = wc->opts;
+
+	opts.rowdesc = b->rowdescs[0];
+	opts.keys = b->keys[0];
+	opts.changelog = call->inputs[0].frame.changelog;
+	return window_agg_create(&opts, env);
+}
+
+static uint64
+window_agg_call_skipped(PtfCall *call, PtfOperator *op)
+{
+	return window_agg_skipped(op);
+}
+
+/* The input is planned: its shape is known, and the watermark is decided. */
+static void
+window_agg_prepared(PtfCall *call)
+{
+	WaCall	   *wc = (WaCall *) call;
+	PtfCallInput *in = &call->inputs[0];
+	int64		delay = wc->delay;
+
+	if (in->frame.changelog && wc->opts.spec.kind == WINDOW_SESSION)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("SESSION windows over updating input are not supported"),
+				 errdetail("A retraction could split a session that rows merged."),
+				 errhint("Use an insert-only input, or TUMBLE, HOP or CUMULATE windows.")));
+	if (delay < 0)
+		delay = ptf_declared_watermark_delay(in->arg.relid, call->on_time);
+	/* a stream (uid) needs a watermark; without a delay it is max(event time) */
+	if (delay < 0 && call->uid != NULL)
+		delay = 0;
+	in->frame.has_delay = (delay >= 0);
+	in->frame.delay_us = Max(delay, 0);
+}
+
+Datum
+ptf_window_aggregate(PG_FUNCTION_ARGS)
+{
+	WaCall		wc;
+	PtfCall    *call = &wc.call;
+	PtfCallInput *in;
+	PtfInputArg input;
+	Oid			target_type;
+	TupleDesc	target;
+	WindowKind	kind;
+	char	   *query;
+	char	   *aggregates;
+	int64		size;
+	int64		step = 0;
+	int64		offset;
+
+	memset(&wc, 0, sizeof(wc));
+	ptf_call_init(call, "window_aggregate");
+
+	/* ---- arguments, before anything is read ---- */
+	ptf_input_arg(fcinfo, WA_INPUT, &input);
+	target_type = get_fn_expr_argtype(fcinfo->flinfo, WA_TARGET);
+	if (!OidIsValid(target_type) || !type_is_rowtype(target_type) || target_type == RECORDOID)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("target must be a row type, such as NULL::tablename, not %s",
+						OidIsValid(target_type) ? format_type_be(target_type) : "unknown")));
+	target = lookup_rowtype_tupdesc_copy(target_type, -1);
+	kind = window_kind_arg(fcinfo);
+	size = length_arg(fcinfo, WA_SIZE, kind == WINDOW_SESSION ? "size (the session gap)" : "size");
+	if (kind == WINDOW_HOP || kind == WINDOW_CUMULATE)
+	{
+		if (PG_ARGISNULL(WA_STEP))
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("%s windows need step (the %s)", kind == WINDOW_HOP ? "HOP" : "CUMULATE",
+							kind == WINDOW_HOP ? "slide" : "step")));
+		step = length_arg(fcinfo, WA_STEP, "step");
+	}
+	else if (!PG_ARGISNULL(WA_STEP))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("step is for HOP and CUMULATE windows")));
+	offset = signed_interval_arg(fcinfo, WA_OFFSET, "offset");
+	if (kind == WINDOW_SESSION && offset != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("session windows have no offset")));
+	window_spec_init(&wc.opts.spec, kind, size, step, offset);
+	wc.opts.emit_only_on_update = ptf_bool_arg(fcinfo, WA_EMIT_ONLY_ON_UPDATE,
+											   "emit_only_on_update");
+	if (wc.opts.emit_only_on_update && kind != WINDOW_CUMULATE)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("emit_only_on_update is for CUMULATE windows")));
+	call->uid = ptf_uid_arg(fcinfo, WA_UID);
+	query = ptf_text_arg(fcinfo, WA_QUERY);
+	call->changes = ptf_bool_arg(fcinfo, WA_CHANGES, "changes");
+	ptf_check_input_choice(&input, query, call->changes, call->uid);
+	wc.delay = ptf_interval_arg(fcinfo, WA_WATERMARK_DELAY, "watermark_delay");
+
+	in = ptf_call_add_input(call, "input", &input, query);
+	in->frame.keys = ptf_keys_arg(fcinfo, WA_PARTITION_BY, input.rowdesc, "partition_by");
+	in->frame.on_time_attno = on_time_arg(fcinfo, WA_ON_TIME, input.rowdesc,
+										  &in->frame.on_time_type);
+	in->frame.proc_time_attno = ptf_time_column_arg(fcinfo, WA_PROC_TIME, input.rowdesc,
+													"proc_time", &in->frame.proc_time_type);
+	if (!PG_ARGISNULL(WA_IDLE_TIMEOUT))
+	{
+		in->frame.idle_us = length_arg(fcinfo, WA_IDLE_TIMEOUT, "idle_timeout");
+		call->need_proc_time = true;
+	}
+	call->on_time = ptf_text_arg(fcinfo, WA_ON_TIME);
+	call->time_type = in->frame.on_time_type;
+
+	aggregates = ptf_text_arg(fcinfo, WA_AGGREGATES);
+	if (aggregates == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("aggregates must not be NULL")));
+	wc.opts.spec.kind = kind;
+	wc.opts.time_type = in->frame.on_time_type;
+	wc.opts.rowdesc = input.rowdesc;
+	wc.opts.keys = in->frame.keys;
+	wc.opts.targetlist = analyze_aggregates(aggregates, input.rowdesc, in->frame.keys);
+	wc.opts.outdesc = target;
+	map_target(&wc.opts, target, wc.opts.targetlist);
+
+	/* what the state depends on besides the inputs and keys */
+	call->options = psprintf("%s windows of %lld/%lld us offset %lld, aggregates %s, target %s%s",
+							 kind == WINDOW_TUMBLE ? "tumble" : kind == WINDOW_HOP ? "hop" :
+							 kind == WINDOW_CUMULATE ? "cumulate" : "session",
+							 (long long) wc.opts.spec.size, (long long) wc.opts.spec.step,
+							 (long long) wc.opts.spec.offset, aggregates,
+							 format_type_extended(target_type, -1, FORMAT_TYPE_FORCE_QUALIFY),
+							 wc.opts.emit_only_on_update ? ", emit only on update" : "");
+	call->layout = &window_agg_layout;
+	call->nspaces = WINDOW_AGG_NSPACES;
+	call->prepared = window_agg_prepared;
+	call->build = build_window_agg;
+	call->skipped = window_agg_call_skipped;
+
+	ptf_output_init(fcinfo, &wc.out);
+	call->out = &wc.out;
+	call->emit = ptf_output_emit_row;
+	call->emit_arg = &wc.out;
+
+	ptf_call_run(call);
+	MemoryContextDelete(call->cxt);
+	return (Datum) 0;
+}

@@ -1,0 +1,1432 @@
+/*-------------------------------------------------------------------------
+ *
+ * aggs.c
+ *	  PostgreSQL aggregates run outside nodeAgg, for window operators.
+ *
+ * What nodeAgg does for a group, done for a slice, a window or a session:
+ * the transition state starts as a copy of the aggregate's initial value;
+ * a strict transition function skips NULL inputs, and with no initial
+ * value the first input becomes the state; a by-reference result that is
+ * not the state itself is copied into the state's memory and the old
+ * state freed (nodeAgg's ExecAggTransReparent); combine functions are
+ * called like transition functions with the other state as input; final
+ * functions get the state read-only, and by-reference results are copied
+ * out.  The support functions see an AggState as their context, with
+ * curaggcontext the state's memory and curpertrans pointing at the real
+ * Aggref, which is all nodeAgg's API (AggCheckCallContext, AggGetAggref,
+ * AggGetTempMemoryContext, AggStateIsShared) reads.
+ *
+ * Inputs of all aggregates, FILTER results included, are computed by one
+ * projection per row into a virtual slot (the "inputs row"); REPLAY and
+ * MOVING aggregates keep copies of it.  Output columns are the select
+ * list's expressions with each Aggref and each key column turned into an
+ * OUTER_VAR Var over a slot of (key values, aggregate results).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "catalog/pg_aggregate.h"
+#include "catalog/pg_proc.h"
+#include "catalog/pg_type.h"
+#include "executor/executor.h"
+#include "executor/nodeAgg.h"
+#include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#include "nodes/nodeFuncs.h"
+#include "optimizer/optimizer.h"
+#include "parser/parse_agg.h"
+#include "parser/parse_coerce.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/datum.h"
+#include "utils/expandeddatum.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/regproc.h"
+#include "utils/syscache.h"
+#include "utils/tuplesort.h"
+
+#include "operators/aggs.h"
+#include "state/layout.h"
+
+typedef enum AggMode
+{
+	AGG_SLICED,
+	AGG_REPLAY,
+	AGG_MOVING
+} AggMode;
+
+/* One support function, called as nodeAgg calls it. */
+typedef struct AggFn
+{
+	Oid			oid;
+	FmgrInfo	flinfo;
+	FunctionCallInfo fcinfo;	/* nargs + state */
+	int			nargs;			/* without the state */
+} AggFn;
+
+typedef struct AggDef
+{
+	Aggref	   *aggref;
+	AggMode		mode;
+	Oid			collation;
+	AggStatePerTransData pertrans;	/* what AggGetAggref and friends read */
+
+	/* the state the mode uses: plain, or moving */
+	Oid			transtype;
+	int16		translen;
+	bool		transbyval;
+	Datum		initval;
+	bool		initnull;
+	AggFn		transfn;
+	AggFn		invtransfn;		/* MOVING */
+	AggFn		combinefn;		/* SLICED, when windows have several slices */
+	AggFn		finalfn;		/* oid InvalidOid: the state is the result */
+	int			nfinalargs;
+	AggFn		serialfn;		/* internal states of uids */
+	AggFn		deserialfn;
+
+	/* inputs: columns of the inputs row */
+	int			ntransinputs;	/* passed to the transition function */
+	int			ninputs;		/* with ORDER BY-only columns */
+	int			first_input;	/* 0-based column of its first input */
+	int			filter_col;		/* -1: no FILTER */
+	bool		ordered;		/* DISTINCT or ORDER BY: sorted at firing */
+	bool		distinct;
+	int			nsort;
+	AttrNumber *sort_cols;		/* within its inputs */
+	Oid		   *sort_ops;
+	Oid		   *sort_colls;
+	bool	   *sort_nulls_first;
+	Oid		   *eq_ops;
+	TupleDesc	sortdesc;		/* its inputs alone */
+	ExprState  *eq_state;		/* DISTINCT: are two sorted rows equal */
+
+	int			slot;			/* its index among SLICED or MOVING states */
+	Oid			resulttype;
+	int16		resultlen;
+	bool		resultbyval;
+} AggDef;
+
+struct AggSet
+{
+	MemoryContext cxt;
+	EState	   *estate;
+	AggState   *aggstate;		/* the context support functions see */
+	ExprContext *rowcxt;		/* inputs of a row; reset per row */
+
+	int			naggs;
+	AggDef	   *aggs;
+	int			nsliced;
+	int			nmoving;
+	bool		keeps_rows;
+	bool		changelog;
+
+	/* inputs */
+	ProjectionInfo *inputs_proj;	/* NULL: no inputs at all (count(*)) */
+	TupleDesc	inputs_desc;
+	TupleTableSlot *inputs_slot;
+	TupleTableSlot *replay_slot;	/* a kept inputs row */
+
+	/* outputs */
+	int			nkeys;
+	AttrNumber *key_attnos;
+	int			noutputs;
+	char	  **output_names;
+	Oid		   *output_types;
+	int32	   *output_typmods;
+	ExprState **output_exprs;
+	TupleDesc	outer_desc;		/* keys, then aggregate results */
+	TupleTableSlot *outer_slot;
+	ExprContext *outcxt;
+
+	/* the window being fired */
+	AggMemory  *win_mem;
+	AggAcc	   *win_accs;		/* one per aggregate */
+	bool	   *win_started;	/* its state holds a slice, or its initial value */
+	bool		win_moving_given;
+	List	   *win_rows;		/* AggRows * of its slices */
+};
+
+/* ---- compiling ---- */
+
+static void
+fn_init(AggFn *fn, Oid oid, Expr *expr, int nargs, Oid collation, AggSet *set)
+{
+	fn->oid = oid;
+	fn->nargs = nargs;
+	if (!OidIsValid(oid))
+		return;
+	fmgr_info_cxt(oid, &fn->flinfo, set->cxt);
+	if (expr)
+		fmgr_info_set_expr((Node *) expr, &fn->flinfo);
+	fn->fcinfo = MemoryContextAllocZero(set->cxt, SizeForFunctionCallInfo(nargs + 1));
+	InitFunctionCallInfoData(*fn->fcinfo, &fn->flinfo, nargs + 1, collation,
+							 (Node *) set->aggstate, NULL);
+}
+
+/* The support functions run with the aggregate owner's rights, as nodeAgg checks. */
+static void
+check_fn_privilege(Oid fnoid, Oid owner)
+{
+	AclResult	aclresult;
+
+	if (!OidIsValid(fnoid))
+		return;
+	aclresult = pg_proc_aclcheck(fnoid, owner, ACL_EXECUTE);
+	if (aclresult != ACLCHECK_OK)
+		aclcheck_error(aclresult, OBJECT_FUNCTION, get_func_name(fnoid));
+}
+
+static Oid
+func_owner(Oid fnoid)
+{
+	HeapTuple	tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(fnoid));
+	Oid			owner;
+
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for function %u", fnoid);
+	owner = ((Form_pg_proc) GETSTRUCT(tup))->proowner;
+	ReleaseSysCache(tup);
+	return owner;
+}
+
+static Datum
+init_value(Oid type, Datum textval, bool isnull)
+{
+	Oid			typinput;
+	Oid			typioparam;
+	char	   *s;
+
+	if (isnull)
+		return (Datum) 0;
+	getTypeInputInfo(type, &typinput, &typioparam);
+	s = TextDatumGetCString(textval);
+	return OidInputFunctionCall(typinput, s, typioparam, -1);
+}
+
+static void
+refuse(Aggref *aggref, const char *what, const char *hint)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			 errmsg("aggregate %s %s", format_procedure(aggref->aggfnoid), what),
+			 hint ? errhint("%s", hint) : 0));
+}
+
+/* Sort and equality of an ordered aggregate's inputs, from its SortGroupClauses. */
+static void
+compile_ordering(AggSet *set, AggDef *d, List *clauses)
+{
+	ListCell   *lc;
+	int			i = 0;
+
+	d->nsort = list_length(clauses);
+	d->sort_cols = palloc(sizeof(AttrNumber) * d->nsort);
+	d->sort_ops = palloc(sizeof(Oid) * d->nsort);
+	d->sort_colls = palloc(sizeof(Oid) * d->nsort);
+	d->sort_nulls_first = palloc(sizeof(bool) * d->nsort);
+	d->eq_ops = palloc(sizeof(Oid) * d->nsort);
+	foreach(lc, clauses)
+	{
+		SortGroupClause *sgc = lfirst_node(SortGroupClause, lc);
+		TargetEntry *tle = get_sortgroupclause_tle(sgc, d->aggref->args);
+
+		if (!OidIsValid(sgc->sortop))
+			refuse(d->aggref, "has inputs that cannot be sorted", NULL);
+		d->sort_cols[i] = tle->resno;
+		d->sort_ops[i] = sgc->sortop;
+		d->sort_colls[i] = exprCollation((Node *) tle->expr);
+		d->sort_nulls_first[i] = sgc->nulls_first;
+		d->eq_ops[i] = sgc->eqop;
+		i++;
+	}
+	if (d->distinct)
+		d->eq_state = execTuplesMatchPrepare(d->sortdesc, d->nsort, d->sort_cols,
+											 d->eq_ops, d->sort_colls, NULL);
+}
+
+/*
+ * Resolve an aggregate as nodeAgg's build_pertrans_for_aggref does, and
+ * choose its mode.
+ */
+static void
+compile_agg(AggSet *set, AggDef *d, const AggSetSpec *spec)
+{
+	Aggref	   *aggref = d->aggref;
+	HeapTuple	tup;
+	Form_pg_aggregate form;
+	Oid			inputTypes[FUNC_MAX_ARGS];
+	int			nargs;
+	Oid			owner;
+	bool		isnull;
+	Datum		textinit;
+	Expr	   *transexpr = NULL;
+	Expr	   *invexpr = NULL;
+	Expr	   *finalexpr = NULL;
+	Oid			transfn;
+	Oid			invtransfn = InvalidOid;
+	Oid			finalfn;
+	bool		finalextra;
+
+	if (aggref->aggkind != AGGKIND_NORMAL)
+		refuse(aggref, "is an ordered-set or hypothetical-set aggregate",
+			   "Window aggregates take plain aggregates.");
+	tup = SearchSysCache1(AGGFNOID, ObjectIdGetDatum(aggref->aggfnoid));
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for aggregate %u", aggref->aggfnoid);
+	form = (Form_pg_aggregate) GETSTRUCT(tup);
+
+	/* the caller may run it; its owner its support functions */
+	if (pg_proc_aclcheck(aggref->aggfnoid, GetUserId(), ACL_EXECUTE) != ACLCHECK_OK)
+		aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_AGGREGATE, get_func_name(aggref->aggfnoid));
+	owner = func_owner(aggref->aggfnoid);
+
+	d->collation = aggref->inputcollid;
+	nargs = get_aggregate_argtypes(aggref, inputTypes);
+	d->ntransinputs = nargs;
+	d->ninputs = list_length(aggref->args);
+	d->distinct = (aggref->aggdistinct != NIL);
+	d->ordered = d->distinct || aggref->aggorder != NIL;
+	d->resulttype = aggref->aggtype;
+	get_typlenbyval(d->resulttype, &d->resultlen, &d->resultbyval);
+
+	if (spec->changelog)
+	{
+		/* retractions: the moving-aggregate functions */
+		if (!OidIsValid(form->aggminvtransfn))
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("aggregate %s has no inverse transition function, and the input has retractions",
+							format_procedure(aggref->aggfnoid)),
+					 errdetail("An update or delete of an input row takes it out of its windows with the aggregate's moving-aggregate inverse (CREATE AGGREGATE ... MINVFUNC)."),
+					 errhint("Use an aggregate with an inverse (count, sum, avg, ...), or an insert-only input.")));
+		if (d->ordered)
+			refuse(aggref, "has DISTINCT or ORDER BY inputs, which retractions cannot take back",
+				   "Use an insert-only input.");
+		if (contain_volatile_functions((Node *) aggref->args) ||
+			contain_volatile_functions((Node *) aggref->aggfilter))
+			refuse(aggref, "has volatile inputs, which a retraction would not find again", NULL);
+		d->mode = AGG_MOVING;
+		transfn = form->aggmtransfn;
+		invtransfn = form->aggminvtransfn;
+		finalfn = form->aggmfinalfn;
+		finalextra = form->aggmfinalextra;
+		d->transtype = resolve_aggregate_transtype(aggref->aggfnoid, form->aggmtranstype,
+												   inputTypes, nargs);
+		textinit = SysCacheGetAttr(AGGFNOID, tup, Anum_pg_aggregate_aggminitval, &isnull);
+	}
+	else
+	{
+		transfn = form->aggtransfn;
+		finalfn = form->aggfinalfn;
+		finalextra = form->aggfinalextra;
+		d->transtype = resolve_aggregate_transtype(aggref->aggfnoid, form->aggtranstype,
+												   inputTypes, nargs);
+		textinit = SysCacheGetAttr(AGGFNOID, tup, Anum_pg_aggregate_agginitval, &isnull);
+		/* states kept per slice, unless a window cannot be made of them */
+		d->mode = AGG_SLICED;
+		if (d->ordered)
+			d->mode = AGG_REPLAY;
+		else if (spec->combine && !OidIsValid(form->aggcombinefn))
+			d->mode = AGG_REPLAY;
+		else if (spec->durable && d->transtype == INTERNALOID &&
+				 (!OidIsValid(form->aggserialfn) || !OidIsValid(form->aggdeserialfn)))
+			d->mode = AGG_REPLAY;	/* its rows are stored instead */
+	}
+	get_typlenbyval(d->transtype, &d->translen, &d->transbyval);
+	d->initnull = isnull;
+	d->initval = init_value(d->transtype, textinit, isnull);
+
+	check_fn_privilege(transfn, owner);
+	check_fn_privilege(invtransfn, owner);
+	check_fn_privilege(finalfn, owner);
+	build_aggregate_transfn_expr(inputTypes, nargs, 0, aggref->aggvariadic, d->transtype,
+								 d->collation, transfn, invtransfn, &transexpr,
+								 OidIsValid(invtransfn) ? &invexpr : NULL);
+	fn_init(&d->transfn, transfn, transexpr, d->ntransinputs, d->collation, set);
+	fn_init(&d->invtransfn, invtransfn, invexpr, d->ntransinputs, d->collation, set);
+
+	/* as ExecInitAgg: a strict function starting from NULL takes the input as state */
+	if (d->transfn.flinfo.fn_strict && d->initnull &&
+		(nargs < 1 || !IsBinaryCoercible(inputTypes[0], d->transtype)))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_FUNCTION_DEFINITION),
+				 errmsg("aggregate %u needs to have compatible input type and transition type",
+						aggref->aggfnoid)));
+	if (d->mode == AGG_MOVING && d->invtransfn.flinfo.fn_strict != d->transfn.flinfo.fn_strict)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_FUNCTION_DEFINITION),
+				 errmsg("strictness of aggregate's forward and inverse transition functions must match")));
+
+	d->nfinalargs = finalextra ? nargs + 1 : 1;
+	if (OidIsValid(finalfn))
+	{
+		build_aggregate_finalfn_expr(inputTypes, d->nfinalargs, d->transtype, d->resulttype,
+									 d->collation, finalfn, &finalexpr);
+		fn_init(&d->finalfn, finalfn, finalexpr, d->nfinalargs - 1, d->collation, set);
+	}
+
+	if (d->mode == AGG_SLICED && OidIsValid(form->aggcombinefn))
+	{
+		Expr	   *combexpr;
+
+		check_fn_privilege(form->aggcombinefn, owner);
+		build_aggregate_transfn_expr(&d->transtype, 1, 0, false, d->transtype, d->collation,
+									 form->aggcombinefn, InvalidOid, &combexpr, NULL);
+		fn_init(&d->combinefn, form->aggcombinefn, combexpr, 1, d->collation, set);
+	}
+	if (d->mode == AGG_SLICED && d->transtype == INTERNALOID && OidIsValid(form->aggserialfn))
+	{
+		Expr	   *serexpr;
+		Expr	   *deserexpr;
+
+		check_fn_privilege(form->aggserialfn, owner);
+		check_fn_privilege(form->aggdeserialfn, owner);
+		build_aggregate_serialfn_expr(form->aggserialfn, &serexpr);
+		build_aggregate_deserialfn_expr(form->aggdeserialfn, &deserexpr);
+		fn_init(&d->serialfn, form->aggserialfn, serexpr, 0, InvalidOid, set);
+		fn_init(&d->deserialfn, form->aggdeserialfn, deserexpr, 1, InvalidOid, set);
+	}
+	ReleaseSysCache(tup);
+
+	d->pertrans.aggref = aggref;
+	d->pertrans.aggshared = true;	/* finalfns: do not scribble on the state */
+	d->pertrans.numInputs = d->ninputs;
+	d->pertrans.numTransInputs = d->ntransinputs;
+	d->pertrans.transfn_oid = transfn;
+}
+
+/* Aggrefs of an expression tree, in order, without repeats. */
+static bool
+collect_aggrefs(Node *node, List **aggrefs)
+{
+	if (node == NULL)
+		return false;
+	if (IsA(node, Aggref))
+	{
+		*aggrefs = lappend(*aggrefs, node);
+		return false;			/* no aggregates within aggregates */
+	}
+	if (IsA(node, GroupingFunc) || IsA(node, WindowFunc) || IsA(node, SubLink))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("aggregates may hold aggregate calls and expressions, not %s",
+						IsA(node, GroupingFunc) ? "GROUPING()" :
+						IsA(node, WindowFunc) ? "window functions" : "subqueries")));
+	return expression_tree_walker(node, collect_aggrefs, (void *) aggrefs);
+}
+
+static int
+aggref_position(List *aggrefs, void *p)
+{
+	ListCell   *lc;
+
+	foreach(lc, aggrefs)
+		if (lfirst(lc) == p)
+			return foreach_current_index(lc);
+	elog(ERROR, "aggregate call not found");
+	return -1;
+}
+
+typedef struct OutputMutatorContext
+{
+	AggSet	   *set;
+	List	   *aggrefs;
+} OutputMutatorContext;
+
+/* Aggrefs and key columns become columns of the (keys, results) slot. */
+static Node *
+output_mutator(Node *node, OutputMutatorContext *c)
+{
+	if (node == NULL)
+		return NULL;
+	if (IsA(node, Aggref))
+	{
+		int			i = aggref_position(c->aggrefs, node);
+		Aggref	   *a = (Aggref *) node;
+
+		return (Node *) makeVar(OUTER_VAR, c->set->nkeys + i + 1, a->aggtype, -1,
+								a->aggcollid, 0);
+	}
+	if (IsA(node, Var) && ((Var *) node)->varlevelsup == 0)
+	{
+		Var		   *v = (Var *) node;
+		int			k;
+
+		for (k = 0; k < c->set->nkeys; k++)
+			if (c->set->key_attnos[k] == v->varattno)
+				return (Node *) makeVar(OUTER_VAR, k + 1, v->vartype, v->vartypmod,
+										v->varcollid, 0);
+		/* the GROUP BY check of parse analysis lets no other column through */
+		elog(ERROR, "column %d is neither a key nor in an aggregate", v->varattno);
+	}
+	return expression_tree_mutator(node, output_mutator, (void *) c);
+}
+
+/* the input projection: every aggregate's arguments, then its FILTER */
+static void
+compile_inputs(AggSet *set, const AggSetSpec *spec)
+{
+	List	   *tlist = NIL;
+	int			i;
+	AttrNumber	resno = 1;
+
+	for (i = 0; i < set->naggs; i++)
+	{
+		AggDef	   *d = &set->aggs[i];
+		ListCell   *lc;
+
+		d->first_input = resno - 1;
+		foreach(lc, d->aggref->args)
+		{
+			TargetEntry *tle = lfirst_node(TargetEntry, lc);
+
+			tlist = lappend(tlist, makeTargetEntry(tle->expr, resno++, NULL, false));
+		}
+		d->filter_col = -1;
+		if (d->aggref->aggfilter)
+		{
+			d->filter_col = resno - 1;
+			tlist = lappend(tlist, makeTargetEntry(d->aggref->aggfilter, resno++, NULL, false));
+		}
+		if (d->ordered)
+		{
+			d->sortdesc = CreateTemplateTupleDesc(Max(d->ninputs, 1));
+			foreach(lc, d->aggref->args)
+			{
+				TargetEntry *tle = lfirst_node(TargetEntry, lc);
+
+				TupleDescInitEntry(d->sortdesc, tle->resno, NULL, exprType((Node *) tle->expr),
+								   exprTypmod((Node *) tle->expr), 0);
+				TupleDescInitEntryCollation(d->sortdesc, tle->resno,
+											exprCollation((Node *) tle->expr));
+			}
+			compile_ordering(set, d, d->distinct ? d->aggref->aggdistinct : d->aggref->aggorder);
+		}
+	}
+	set->inputs_desc = ExecTypeFromTL(tlist);
+	set->inputs_slot = MakeSingleTupleTableSlot(set->inputs_desc, &TTSOpsVirtual);
+	set->replay_slot = MakeSingleTupleTableSlot(set->inputs_desc, &TTSOpsMinimalTuple);
+	if (tlist != NIL)
+		set->inputs_proj = ExecBuildProjectionInfo(tlist, set->rowcxt, set->inputs_slot,
+												   NULL, spec->rowdesc);
+}
+
+static void
+compile_outputs(AggSet *set, const AggSetSpec *spec, List *aggrefs)
+{
+	ListCell   *lc;
+	OutputMutatorContext c;
+	int			i;
+
+	set->outer_desc = CreateTemplateTupleDesc(Max(set->nkeys + set->naggs, 1));
+	for (i = 0; i < set->nkeys; i++)
+		TupleDescCopyEntry(set->outer_desc, i + 1, spec->rowdesc, set->key_attnos[i]);
+	for (i = 0; i < set->naggs; i++)
+		TupleDescInitEntry(set->outer_desc, set->nkeys + i + 1, NULL,
+						   set->aggs[i].resulttype, -1, 0);
+	set->outer_slot = MakeSingleTupleTableSlot(set->outer_desc, &TTSOpsVirtual);
+	set->outcxt = CreateExprContext(set->estate);
+	set->outcxt->ecxt_outertuple = set->outer_slot;
+
+	c.set = set;
+	c.aggrefs = aggrefs;
+	set->output_names = palloc(sizeof(char *) * Max(list_length(spec->targetlist), 1));
+	set->output_types = palloc(sizeof(Oid) * Max(list_length(spec->targetlist), 1));
+	set->output_typmods = palloc(sizeof(int32) * Max(list_length(spec->targetlist), 1));
+	set->output_exprs = palloc(sizeof(ExprState *) * Max(list_length(spec->targetlist), 1));
+	foreach(lc, spec->targetlist)
+	{
+		TargetEntry *tle = lfirst_node(TargetEntry, lc);
+		Expr	   *e;
+
+		if (tle->resjunk)
+			continue;
+		e = (Expr *) output_mutator((Node *) tle->expr, &c);
+		set->output_names[set->noutputs] = pstrdup(tle->resname ? tle->resname : "?column?");
+		set->output_types[set->noutputs] = exprType((Node *) tle->expr);
+		set->output_typmods[set->noutputs] = exprTypmod((Node *) tle->expr);
+		set->output_exprs[set->noutputs] = ExecInitExpr(e, NULL);
+		set->noutputs++;
+	}
+}
+
+AggSet *
+aggs_create(const AggSetSpec *spec, MemoryContext cxt)
+{
+	MemoryContext old = MemoryContextSwitchTo(cxt);
+	AggSet	   *set = palloc0(sizeof(AggSet));
+	List	   *aggrefs = NIL;
+	List	   *targetlist = copyObject(spec->targetlist);
+	AggSetSpec	s = *spec;
+	ListCell   *lc;
+	int			i;
+
+	s.targetlist = targetlist;
+	set->cxt = cxt;
+	set->changelog = spec->changelog;
+	set->nkeys = spec->nkeys;
+	set->key_attnos = palloc(sizeof(AttrNumber) * Max(spec->nkeys, 1));
+	memcpy(set->key_attnos, spec->key_attnos, sizeof(AttrNumber) * spec->nkeys);
+	set->estate = CreateExecutorState();
+	set->aggstate = makeNode(AggState);
+	set->aggstate->ss.ps.state = set->estate;
+	set->aggstate->tmpcontext = CreateExprContext(set->estate);
+	set->rowcxt = CreateExprContext(set->estate);
+
+	foreach(lc, targetlist)
+		(void) collect_aggrefs((Node *) lfirst_node(TargetEntry, lc)->expr, &aggrefs);
+	set->naggs = list_length(aggrefs);
+	set->aggs = palloc0(sizeof(AggDef) * Max(set->naggs, 1));
+	i = 0;
+	foreach(lc, aggrefs)
+	{
+		AggDef	   *d = &set->aggs[i++];
+
+		d->aggref = lfirst_node(Aggref, lc);
+		compile_agg(set, d, spec);
+		if (d->mode == AGG_SLICED)
+			d->slot = set->nsliced++;
+		else if (d->mode == AGG_MOVING)
+			d->slot = set->nmoving++;
+		if (d->mode != AGG_SLICED)
+			set->keeps_rows = true;
+	}
+	compile_inputs(set, &s);
+	compile_outputs(set, &s, aggrefs);
+	set->win_accs = palloc0(sizeof(AggAcc) * Max(set->naggs, 1));
+	set->win_started = palloc0(sizeof(bool) * Max(set->naggs, 1));
+	MemoryContextSwitchTo(old);
+	return set;
+}
+
+int
+aggs_nsliced(AggSet *set)
+{
+	return set->nsliced;
+}
+
+int
+aggs_nmoving(AggSet *set)
+{
+	return set->nmoving;
+}
+
+bool
+aggs_keeps_rows(AggSet *set)
+{
+	return set->keeps_rows;
+}
+
+int
+aggs_noutputs(AggSet *set)
+{
+	return set->noutputs;
+}
+
+const char *
+aggs_output_name(AggSet *set, int i)
+{
+	return set->output_names[i];
+}
+
+Oid
+aggs_output_type(AggSet *set, int i)
+{
+	return set->output_types[i];
+}
+
+int32
+aggs_output_typmod(AggSet *set, int i)
+{
+	return set->output_typmods[i];
+}
+
+/* ---- memory of lifetime units ---- */
+
+AggMemory *
+aggs_memory_create(MemoryContext parent)
+{
+	MemoryContext cxt = AllocSetContextCreate(parent, "ptf aggregate states",
+											  ALLOCSET_SMALL_SIZES);
+	/* not in cxt: resetting the states keeps the unit */
+	AggMemory  *mem = MemoryContextAllocZero(parent, sizeof(AggMemory));
+
+	mem->cxt = cxt;
+	NodeSetTag(&mem->econtext, T_ExprContext);
+	mem->econtext.ecxt_per_tuple_memory = cxt;
+	mem->econtext.ecxt_per_query_memory = cxt;
+	return mem;
+}
+
+void
+aggs_memory_delete(AggMemory *mem)
+{
+	/* AggRegisterCallback is for ordered-set aggregates, which are refused */
+	Assert(mem->econtext.ecxt_callbacks == NULL);
+	MemoryContextDelete(mem->cxt);
+	pfree(mem);
+}
+
+/* ---- transitions ---- */
+
+static void
+acc_init(AggDef *d, AggAcc *acc, AggMemory *mem)
+{
+	acc->isnull = d->initnull;
+	acc->notrans = d->initnull;
+	acc->value = d->initnull ? (Datum) 0 :
+		datumCopy(d->initval, d->transbyval, d->translen);
+	if (!d->initnull && !d->transbyval)
+	{
+		MemoryContext old = MemoryContextSwitchTo(mem->cxt);
+
+		acc->value = datumCopy(d->initval, d->transbyval, d->translen);
+		MemoryContextSwitchTo(old);
+	}
+}
+
+/*
+ * A new state value from a transition: kept where it is when it is the
+ * state, or a read-write expanded object of the state's memory; else
+ * copied there, the old one freed (nodeAgg's ExecAggTransReparent).
+ */
+static void
+adopt(AggDef *d, AggAcc *acc, AggMemory *mem, Datum newval, bool newnull)
+{
+	if (!d->transbyval && DatumGetPointer(newval) != DatumGetPointer(acc->value))
+	{
+		if (!newnull)
+		{
+			if (DatumIsReadWriteExpandedObject(newval, false, d->translen) &&
+				MemoryContextGetParent(DatumGetEOHP(newval)->eoh_context) == mem->cxt)
+				 /* already ours */ ;
+			else
+			{
+				MemoryContext old = MemoryContextSwitchTo(mem->cxt);
+
+				newval = datumCopy(newval, d->transbyval, d->translen);
+				MemoryContextSwitchTo(old);
+			}
+		}
+		if (!acc->isnull)
+		{
+			if (DatumIsReadWriteExpandedObject(acc->value, false, d->translen))
+				DeleteExpandedObject(acc->value);
+			else
+				pfree(DatumGetPointer(acc->value));
+		}
+	}
+	acc->value = newnull ? (Datum) 0 : newval;
+	acc->isnull = newnull;
+	acc->notrans = false;
+}
+
+/* Call fn (transition, inverse or combine) with the state and nargs inputs. */
+static bool
+call_transition(AggSet *set, AggDef *d, AggFn *fn, AggAcc *acc, AggMemory *mem,
+				const Datum *args, const bool *argnulls, bool inverse)
+{
+	FunctionCallInfo fc = fn->fcinfo;
+	MemoryContext old;
+	Datum		newval;
+	int			i;
+
+	if (fn->flinfo.fn_strict)
+	{
+		for (i = 0; i < fn->nargs; i++)
+			if (argnulls[i])
+				return true;	/* a strict function skips NULL inputs */
+		if (acc->notrans)
+		{
+			/* the first input becomes the state (nodeAgg's ExecAggInitGroup) */
+			Assert(!inverse);
+			old = MemoryContextSwitchTo(mem->cxt);
+			acc->value = datumCopy(args[0], d->transbyval, d->translen);
+			MemoryContextSwitchTo(old);
+			acc->isnull = false;
+			acc->notrans = false;
+			return true;
+		}
+		if (acc->isnull)
+			return !inverse;	/* a NULL state stays NULL */
+	}
+	set->aggstate->curaggcontext = &mem->econtext;
+	set->aggstate->curpertrans = &d->pertrans;
+	set->aggstate->curperagg = NULL;
+	old = MemoryContextSwitchTo(set->aggstate->tmpcontext->ecxt_per_tuple_memory);
+	fc->args[0].value = acc->value;
+	fc->args[0].isnull = acc->isnull;
+	for (i = 0; i < fn->nargs; i++)
+	{
+		fc->args[i + 1].value = args[i];
+		fc->args[i + 1].isnull = argnulls[i];
+	}
+	fc->isnull = false;
+	newval = FunctionCallInvoke(fc);
+	MemoryContextSwitchTo(old);
+	set->aggstate->curpertrans = NULL;
+	ResetExprContext(set->aggstate->tmpcontext);
+
+	/* an inverse that cannot take the row back answers NULL: state lost */
+	if (inverse && fc->isnull)
+		return false;
+	adopt(d, acc, mem, newval, fc->isnull);
+	return true;
+}
+
+static inline bool
+filter_passes(AggDef *d, TupleTableSlot *inputs)
+{
+	return d->filter_col < 0 ||
+		(!inputs->tts_isnull[d->filter_col] && DatumGetBool(inputs->tts_values[d->filter_col]));
+}
+
+void
+aggs_eval(AggSet *set, TupleTableSlot *row)
+{
+	ResetExprContext(set->rowcxt);
+	if (set->inputs_proj == NULL)
+		return;
+	set->rowcxt->ecxt_scantuple = row;
+	(void) ExecProject(set->inputs_proj);
+	slot_getallattrs(set->inputs_slot);
+}
+
+void
+aggs_init_sliced(AggSet *set, AggAcc *accs, AggMemory *mem)
+{
+	int			i;
+
+	for (i = 0; i < set->naggs; i++)
+		if (set->aggs[i].mode == AGG_SLICED)
+			acc_init(&set->aggs[i], &accs[set->aggs[i].slot], mem);
+}
+
+void
+aggs_init_moving(AggSet *set, AggAcc *accs, AggMemory *mem)
+{
+	int			i;
+
+	for (i = 0; i < set->naggs; i++)
+		if (set->aggs[i].mode == AGG_MOVING)
+			acc_init(&set->aggs[i], &accs[set->aggs[i].slot], mem);
+}
+
+/* The evaluated inputs of d, from a slot of the inputs row's layout. */
+static void
+inputs_of(AggDef *d, TupleTableSlot *inputs, Datum **values, bool **nulls)
+{
+	*values = inputs->tts_values + d->first_input;
+	*nulls = inputs->tts_isnull + d->first_input;
+}
+
+void
+aggs_advance_sliced(AggSet *set, AggAcc *accs, AggMemory *mem)
+{
+	int			i;
+
+	for (i = 0; i < set->naggs; i++)
+	{
+		AggDef	   *d = &set->aggs[i];
+		Datum	   *v;
+		bool	   *n;
+
+		if (d->mode != AGG_SLICED || !filter_passes(d, set->inputs_slot))
+			continue;
+		inputs_of(d, set->inputs_slot, &v, &n);
+		(void) call_transition(set, d, &d->transfn, &accs[d->slot], mem, v, n, false);
+	}
+}
+
+bool
+aggs_advance_moving(AggSet *set, AggAcc *accs, AggMemory *mem, int weight)
+{
+	bool		ok = true;
+	int			i;
+
+	for (i = 0; i < set->naggs; i++)
+	{
+		AggDef	   *d = &set->aggs[i];
+		Datum	   *v;
+		bool	   *n;
+
+		if (d->mode != AGG_MOVING || !filter_passes(d, set->inputs_slot))
+			continue;
+		inputs_of(d, set->inputs_slot, &v, &n);
+		if (weight > 0)
+			(void) call_transition(set, d, &d->transfn, &accs[d->slot], mem, v, n, false);
+		else if (!call_transition(set, d, &d->invtransfn, &accs[d->slot], mem, v, n, true))
+			ok = false;
+	}
+	return ok;
+}
+
+/* Are two rows of the inputs row's layout the same values, bit for bit? */
+static bool
+rows_image_equal(AggSet *set, TupleTableSlot *a, TupleTableSlot *b)
+{
+	int			i;
+
+	slot_getallattrs(a);
+	slot_getallattrs(b);
+	for (i = 0; i < set->inputs_desc->natts; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(set->inputs_desc, i);
+
+		if (a->tts_isnull[i] != b->tts_isnull[i])
+			return false;
+		if (!a->tts_isnull[i] &&
+			!datum_image_eq(a->tts_values[i], b->tts_values[i], att->attbyval, att->attlen))
+			return false;
+	}
+	return true;
+}
+
+bool
+aggs_rows_apply(AggSet *set, AggRows *rows, AggMemory *mem, int weight)
+{
+	int			i;
+
+	if (weight > 0)
+	{
+		if (rows->n == rows->cap)
+		{
+			int			cap = Max(8, rows->cap * 2);
+			MinimalTuple *r = MemoryContextAlloc(mem->cxt, sizeof(MinimalTuple) * cap);
+
+			if (rows->n > 0)
+				memcpy(r, rows->rows, sizeof(MinimalTuple) * rows->n);
+			if (rows->rows)
+				pfree(rows->rows);
+			rows->rows = r;
+			rows->cap = cap;
+		}
+		{
+			MemoryContext old = MemoryContextSwitchTo(mem->cxt);
+
+			rows->rows[rows->n++] = ExecCopySlotMinimalTuple(set->inputs_slot);
+			MemoryContextSwitchTo(old);
+		}
+		return true;
+	}
+
+	/* a retraction takes out the last equal row: usually a recent one */
+	for (i = rows->n - 1; i >= 0; i--)
+	{
+		ExecStoreMinimalTuple(rows->rows[i], set->replay_slot, false);
+		if (rows_image_equal(set, set->replay_slot, set->inputs_slot))
+		{
+			ExecClearTuple(set->replay_slot);
+			pfree(rows->rows[i]);
+			memmove(&rows->rows[i], &rows->rows[i + 1], sizeof(MinimalTuple) * (rows->n - i - 1));
+			rows->n--;
+			return true;
+		}
+	}
+	ExecClearTuple(set->replay_slot);
+	return false;
+}
+
+void
+aggs_moving_add_rows(AggSet *set, AggAcc *maccs, AggMemory *mem, const AggRows *rows)
+{
+	int			r;
+
+	for (r = 0; r < rows->n; r++)
+	{
+		int			i;
+
+		ExecStoreMinimalTuple(rows->rows[r], set->replay_slot, false);
+		slot_getallattrs(set->replay_slot);
+		for (i = 0; i < set->naggs; i++)
+		{
+			AggDef	   *d = &set->aggs[i];
+			Datum	   *v;
+			bool	   *n;
+
+			if (d->mode != AGG_MOVING || !filter_passes(d, set->replay_slot))
+				continue;
+			inputs_of(d, set->replay_slot, &v, &n);
+			(void) call_transition(set, d, &d->transfn, &maccs[d->slot], mem, v, n, false);
+		}
+	}
+	ExecClearTuple(set->replay_slot);
+}
+
+void
+aggs_merge_into(AggSet *set, AggAcc *accs, AggRows *rows, AggMemory *mem,
+				const AggAcc *other_accs, const AggRows *other_rows)
+{
+	int			i;
+
+	for (i = 0; i < set->naggs; i++)
+	{
+		AggDef	   *d = &set->aggs[i];
+		const AggAcc *o;
+
+		if (d->mode != AGG_SLICED)
+			continue;
+		o = &other_accs[d->slot];
+		Assert(OidIsValid(d->combinefn.oid));
+		if (o->notrans)
+			continue;
+		(void) call_transition(set, d, &d->combinefn, &accs[d->slot], mem, &o->value,
+							   &o->isnull, false);
+	}
+	for (i = 0; i < other_rows->n; i++)
+	{
+		ExecStoreMinimalTuple(other_rows->rows[i], set->inputs_slot == NULL ? NULL : set->replay_slot, false);
+		/* copy through the inputs slot's layout */
+		{
+			MemoryContext old;
+
+			if (rows->n == rows->cap)
+			{
+				int			cap = Max(8, rows->cap * 2);
+				MinimalTuple *r = MemoryContextAlloc(mem->cxt, sizeof(MinimalTuple) * cap);
+
+				if (rows->n > 0)
+					memcpy(r, rows->rows, sizeof(MinimalTuple) * rows->n);
+				if (rows->rows)
+					pfree(rows->rows);
+				rows->rows = r;
+				rows->cap = cap;
+			}
+			old = MemoryContextSwitchTo(mem->cxt);
+			rows->rows[rows->n++] = heap_copy_minimal_tuple(other_rows->rows[i]);
+			MemoryContextSwitchTo(old);
+		}
+	}
+	ExecClearTuple(set->replay_slot);
+}
+
+/* ---- firing ---- */
+
+void
+aggs_window_begin(AggSet *set, AggMemory *mem)
+{
+	set->win_mem = mem;
+	set->win_rows = NIL;
+	set->win_moving_given = false;
+	memset(set->win_accs, 0, sizeof(AggAcc) * set->naggs);
+	memset(set->win_started, 0, sizeof(bool) * set->naggs);
+}
+
+void
+aggs_window_add_slice(AggSet *set, const AggAcc *accs, const AggRows *rows)
+{
+	int			i;
+
+	for (i = 0; i < set->naggs; i++)
+	{
+		AggDef	   *d = &set->aggs[i];
+		AggAcc	   *w = &set->win_accs[i];
+		const AggAcc *s;
+
+		if (d->mode != AGG_SLICED)
+			continue;
+		s = &accs[d->slot];
+		if (!OidIsValid(d->combinefn.oid))
+		{
+			/* windows of one slice (TUMBLE): the slice's state is the window's */
+			Assert(!set->win_started[i]);
+			*w = *s;
+			set->win_started[i] = true;
+			continue;
+		}
+		if (!set->win_started[i])
+		{
+			acc_init(d, w, set->win_mem);
+			set->win_started[i] = true;
+		}
+		/* a slice without input for it holds its initial state: nothing to add */
+		if (s->notrans)
+			continue;
+		(void) call_transition(set, d, &d->combinefn, w, set->win_mem, &s->value,
+							   &s->isnull, false);
+	}
+	if (rows != NULL && rows->n > 0)
+		set->win_rows = lappend(set->win_rows, (void *) rows);
+}
+
+void
+aggs_window_set_moving(AggSet *set, const AggAcc *maccs)
+{
+	int			i;
+
+	set->win_moving_given = (maccs != NULL);
+	if (maccs == NULL)
+		return;
+	for (i = 0; i < set->naggs; i++)
+		if (set->aggs[i].mode == AGG_MOVING)
+		{
+			set->win_accs[i] = maccs[set->aggs[i].slot];
+			set->win_started[i] = true;
+		}
+}
+
+/* Feed the window's kept rows, sorted and de-duplicated if need be, to d. */
+static void
+replay_rows(AggSet *set, AggDef *d, AggAcc *acc)
+{
+	ListCell   *lc;
+	Tuplesortstate *sort = NULL;
+	TupleTableSlot *sorted = NULL;
+	TupleTableSlot *prev = NULL;
+	bool		have_prev = false;
+
+	if (d->ordered)
+	{
+		sort = tuplesort_begin_heap(d->sortdesc, d->nsort, d->sort_cols, d->sort_ops,
+									d->sort_colls, d->sort_nulls_first, work_mem,
+									NULL, TUPLESORT_NONE);
+		sorted = MakeSingleTupleTableSlot(d->sortdesc, &TTSOpsMinimalTuple);
+		prev = MakeSingleTupleTableSlot(d->sortdesc, &TTSOpsVirtual);
+	}
+	foreach(lc, set->win_rows)
+	{
+		AggRows    *rows = (AggRows *) lfirst(lc);
+		int			r;
+
+		for (r = 0; r < rows->n; r++)
+		{
+			Datum	   *v;
+			bool	   *n;
+
+			ExecStoreMinimalTuple(rows->rows[r], set->replay_slot, false);
+			slot_getallattrs(set->replay_slot);
+			if (!filter_passes(d, set->replay_slot))
+				continue;
+			inputs_of(d, set->replay_slot, &v, &n);
+			if (sort)
+			{
+				ExecClearTuple(prev);
+				memcpy(prev->tts_values, v, sizeof(Datum) * d->ninputs);
+				memcpy(prev->tts_isnull, n, sizeof(bool) * d->ninputs);
+				ExecStoreVirtualTuple(prev);
+				tuplesort_puttupleslot(sort, prev);
+			}
+			else
+				(void) call_transition(set, d, &d->transfn, acc, set->win_mem, v, n, false);
+		}
+	}
+	ExecClearTuple(set->replay_slot);
+	if (sort == NULL)
+		return;
+
+	tuplesort_performsort(sort);
+	ExecClearTuple(prev);
+	while (tuplesort_gettupleslot(sort, true, true, sorted, NULL))
+	{
+		slot_getallattrs(sorted);
+		if (d->distinct && have_prev)
+		{
+			ExprContext *ec = set->aggstate->tmpcontext;
+
+			ec->ecxt_outertuple = sorted;
+			ec->ecxt_innertuple = prev;
+			if (ExecQualAndReset(d->eq_state, ec))
+				continue;
+		}
+		(void) call_transition(set, d, &d->transfn, acc, set->win_mem,
+							   sorted->tts_values, sorted->tts_isnull, false);
+		if (d->distinct)
+		{
+			ExecClearTuple(prev);
+			ExecCopySlot(prev, sorted);
+			have_prev = true;
+		}
+	}
+	tuplesort_end(sort);
+	ExecDropSingleTupleTableSlot(sorted);
+	ExecDropSingleTupleTableSlot(prev);
+}
+
+static void
+finalize(AggSet *set, AggDef *d, AggAcc *acc, Datum *result, bool *isnull)
+{
+	MemoryContext old = MemoryContextSwitchTo(set->win_mem->cxt);
+
+	if (OidIsValid(d->finalfn.oid))
+	{
+		FunctionCallInfo fc = d->finalfn.fcinfo;
+		int			i;
+		bool		anynull = acc->isnull;
+
+		set->aggstate->curaggcontext = &set->win_mem->econtext;
+		set->aggstate->curpertrans = &d->pertrans;
+		fc->args[0].value = acc->isnull ? (Datum) 0 :
+			MakeExpandedObjectReadOnly(acc->value, acc->isnull, d->translen);
+		fc->args[0].isnull = acc->isnull;
+		for (i = 1; i < d->nfinalargs; i++)
+		{
+			fc->args[i].value = (Datum) 0;
+			fc->args[i].isnull = true;
+			anynull = true;
+		}
+		fc->isnull = false;
+		if (d->finalfn.flinfo.fn_strict && anynull)
+		{
+			*result = (Datum) 0;
+			*isnull = true;
+		}
+		else
+		{
+			*result = FunctionCallInvoke(fc);
+			*isnull = fc->isnull;
+		}
+		set->aggstate->curpertrans = NULL;
+	}
+	else
+	{
+		*result = acc->value;
+		*isnull = acc->isnull;
+	}
+	/* the result outlives the state: a copy in the window's memory */
+	if (!*isnull && !d->resultbyval)
+		*result = datumCopy(*result, d->resultbyval, d->resultlen);
+	MemoryContextSwitchTo(old);
+}
+
+void
+aggs_window_finish(AggSet *set, Datum *keys, bool *keynulls, Datum *values, bool *nulls)
+{
+	TupleTableSlot *outer = set->outer_slot;
+	int			i;
+
+	ExecClearTuple(outer);
+	for (i = 0; i < set->nkeys; i++)
+	{
+		outer->tts_values[i] = keys[i];
+		outer->tts_isnull[i] = keynulls[i];
+	}
+	for (i = 0; i < set->naggs; i++)
+	{
+		AggDef	   *d = &set->aggs[i];
+		AggAcc	   *acc = &set->win_accs[i];
+
+		if (d->mode == AGG_REPLAY || (d->mode == AGG_MOVING && !set->win_moving_given))
+		{
+			acc_init(d, acc, set->win_mem);
+			replay_rows(set, d, acc);
+		}
+		else if (!set->win_started[i])
+			acc_init(d, acc, set->win_mem); /* no slice: the initial state */
+		finalize(set, d, acc, &outer->tts_values[set->nkeys + i],
+				 &outer->tts_isnull[set->nkeys + i]);
+	}
+	ExecStoreVirtualTuple(outer);
+	for (i = 0; i < set->noutputs; i++)
+	{
+		MemoryContext old = MemoryContextSwitchTo(set->win_mem->cxt);
+
+		values[i] = ExecEvalExpr(set->output_exprs[i], set->outcxt, &nulls[i]);
+		MemoryContextSwitchTo(old);
+	}
+}
+
+/* ---- durable states ---- */
+
+#define AGGS_SERIAL_MAGIC 0x50544641	/* "PTFA" */
+
+/*
+ * SLICED states as bytes: a header with the server's major version
+ * (internal states' formats are the server's), then per state its flags
+ * and its value: an internal state through its serialization function,
+ * any other as datumSerialize writes it (TOASTed values inlined).
+ */
+bytea *
+aggs_serialize_sliced(AggSet *set, const AggAcc *accs)
+{
+	StringInfoData buf;
+	uint32		header[2] = {AGGS_SERIAL_MAGIC, PG_VERSION_NUM / 100};
+	int			i;
+
+	initStringInfo(&buf);
+	appendStringInfoSpaces(&buf, VARHDRSZ);
+	appendBinaryStringInfo(&buf, (char *) header, sizeof(header));
+	for (i = 0; i < set->naggs; i++)
+	{
+		AggDef	   *d = &set->aggs[i];
+		const AggAcc *acc;
+		char		flags;
+		Datum		v;
+		bool		isnull;
+
+		if (d->mode != AGG_SLICED)
+			continue;
+		acc = &accs[d->slot];
+		flags = (acc->isnull ? 1 : 0) | (acc->notrans ? 2 : 0);
+		appendBinaryStringInfo(&buf, &flags, 1);
+		if (acc->isnull)
+			continue;
+		v = acc->value;
+		isnull = false;
+		if (d->transtype == INTERNALOID)
+		{
+			FunctionCallInfo fc = d->serialfn.fcinfo;
+
+			set->aggstate->curaggcontext = set->aggstate->tmpcontext;
+			set->aggstate->curpertrans = &d->pertrans;
+			fc->args[0].value = v;
+			fc->args[0].isnull = false;
+			fc->isnull = false;
+			v = FunctionCallInvoke(fc);
+			isnull = fc->isnull;
+			set->aggstate->curpertrans = NULL;
+			/* a bytea */
+			{
+				bytea	   *b = isnull ? NULL : DatumGetByteaPP(v);
+				int32		len = isnull ? -1 : (int32) VARSIZE_ANY_EXHDR(b);
+
+				appendBinaryStringInfo(&buf, (char *) &len, sizeof(len));
+				if (b)
+					appendBinaryStringInfo(&buf, VARDATA_ANY(b), len);
+			}
+			continue;
+		}
+		if (d->translen == -1)
+			v = PointerGetDatum(PG_DETOAST_DATUM(v));
+		{
+			Size		sz = datumEstimateSpace(v, false, d->transbyval, d->translen);
+			char	   *p;
+
+			enlargeStringInfo(&buf, sz);
+			p = buf.data + buf.len;
+			datumSerialize(v, false, d->transbyval, d->translen, &p);
+			buf.len += sz;
+		}
+	}
+	SET_VARSIZE(buf.data, buf.len);
+	return (bytea *) buf.data;
+}
+
+static void
+stored_states_corrupted(void)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_DATA_CORRUPTED),
+			 errmsg("stored aggregate states are not readable")));
+}
+
+void
+aggs_deserialize_sliced(AggSet *set, bytea *b, AggAcc *accs, AggMemory *mem)
+{
+	char	   *p = VARDATA_ANY(b);
+	char	   *end = p + VARSIZE_ANY_EXHDR(b);
+	uint32		header[2];
+	int			i;
+
+	if (end - p < (ptrdiff_t) sizeof(header))
+		stored_states_corrupted();
+	memcpy(header, p, sizeof(header));
+	p += sizeof(header);
+	if (header[0] != AGGS_SERIAL_MAGIC)
+		stored_states_corrupted();
+	if (header[1] != PG_VERSION_NUM / 100)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("aggregate states were stored by PostgreSQL %u, this server is %d",
+						header[1] / 100, PG_VERSION_NUM / 10000),
+				 errhint("Forget the uid's state with ptf.drop_state() and start it anew.")));
+	for (i = 0; i < set->naggs; i++)
+	{
+		AggDef	   *d = &set->aggs[i];
+		AggAcc	   *acc;
+		char		flags;
+
+		if (d->mode != AGG_SLICED)
+			continue;
+		acc = &accs[d->slot];
+		if (p >= end)
+			stored_states_corrupted();
+		flags = *p++;
+		acc->isnull = (flags & 1) != 0;
+		acc->notrans = (flags & 2) != 0;
+		acc->value = (Datum) 0;
+		if (acc->isnull)
+			continue;
+		if (d->transtype == INTERNALOID)
+		{
+			int32		len;
+			FunctionCallInfo fc = d->deserialfn.fcinfo;
+			bytea	   *v;
+			MemoryContext old;
+
+			if (end - p < (ptrdiff_t) sizeof(len))
+				stored_states_corrupted();
+			memcpy(&len, p, sizeof(len));
+			p += sizeof(len);
+			if (len < 0 || end - p < len)
+				stored_states_corrupted();
+			v = palloc(len + VARHDRSZ);
+			SET_VARSIZE(v, len + VARHDRSZ);
+			memcpy(VARDATA(v), p, len);
+			p += len;
+			/* internal states allocate, and keep allocating, where they are made */
+			set->aggstate->curaggcontext = &mem->econtext;
+			set->aggstate->curpertrans = &d->pertrans;
+			old = MemoryContextSwitchTo(mem->cxt);
+			fc->args[0].value = PointerGetDatum(v);
+			fc->args[0].isnull = false;
+			fc->args[1].value = (Datum) 0;
+			fc->args[1].isnull = false;
+			fc->isnull = false;
+			acc->value = FunctionCallInvoke(fc);
+			acc->isnull = fc->isnull;
+			MemoryContextSwitchTo(old);
+			set->aggstate->curpertrans = NULL;
+			continue;
+		}
+		{
+			MemoryContext old;
+			bool		isnull;
+			int			header;
+
+			/* datumSerialize's layout: a header word saying what follows */
+			if (end - p < (ptrdiff_t) sizeof(int))
+				stored_states_corrupted();
+			memcpy(&header, p, sizeof(int));
+			{
+				ptrdiff_t	need = header == -1 ? (ptrdiff_t) sizeof(Datum) :
+					header == -2 ? 0 : (ptrdiff_t) header;
+
+				if (header < -2 || end - p - (ptrdiff_t) sizeof(int) < need ||
+					(header >= 0) == d->transbyval)
+					stored_states_corrupted();
+			}
+			old = MemoryContextSwitchTo(mem->cxt);
+			acc->value = datumRestore(&p, &isnull);
+			acc->isnull = isnull;
+			MemoryContextSwitchTo(old);
+		}
+	}
+}
+
+bytea *
+aggs_serialize_rows(AggSet *set, const AggRows *rows)
+{
+	StateImages imgs;
+
+	imgs.n = rows->n;
+	imgs.tuples = rows->rows;
+	return state_images_to_bytea(&imgs, set->inputs_desc);
+}
+
+void
+aggs_deserialize_rows(AggSet *set, bytea *b, AggRows *rows, AggMemory *mem)
+{
+	StateImages *imgs = state_images_from_bytea(b, set->inputs_desc);
+	MemoryContext old = MemoryContextSwitchTo(mem->cxt);
+	int			i;
+
+	rows->n = rows->cap = imgs->n;
+	rows->rows = palloc(sizeof(MinimalTuple) * Max(imgs->n, 1));
+	for (i = 0; i < imgs->n; i++)
+		rows->rows[i] = heap_copy_minimal_tuple(imgs->tuples[i]);
+	MemoryContextSwitchTo(old);
+}

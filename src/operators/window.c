@@ -1,0 +1,1357 @@
+/*-------------------------------------------------------------------------
+ *
+ * window.c
+ *	  Flink's window TVFs and sliced window aggregate: TUMBLE, HOP,
+ *	  CUMULATE and SESSION (seed window_tvf_slicing, DESIGN 2.5).
+ *
+ * Windows.  Times are microseconds; windows are aligned to the Unix epoch
+ * plus the offset and are [start, end); a window fires when the
+ * watermark reaches end - 1 ms, as Flink's isWindowFired.  A TUMBLE of
+ * size s has windows [k s + o, (k+1) s + o); a HOP of size s and slide d
+ * has one starting at every k d + o; a CUMULATE of size s and step p has,
+ * in every TUMBLE window [S, S + s), the windows [S, S + j p).
+ *
+ * Slices (Flink's SliceAssigner).  Rows go to the slice of their time: a
+ * TUMBLE window, the gcd(size, slide) of a HOP (its windows' boundaries
+ * are slice boundaries even when the size is not a multiple of the
+ * slide), a CUMULATE step.  A window is the slices it spans: with per
+ * slice states combined, a row is added once however many windows it
+ * belongs to -- the seed's whole point.  Per slice s:
+ *	  first_end(s)	the end of the first window containing it
+ *	  last_end(s)	the end of the last one
+ * and per key next_fire, the end of its next window to fire, with an
+ * event-time timer at next_fire - 1 ms (one live timer per key;
+ * superseded ones are ignored).  Which windows have fired is the
+ * watermark's to say: every key's window ending at e fires when it passes
+ * e - 1 ms.
+ *
+ * State per key (keyed_state.h namespaces): space SLICES, slice end ->
+ * its row count, its SLICED aggregate states and its kept inputs (aggs.h);
+ * with updating input also space WINDOWS, window end -> the MOVING states
+ * of that window; for SESSION, space SESSIONS, session start -> its end,
+ * count, states and inputs.  Aggregate states of one slice end (or window
+ * end) live in one memory context shared by every key, deleted when the
+ * last key lets go of it; a session's have a context of their own.
+ *
+ * Firing (on the key's timer at window end e): the window's slices are
+ * combined (or its MOVING states taken), the output row emitted unless
+ * the window is empty (all its rows retracted) or, for CUMULATE with
+ * emit_only_on_update, equal to the previous window of its cumulation
+ * (the seed's fireWindow); slices whose last window is e go; next_fire
+ * moves to the first window after e holding a slice of the key.  Windows
+ * fire in window-end order: timers fire in time order.
+ *
+ * Late rows (Flink's slicing, FLINK-21305): a row whose slice's windows
+ * have all fired (last_end - 1 ms <= watermark) is dropped and counted;
+ * one whose slice is fired but whose later windows are not still goes to
+ * its slice, and so counts in those later windows.  A session row is late
+ * when the session it merges into has ended.
+ *
+ * Sessions: a row opens [t, t + gap); sessions that overlap or touch
+ * merge, their states combined; a session fires at end - 1 ms.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "common/int.h"
+#include "executor/tuptable.h"
+#include "utils/datum.h"
+#include "utils/memutils.h"
+
+#include "base/ptf_time.h"
+#include "operators/window.h"
+
+#define MS	1000				/* window_time = end - 1 ms */
+
+/* the epoch windows align to: 1970-01-01, in PtfTime */
+#define UNIX_EPOCH_PTF \
+	((int64) (UNIX_EPOCH_JDATE - POSTGRES_EPOCH_JDATE) * USECS_PER_DAY)
+
+/* ---- window arithmetic ---- */
+
+static int64
+gcd64(int64 a, int64 b)
+{
+	while (b != 0)
+	{
+		int64		t = a % b;
+
+		a = b;
+		b = t;
+	}
+	return a;
+}
+
+void
+window_spec_init(WindowSpec *w, WindowKind kind, int64 size, int64 step, int64 offset)
+{
+	int64		period;
+
+	w->kind = kind;
+	w->size = size;
+	if (size <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("window %s must be positive", kind == WINDOW_SESSION ? "gap" : "size")));
+	switch (kind)
+	{
+		case WINDOW_TUMBLE:
+		case WINDOW_SESSION:
+			step = size;
+			break;
+		case WINDOW_HOP:
+		case WINDOW_CUMULATE:
+			if (step <= 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("window %s must be positive",
+								kind == WINDOW_HOP ? "slide" : "step")));
+			if (kind == WINDOW_CUMULATE && size % step != 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("a CUMULATE window's size must be a multiple of its step"),
+						 errdetail("The size is %lld microseconds, the step %lld.",
+								   (long long) size, (long long) step)));
+			break;
+	}
+	w->step = step;
+	w->slice = kind == WINDOW_HOP ? gcd64(size, step) : step;
+	/* only the offset modulo the period its windows repeat with matters */
+	period = kind == WINDOW_HOP ? step : size;
+	w->offset = offset % period;
+	if (w->offset < 0)
+		w->offset += period;
+}
+
+/* floor(a / b) * b, for b > 0 */
+static inline int64
+floor_to(int64 a, int64 b)
+{
+	int64		r = a % b;
+
+	return r < 0 ? a - r - b : a - r;
+}
+
+/*
+ * The start of the window of length period (aligned to the epoch plus
+ * offset) holding t; false on overflow (times near the ends of the range).
+ */
+static bool
+aligned_start(PtfTime t, int64 period, int64 offset, PtfTime *start)
+{
+	int64		u;
+
+	if (pg_sub_s64_overflow(t, UNIX_EPOCH_PTF + offset, &u))
+		return false;
+	u = floor_to(u, period);
+	return !pg_add_s64_overflow(u, UNIX_EPOCH_PTF + offset, start);
+}
+
+/* the end of the slice holding t */
+static bool
+slice_end_of(const WindowSpec *w, PtfTime t, PtfTime *end)
+{
+	PtfTime		s;
+
+	return aligned_start(t, w->slice, w->offset, &s) &&
+		!pg_add_s64_overflow(s, w->slice, end);
+}
+
+static PtfTime
+first_end(const WindowSpec *w, PtfTime slice_end)
+{
+	PtfTime		s = 0;
+
+	switch (w->kind)
+	{
+		case WINDOW_HOP:
+			/* the first window starts after the last start at or before t - size */
+			(void) aligned_start(slice_end - 1 - w->size, w->step, w->offset, &s);
+			return s + w->step + w->size;
+		default:
+			return slice_end;
+	}
+}
+
+static PtfTime
+last_end(const WindowSpec *w, PtfTime slice_end)
+{
+	PtfTime		s = 0;
+
+	switch (w->kind)
+	{
+		case WINDOW_HOP:
+			(void) aligned_start(slice_end - 1, w->step, w->offset, &s);
+			return s + w->size;
+		case WINDOW_CUMULATE:
+			(void) aligned_start(slice_end - 1, w->size, w->offset, &s);
+			return s + w->size;
+		default:
+			return slice_end;
+	}
+}
+
+static PtfTime
+window_start(const WindowSpec *w, PtfTime end)
+{
+	PtfTime		s = 0;
+
+	if (w->kind == WINDOW_CUMULATE)
+	{
+		(void) aligned_start(end - 1, w->size, w->offset, &s);
+		return s;
+	}
+	return end - w->size;
+}
+
+/* the window after e (HOP: the next slide; CUMULATE: the next step) */
+static PtfTime
+next_window(const WindowSpec *w, PtfTime e)
+{
+	return e + w->step;
+}
+
+/* Would a window ending at end have fired under watermark? */
+static inline bool
+fired(PtfTime end, PtfTime watermark)
+{
+	return end - MS <= watermark;
+}
+
+/* ---- the TVFs ---- */
+
+typedef struct WindowTvf
+{
+	PtfOperator base;
+	WindowSpec	spec;
+	Oid			time_type;
+	TupleTableSlot *out;
+	Oid			col_types[3];
+	uint64		skipped;
+} WindowTvf;
+
+static void
+tvf_emit(WindowTvf *t, Datum data, PtfTime start, PtfTime end)
+{
+	TupleTableSlot *out = t->out;
+
+	ExecClearTuple(out);
+	out->tts_values[0] = data;
+	out->tts_isnull[0] = false;
+	out->tts_values[1] = ptf_time_to_datum_as(start, t->time_type, t->col_types[0]);
+	out->tts_values[2] = ptf_time_to_datum_as(end, t->time_type, t->col_types[1]);
+	out->tts_values[3] = ptf_time_to_datum_as(end - MS, t->time_type, t->col_types[2]);
+	out->tts_isnull[1] = out->tts_isnull[2] = out->tts_isnull[3] = false;
+	ExecStoreVirtualTuple(out);
+	ptf_operator_emit(&t->base, ROWKIND_INSERT, out);
+}
+
+static PtfRowResult
+tvf_on_row(PtfOperator *op, RowKind kind, TupleTableSlot *row, const PtfRowContext *ctx)
+{
+	WindowTvf  *t = (WindowTvf *) op;
+	const WindowSpec *w = &t->spec;
+	PtfTime		ts = ctx->event_time;
+	PtfTime		s = 0;
+	PtfTime		e = 0;
+	Datum		data;
+
+	/* a TVF row is an insert: updates and deletes of a stream pass over */
+	if (kind != ROWKIND_INSERT || ts == PTF_TIME_MIN || ts == PTF_TIME_MAX)
+	{
+		t->skipped++;
+		return PTF_ROW_DONE;
+	}
+	if (!slice_end_of(w, ts, &e) || !aligned_start(ts, w->kind == WINDOW_HOP ? w->step : w->size,
+												   w->offset, &s) ||
+		pg_add_s64_overflow(s, w->size, &e))
+	{
+		t->skipped++;
+		return PTF_ROW_DONE;
+	}
+	data = ExecFetchSlotHeapTupleDatum(row);
+	switch (w->kind)
+	{
+		case WINDOW_TUMBLE:
+			tvf_emit(t, data, s, s + w->size);
+			break;
+		case WINDOW_HOP:
+			{
+				/* every start k slide + offset with start <= ts < start + size, ascending */
+				PtfTime		first = 0;
+
+				(void) aligned_start(ts - w->size, w->step, w->offset, &first);
+				for (first += w->step; first <= s; first += w->step)
+					tvf_emit(t, data, first, first + w->size);
+			}
+			break;
+		case WINDOW_CUMULATE:
+			{
+				PtfTime		step_end = 0;
+
+				(void) slice_end_of(w, ts, &step_end);
+				for (e = step_end; e <= s + w->size; e += w->step)
+					tvf_emit(t, data, s, e);
+			}
+			break;
+		case WINDOW_SESSION:
+			Assert(false);
+			break;
+	}
+	return PTF_ROW_DONE;
+}
+
+static const PtfOperatorMethods tvf_methods = {
+	.name = "window table function",
+	.on_row = tvf_on_row,
+	.memory = ptf_operator_memory,
+	.keys = ptf_operator_keys,
+	.destroy = ptf_operator_destroy,
+};
+
+PtfOperator *
+window_tvf_create(const WindowTvfOptions *opts, const PtfOperatorEnv *env)
+{
+	WindowTvf  *t = (WindowTvf *) ptf_operator_alloc(sizeof(WindowTvf), &tvf_methods, env);
+	MemoryContext old = MemoryContextSwitchTo(t->base.cxt);
+	int			i;
+
+	t->spec = opts->spec;
+	t->time_type = opts->time_type;
+	t->out = MakeSingleTupleTableSlot(opts->outdesc, &TTSOpsVirtual);
+	for (i = 0; i < 3; i++)
+		t->col_types[i] = TupleDescAttr(opts->outdesc, i + 1)->atttypid;
+	MemoryContextSwitchTo(old);
+	return &t->base;
+}
+
+uint64
+window_tvf_skipped(PtfOperator *op)
+{
+	return ((WindowTvf *) op)->skipped;
+}
+
+/* ---- the window aggregate ---- */
+
+enum
+{
+	SPACE_SLICES = 0,
+	SPACE_WINDOWS = 1,			/* updating input: MOVING states per window */
+	SPACE_SESSIONS = 2
+};
+
+#define TIMER_WINDOW	1
+#define TIMER_SESSION	2
+
+/* per key */
+typedef struct KeyHot
+{
+	PtfTime		next_fire;		/* PTF_TIME_MIN: none */
+} KeyHot;
+
+typedef struct KeyCold
+{
+	PtfTime		prev_end;		/* emit_only_on_update: the last window emitted */
+	bytea	   *prev_values;	/* its output values */
+} KeyCold;
+
+typedef struct SliceValue
+{
+	int64		nrows;			/* rows in it, retractions taken out */
+	AggMemory  *mem;			/* its slice end's */
+	AggRows		rows;			/* inputs of REPLAY and MOVING aggregates */
+	AggAcc		accs[FLEXIBLE_ARRAY_MEMBER];	/* SLICED states */
+} SliceValue;
+
+typedef struct WindowValue
+{
+	int64		nrows;
+	AggMemory  *mem;			/* its window end's */
+	bool		failed;			/* an inverse failed: recompute from the slices */
+	AggAcc		accs[FLEXIBLE_ARRAY_MEMBER];	/* MOVING states */
+} WindowValue;
+
+typedef struct SessionValue
+{
+	PtfTime		end;
+	int64		nrows;
+	AggMemory  *mem;			/* its own */
+	AggRows		rows;
+	AggAcc		accs[FLEXIBLE_ARRAY_MEMBER];
+} SessionValue;
+
+/* Memory shared by every key's states of one slice end (or window end). */
+typedef struct SharedMemory
+{
+	int			space;
+	int64		ns;
+	int64		refs;
+	AggMemory  *mem;
+} SharedMemory;
+
+typedef struct WinAggOp
+{
+	PtfOperator base;
+	WindowSpec	spec;
+	Oid			time_type;
+	bool		changelog;
+	bool		emit_only_on_update;
+	AggSet	   *aggs;
+	bool		needs_memory;	/* states or rows take memory of their own */
+	KeySpec    *keys;
+
+	/* shared memories, sorted by (space, ns) */
+	SharedMemory *shared;
+	int			nshared;
+	int			maxshared;
+
+	/* output */
+	TupleDesc	outdesc;
+	TupleTableSlot *out;
+	WindowColumn *out_window;
+	int		   *out_agg;
+	int		   *out_key;
+	Oid		   *out_types;
+	Datum	   *values;			/* the aggregates' outputs */
+	bool	   *nulls;
+	Datum	   *keyvals;
+	bool	   *keynulls;
+	AggMemory  *firemem;		/* one window's results; reset after each */
+	TupleDesc	values_desc;	/* the outputs as a row (emit_only_on_update) */
+	bool		armed;			/* loaded keys have their timers */
+
+	uint64		skipped;
+} WinAggOp;
+
+enum
+{
+	FIELD_PREV_END,
+	FIELD_PREV_VALUES,
+	FIELD_NROWS,
+	FIELD_STATES,
+	FIELD_INPUTS,
+	FIELD_SESSION_END
+};
+
+static const StateField window_agg_fields[] = {
+	{"prev_end", SF_TIME, 0},
+	{"prev_values", SF_BYTEA, 0},
+	{"nrows", SF_INT8, 0},
+	{"states", SF_BYTEA, 0},
+	{"inputs", SF_BYTEA, 0},
+	{"session_end", SF_TIME, 0},
+};
+
+const StateLayout window_agg_layout = {lengthof(window_agg_fields), window_agg_fields};
+
+/* -- shared memory of slice ends -- */
+
+static int
+shared_search(WinAggOp *wa, int space, int64 ns)
+{
+	int			lo = 0;
+	int			hi = wa->nshared;
+
+	while (lo < hi)
+	{
+		int			mid = (lo + hi) / 2;
+		SharedMemory *m = &wa->shared[mid];
+
+		if (m->space < space || (m->space == space && m->ns < ns))
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+static AggMemory *
+shared_acquire(WinAggOp *wa, int space, int64 ns)
+{
+	int			i = shared_search(wa, space, ns);
+	SharedMemory *m;
+
+	if (!wa->needs_memory)
+		return NULL;
+	if (i < wa->nshared && wa->shared[i].space == space && wa->shared[i].ns == ns)
+	{
+		wa->shared[i].refs++;
+		return wa->shared[i].mem;
+	}
+	if (wa->nshared == wa->maxshared)
+	{
+		wa->maxshared = Max(16, wa->maxshared * 2);
+		wa->shared = wa->shared == NULL ?
+			MemoryContextAlloc(wa->base.cxt, sizeof(SharedMemory) * wa->maxshared) :
+			repalloc(wa->shared, sizeof(SharedMemory) * wa->maxshared);
+	}
+	memmove(&wa->shared[i + 1], &wa->shared[i], sizeof(SharedMemory) * (wa->nshared - i));
+	wa->nshared++;
+	m = &wa->shared[i];
+	m->space = space;
+	m->ns = ns;
+	m->refs = 1;
+	/* under the state's context: its memory counts against the state's budget */
+	m->mem = aggs_memory_create(keyed_state_context(wa->base.state));
+	return m->mem;
+}
+
+static void
+shared_release(WinAggOp *wa, int space, int64 ns)
+{
+	int			i = shared_search(wa, space, ns);
+
+	if (!wa->needs_memory)
+		return;
+	Assert(i < wa->nshared && wa->shared[i].space == space && wa->shared[i].ns == ns);
+	Assert(wa->shared[i].refs > 0);
+	if (--wa->shared[i].refs > 0)
+		return;
+	aggs_memory_delete(wa->shared[i].mem);
+	memmove(&wa->shared[i], &wa->shared[i + 1], sizeof(SharedMemory) * (wa->nshared - i - 1));
+	wa->nshared--;
+}
+
+/* -- slices and windows of a key -- */
+
+static SliceValue *
+slice_get(WinAggOp *wa, StateRecord *rec, PtfTime end)
+{
+	bool		created;
+	SliceValue *sv = keyed_state_ns_get(wa->base.state, rec, SPACE_SLICES, end, &created);
+
+	if (created)
+	{
+		sv->mem = shared_acquire(wa, SPACE_SLICES, end);
+		aggs_init_sliced(wa->aggs, sv->accs, sv->mem);
+	}
+	return sv;
+}
+
+static void
+slice_remove(WinAggOp *wa, StateRecord *rec, PtfTime end)
+{
+	keyed_state_ns_remove(wa->base.state, rec, SPACE_SLICES, end);
+	shared_release(wa, SPACE_SLICES, end);
+}
+
+/* The MOVING states of a window, recomputed from its slices' inputs when new. */
+static WindowValue *
+window_get(WinAggOp *wa, StateRecord *rec, PtfTime end, bool *created)
+{
+	WindowValue *wv = keyed_state_ns_get(wa->base.state, rec, SPACE_WINDOWS, end, created);
+	KeyedState *ks = wa->base.state;
+
+	if (*created)
+	{
+		PtfTime		start = window_start(&wa->spec, end);
+		int			i;
+
+		wv->mem = shared_acquire(wa, SPACE_WINDOWS, end);
+		aggs_init_moving(wa->aggs, wv->accs, wv->mem);
+		for (i = keyed_state_ns_lower_bound(ks, rec, SPACE_SLICES, start + 1);
+			 i < keyed_state_ns_count(ks, rec, SPACE_SLICES); i++)
+		{
+			int64		s;
+			SliceValue *sv = keyed_state_ns_at(ks, rec, SPACE_SLICES, i, &s);
+
+			if (s > end)
+				break;
+			wv->nrows += sv->nrows;
+			aggs_moving_add_rows(wa->aggs, wv->accs, wv->mem, &sv->rows);
+		}
+	}
+	return wv;
+}
+
+static void
+window_remove(WinAggOp *wa, StateRecord *rec, PtfTime end)
+{
+	if (keyed_state_ns_find(wa->base.state, rec, SPACE_WINDOWS, end) == NULL)
+		return;
+	keyed_state_ns_remove(wa->base.state, rec, SPACE_WINDOWS, end);
+	shared_release(wa, SPACE_WINDOWS, end);
+}
+
+/* (Re)arm the key's timer for its window ending at end, if earlier than its next. */
+static void
+schedule(WinAggOp *wa, StateRecord *rec, KeyHot *hot, PtfTime end)
+{
+	if (hot->next_fire != PTF_TIME_MIN && hot->next_fire <= end)
+		return;
+	hot->next_fire = end;
+	timer_register(wa->base.timers, PTF_EVENT_TIME, end - MS, rec, end, TIMER_WINDOW);
+}
+
+/*
+ * The first window of slice s that has not fired under watermark: the
+ * ends of its windows are first_end(s) + j step.  The caller knows its
+ * last window has not fired.
+ */
+static PtfTime
+first_unfired(WinAggOp *wa, PtfTime s, PtfTime watermark)
+{
+	PtfTime		f = first_end(&wa->spec, s);
+
+	if (!fired(f, watermark))
+		return f;
+	f += ((watermark + MS - f) / wa->spec.step + 1) * wa->spec.step;
+	Assert(!fired(f, watermark) && f <= last_end(&wa->spec, s));
+	return f;
+}
+
+/* A key whose windows have all fired goes, what it holds with it. */
+static void
+key_remove(WinAggOp *wa, StateRecord *rec)
+{
+	StateRef	ref;
+	KeyCold    *cold;
+
+	keyed_state_record_ref(wa->base.state, rec, &ref);
+	cold = (KeyCold *) ref.cold;
+	if (cold->prev_values != NULL)
+		pfree(cold->prev_values);
+	keyed_state_remove(wa->base.state, rec);
+}
+
+static PtfRowResult
+aligned_on_row(WinAggOp *wa, RowKind kind, TupleTableSlot *row, const PtfRowContext *ctx)
+{
+	KeyedState *ks = wa->base.state;
+	const WindowSpec *w = &wa->spec;
+	PtfTime		s = 0;
+	PtfTime		last;
+	StateRef	ref;
+	KeyHot	   *hot;
+	SliceValue *sv;
+	int			weight = ROWKIND_IS_ADDITION(kind) ? 1 : -1;
+
+	if (ctx->event_time == PTF_TIME_MIN || ctx->event_time == PTF_TIME_MAX ||
+		!slice_end_of(w, ctx->event_time, &s))
+	{
+		wa->skipped++;			/* no window holds infinity */
+		return PTF_ROW_DONE;
+	}
+	last = last_end(w, s);
+	if (fired(last, ctx->watermark))
+		return PTF_ROW_LATE;
+
+	switch (keyed_state_lookup(ks, ctx->keys, row, ctx->proc_time, weight > 0, &ref))
+	{
+		case KS_FULL:
+			return PTF_ROW_SPILL;
+		case KS_ABSENT:
+			wa->skipped++;		/* a retraction of a key with nothing */
+			return PTF_ROW_DONE;
+		case KS_CREATED:
+			((KeyHot *) ref.value)->next_fire = PTF_TIME_MIN;
+			keyed_state_mark_changed(ks, ref.rec);
+			break;
+		case KS_FOUND:
+			break;
+	}
+	hot = (KeyHot *) ref.value;
+
+	aggs_eval(wa->aggs, row);
+	if (weight < 0 && keyed_state_ns_find(ks, ref.rec, SPACE_SLICES, s) == NULL)
+	{
+		wa->skipped++;			/* a retraction of a row never added */
+		return PTF_ROW_DONE;
+	}
+	sv = slice_get(wa, ref.rec, s);
+	if (aggs_keeps_rows(wa->aggs) && !aggs_rows_apply(wa->aggs, &sv->rows, sv->mem, weight))
+	{
+		wa->skipped++;
+		return PTF_ROW_DONE;
+	}
+	sv->nrows += weight;
+	if (weight > 0)
+		aggs_advance_sliced(wa->aggs, sv->accs, sv->mem);
+	keyed_state_ns_mark_changed(ks, ref.rec, SPACE_SLICES, s);
+
+	if (wa->changelog)
+	{
+		PtfTime		e;
+
+		/* the row into every unfired window holding its slice */
+		for (e = first_unfired(wa, s, ctx->watermark); e <= last; e = next_window(w, e))
+		{
+			bool		created;
+			WindowValue *wv;
+
+			wv = window_get(wa, ref.rec, e, &created);
+			if (created)
+				continue;		/* made from the slices, the row included */
+			wv->nrows += weight;
+			if (!wv->failed && !aggs_advance_moving(wa->aggs, wv->accs, wv->mem, weight))
+				wv->failed = true;
+		}
+	}
+
+	schedule(wa, ref.rec, hot, first_unfired(wa, s, ctx->watermark));
+	keyed_state_mark_changed(ks, ref.rec);
+	/* a late row kept for its later windows is not counted: only dropped ones are */
+	return PTF_ROW_DONE;
+}
+
+/* The key's key column values, for outputs naming them. */
+static void
+key_values(WinAggOp *wa, StateRecord *rec)
+{
+	keyed_state_record_key(wa->base.state, rec, wa->keyvals, wa->keynulls);
+}
+
+/*
+ * Emit a window's row: the target's columns from the window's bounds, the
+ * keys and the aggregates' outputs.  emit_only_on_update compares the
+ * outputs with the previous window of the same cumulation.
+ */
+static void
+emit_window(WinAggOp *wa, StateRecord *rec, PtfTime start, PtfTime end)
+{
+	TupleTableSlot *out = wa->out;
+	int			natts = wa->outdesc->natts;
+	int			i;
+
+	aggs_window_finish(wa->aggs, wa->keyvals, wa->keynulls, wa->values, wa->nulls);
+
+	if (wa->emit_only_on_update)
+	{
+		StateRef	ref;
+		KeyCold    *cold;
+		StateImages one;
+		bytea	   *now;
+		MinimalTuple mt;
+		bool		same;
+		MemoryContext old = MemoryContextSwitchTo(wa->firemem->cxt);
+
+		keyed_state_record_ref(wa->base.state, rec, &ref);
+		cold = (KeyCold *) ref.cold;
+		/* the outputs as a row, compared as bytes with the previous window's */
+		mt = heap_form_minimal_tuple(wa->values_desc, wa->values, wa->nulls);
+		one.n = 1;
+		one.tuples = &mt;
+		now = state_images_to_bytea(&one, wa->values_desc);
+		MemoryContextSwitchTo(old);
+		same = (cold->prev_values != NULL && cold->prev_end != PTF_TIME_MIN &&
+				window_start(&wa->spec, cold->prev_end) == start &&
+				VARSIZE(cold->prev_values) == VARSIZE(now) &&
+				memcmp(cold->prev_values, now, VARSIZE(now)) == 0);
+		if (cold->prev_values)
+			pfree(cold->prev_values);
+		cold->prev_values = MemoryContextAlloc(keyed_state_context(wa->base.state), VARSIZE(now));
+		memcpy(cold->prev_values, now, VARSIZE(now));
+		cold->prev_end = end;
+		keyed_state_mark_changed(wa->base.state, rec);
+		if (same)
+			return;
+	}
+
+	ExecClearTuple(out);
+	for (i = 0; i < natts; i++)
+	{
+		Oid			type = wa->out_types[i];
+
+		out->tts_isnull[i] = false;
+		switch (wa->out_window[i])
+		{
+			case WCOL_START:
+				out->tts_values[i] = ptf_time_to_datum_as(start, wa->time_type, type);
+				break;
+			case WCOL_END:
+				out->tts_values[i] = ptf_time_to_datum_as(end, wa->time_type, type);
+				break;
+			case WCOL_TIME:
+				out->tts_values[i] = ptf_time_to_datum_as(end - MS, wa->time_type, type);
+				break;
+			case WCOL_NONE:
+				if (wa->out_agg[i] >= 0)
+				{
+					out->tts_values[i] = wa->values[wa->out_agg[i]];
+					out->tts_isnull[i] = wa->nulls[wa->out_agg[i]];
+				}
+				else if (wa->out_key[i] >= 0)
+				{
+					out->tts_values[i] = wa->keyvals[wa->out_key[i]];
+					out->tts_isnull[i] = wa->keynulls[wa->out_key[i]];
+				}
+				else
+					out->tts_isnull[i] = true;	/* a dropped column */
+				break;
+		}
+	}
+	ExecStoreVirtualTuple(out);
+	ptf_operator_emit(&wa->base, ROWKIND_INSERT, out);
+}
+
+/* Fire the key's window ending at e. */
+static void
+fire_aligned(WinAggOp *wa, StateRecord *rec, KeyHot *hot, PtfTime e)
+{
+	KeyedState *ks = wa->base.state;
+	PtfTime		start = window_start(&wa->spec, e);
+	int64		nrows = 0;
+	int			i;
+	int			n;
+
+	MemoryContextReset(wa->firemem->cxt);
+	aggs_window_begin(wa->aggs, wa->firemem);
+	n = keyed_state_ns_count(ks, rec, SPACE_SLICES);
+	for (i = keyed_state_ns_lower_bound(ks, rec, SPACE_SLICES, start + 1); i < n; i++)
+	{
+		int64		s;
+		SliceValue *sv = keyed_state_ns_at(ks, rec, SPACE_SLICES, i, &s);
+
+		if (s > e)
+			break;
+		nrows += sv->nrows;
+		aggs_window_add_slice(wa->aggs, sv->accs, &sv->rows);
+	}
+	if (wa->changelog)
+	{
+		WindowValue *wv = keyed_state_ns_find(ks, rec, SPACE_WINDOWS, e);
+
+		/* the window's MOVING states, or, when an inverse failed, none: replayed */
+		if (wv != NULL)
+			nrows = wv->nrows;
+		aggs_window_set_moving(wa->aggs, wv != NULL && !wv->failed ? wv->accs : NULL);
+	}
+	if (nrows > 0)
+	{
+		key_values(wa, rec);
+		emit_window(wa, rec, start, e);
+	}
+	if (wa->changelog)
+		window_remove(wa, rec, e);
+}
+
+/* Slices no window after e needs go; the next window of the key is armed. */
+static void
+after_fire(WinAggOp *wa, StateRecord *rec, KeyHot *hot, PtfTime e)
+{
+	KeyedState *ks = wa->base.state;
+	int64		s = 0;
+
+	hot->next_fire = PTF_TIME_MIN;
+	while (keyed_state_ns_count(ks, rec, SPACE_SLICES) > 0)
+	{
+		(void) keyed_state_ns_at(ks, rec, SPACE_SLICES, 0, &s);
+		if (last_end(&wa->spec, s) > e)
+			break;
+		slice_remove(wa, rec, s);
+	}
+	if (keyed_state_ns_count(ks, rec, SPACE_SLICES) > 0)
+	{
+		PtfTime		f;
+
+		(void) keyed_state_ns_at(ks, rec, SPACE_SLICES, 0, &s);
+		f = first_end(&wa->spec, s);
+		schedule(wa, rec, hot, f > e ? f : next_window(&wa->spec, e));
+		keyed_state_mark_changed(ks, rec);
+	}
+	else
+		key_remove(wa, rec);	/* nothing left: the key goes */
+}
+
+/* ---- sessions ---- */
+
+static SessionValue *
+session_new(WinAggOp *wa, StateRecord *rec, PtfTime start, PtfTime end)
+{
+	bool		created;
+	SessionValue *sv = keyed_state_ns_get(wa->base.state, rec, SPACE_SESSIONS, start, &created);
+
+	Assert(created);
+	sv->end = end;
+	sv->mem = wa->needs_memory ? aggs_memory_create(keyed_state_context(wa->base.state)) : NULL;
+	aggs_init_sliced(wa->aggs, sv->accs, sv->mem);
+	return sv;
+}
+
+static void
+session_remove(WinAggOp *wa, StateRecord *rec, PtfTime start)
+{
+	SessionValue *sv = keyed_state_ns_find(wa->base.state, rec, SPACE_SESSIONS, start);
+
+	if (sv->mem)
+		aggs_memory_delete(sv->mem);
+	keyed_state_ns_remove(wa->base.state, rec, SPACE_SESSIONS, start);
+}
+
+/*
+ * Merge the sessions of the key overlapping or touching [lo, hi) with it:
+ * the result, a new session, holds their states combined.
+ */
+static SessionValue *
+session_merge(WinAggOp *wa, StateRecord *rec, PtfTime lo, PtfTime hi, PtfTime *start)
+{
+	KeyedState *ks = wa->base.state;
+	int			n = keyed_state_ns_count(ks, rec, SPACE_SESSIONS);
+	int			first = -1;
+	int			last = -1;
+	int			i;
+	PtfTime		s_lo = lo;
+	PtfTime		s_hi = hi;
+	SessionValue *merged;
+
+	for (i = 0; i < n; i++)
+	{
+		int64		st;
+		SessionValue *sv = keyed_state_ns_at(ks, rec, SPACE_SESSIONS, i, &st);
+
+		if (st > hi)
+			break;
+		if (sv->end < lo)
+			continue;
+		if (first < 0)
+			first = i;
+		last = i;
+		s_lo = Min(s_lo, st);
+		s_hi = Max(s_hi, sv->end);
+	}
+	*start = s_lo;
+	if (first >= 0 && first == last)
+	{
+		int64		st;
+		SessionValue *sv = keyed_state_ns_at(ks, rec, SPACE_SESSIONS, first, &st);
+
+		if (st == s_lo)
+		{
+			sv->end = s_hi;
+			return sv;			/* grown in place */
+		}
+	}
+	if (first < 0)
+		return session_new(wa, rec, s_lo, s_hi);
+
+	/* a new session of the merged ones: their states combined into it */
+	{
+		int64	   *starts = palloc(sizeof(int64) * (last - first + 1));
+		int			k;
+
+		for (k = 0, i = first; i <= last; i++, k++)
+			(void) keyed_state_ns_at(ks, rec, SPACE_SESSIONS, i, &starts[k]);
+		if (keyed_state_ns_find(ks, rec, SPACE_SESSIONS, s_lo) != NULL)
+		{
+			/* the earliest keeps its start: it absorbs the others */
+			SessionValue *target = keyed_state_ns_find(ks, rec, SPACE_SESSIONS, s_lo);
+
+			merged = target;
+			for (k = 1; k < last - first + 1; k++)
+			{
+				SessionValue *other = keyed_state_ns_find(ks, rec, SPACE_SESSIONS, starts[k]);
+
+				aggs_merge_into(wa->aggs, merged->accs, &merged->rows, merged->mem,
+								other->accs, &other->rows);
+				merged->nrows += other->nrows;
+				session_remove(wa, rec, starts[k]);
+				merged = keyed_state_ns_find(ks, rec, SPACE_SESSIONS, s_lo);
+			}
+			merged->end = s_hi;
+		}
+		else
+		{
+			merged = session_new(wa, rec, s_lo, s_hi);
+			for (k = 0; k < last - first + 1; k++)
+			{
+				SessionValue *other = keyed_state_ns_find(ks, rec, SPACE_SESSIONS, starts[k]);
+
+				merged = keyed_state_ns_find(ks, rec, SPACE_SESSIONS, s_lo);
+				aggs_merge_into(wa->aggs, merged->accs, &merged->rows, merged->mem,
+								other->accs, &other->rows);
+				merged->nrows += other->nrows;
+				session_remove(wa, rec, starts[k]);
+			}
+			merged = keyed_state_ns_find(ks, rec, SPACE_SESSIONS, s_lo);
+		}
+		pfree(starts);
+	}
+	return merged;
+}
+
+static PtfRowResult
+session_on_row(WinAggOp *wa, RowKind kind, TupleTableSlot *row, const PtfRowContext *ctx)
+{
+	KeyedState *ks = wa->base.state;
+	PtfTime		ts = ctx->event_time;
+	PtfTime		hi;
+	PtfTime		start;
+	StateRef	ref;
+	SessionValue *sv;
+	int			n;
+	int			i;
+
+	Assert(ROWKIND_IS_ADDITION(kind));
+	if (ts == PTF_TIME_MIN || ts == PTF_TIME_MAX ||
+		pg_add_s64_overflow(ts, wa->spec.size, &hi))
+	{
+		wa->skipped++;
+		return PTF_ROW_DONE;
+	}
+	switch (keyed_state_lookup(ks, ctx->keys, row, ctx->proc_time, true, &ref))
+	{
+		case KS_FULL:
+			return PTF_ROW_SPILL;
+		case KS_CREATED:
+			keyed_state_mark_changed(ks, ref.rec);
+			break;
+		default:
+			break;
+	}
+
+	/* late: the session it would be part of has ended (Flink's isWindowLate) */
+	{
+		PtfTime		would_end = hi;
+
+		n = keyed_state_ns_count(ks, ref.rec, SPACE_SESSIONS);
+		for (i = 0; i < n; i++)
+		{
+			int64		st;
+			SessionValue *o = keyed_state_ns_at(ks, ref.rec, SPACE_SESSIONS, i, &st);
+
+			if (st <= hi && o->end >= ts)
+				would_end = Max(would_end, o->end);
+		}
+		if (fired(would_end, ctx->watermark))
+		{
+			if (n == 0)
+				key_remove(wa, ref.rec);
+			return PTF_ROW_LATE;
+		}
+	}
+
+	sv = session_merge(wa, ref.rec, ts, hi, &start);
+	aggs_eval(wa->aggs, row);
+	if (aggs_keeps_rows(wa->aggs))
+		(void) aggs_rows_apply(wa->aggs, &sv->rows, sv->mem, 1);
+	aggs_advance_sliced(wa->aggs, sv->accs, sv->mem);
+	sv->nrows++;
+	keyed_state_ns_mark_changed(ks, ref.rec, SPACE_SESSIONS, start);
+	timer_register(wa->base.timers, PTF_EVENT_TIME, sv->end - MS, ref.rec, start, TIMER_SESSION);
+	return PTF_ROW_DONE;
+}
+
+static void
+fire_session(WinAggOp *wa, StateRecord *rec, const PtfTimer *t)
+{
+	KeyedState *ks = wa->base.state;
+	SessionValue *sv = keyed_state_ns_find(ks, rec, SPACE_SESSIONS, t->ns);
+
+	/* merged since, or grown: its timer is another */
+	if (sv == NULL || sv->end - MS != t->time)
+		return;
+	MemoryContextReset(wa->firemem->cxt);
+	aggs_window_begin(wa->aggs, wa->firemem);
+	aggs_window_add_slice(wa->aggs, sv->accs, &sv->rows);
+	if (sv->nrows > 0)
+	{
+		key_values(wa, rec);
+		emit_window(wa, rec, t->ns, sv->end);
+	}
+	session_remove(wa, rec, t->ns);
+	if (keyed_state_ns_count(ks, rec, SPACE_SESSIONS) == 0)
+		key_remove(wa, rec);
+	else
+		keyed_state_mark_changed(ks, rec);
+}
+
+/* ---- the operator ---- */
+
+static void ensure_armed(WinAggOp *wa, PtfTime watermark);
+
+static PtfRowResult
+window_agg_on_row(PtfOperator *op, RowKind kind, TupleTableSlot *row, const PtfRowContext *ctx)
+{
+	WinAggOp  *wa = (WinAggOp *) op;
+
+	ensure_armed(wa, ctx->watermark);
+	Assert(wa->changelog || kind == ROWKIND_INSERT);
+	if (!wa->changelog && kind != ROWKIND_INSERT)
+		elog(ERROR, "a change of kind %s in insert-only input", rowkind_long_name(kind));
+	if (wa->spec.kind == WINDOW_SESSION)
+		return session_on_row(wa, kind, row, ctx);
+	return aligned_on_row(wa, kind, row, ctx);
+}
+
+static void
+window_agg_on_watermark(PtfOperator *op, PtfTime watermark, PtfTime proc_time)
+{
+	ensure_armed((WinAggOp *) op, watermark);
+}
+
+static void
+window_agg_on_timer(PtfOperator *op, const PtfTimer *timer, PtfTime watermark,
+					PtfTime proc_time)
+{
+	WinAggOp  *wa = (WinAggOp *) op;
+	StateRef	ref;
+	KeyHot	   *hot;
+
+	if (timer->rec->flags & RECORD_REMOVED)
+		return;					/* the key went: its timers mean nothing */
+	if (timer->tag == TIMER_SESSION)
+	{
+		fire_session(wa, timer->rec, timer);
+		return;
+	}
+	keyed_state_record_ref(op->state, timer->rec, &ref);
+	hot = (KeyHot *) ref.value;
+	if (hot->next_fire != timer->ns)
+		return;					/* superseded by an earlier window */
+	fire_aligned(wa, timer->rec, hot, timer->ns);
+	after_fire(wa, timer->rec, hot, timer->ns);
+}
+
+/* -- durable state -- */
+
+static void
+window_agg_save(void *arg, const StateRef *ref, int space, int64 ns, void *ns_value,
+				Datum *values, bool *nulls)
+{
+	WinAggOp  *wa = (WinAggOp *) arg;
+
+	if (space == STATE_KEY_SPACE)
+	{
+		KeyCold    *cold = (KeyCold *) ref->cold;
+
+		if (cold->prev_values != NULL)
+		{
+			values[FIELD_PREV_END] = Int64GetDatum(cold->prev_end);
+			nulls[FIELD_PREV_END] = false;
+			values[FIELD_PREV_VALUES] = PointerGetDatum(cold->prev_values);
+			nulls[FIELD_PREV_VALUES] = false;
+		}
+		return;
+	}
+	Assert(space == SPACE_SLICES || space == SPACE_SESSIONS);
+	{
+		int64		nrows;
+		AggAcc	   *accs;
+		AggRows    *rows;
+
+		if (space == SPACE_SLICES)
+		{
+			SliceValue *sv = (SliceValue *) ns_value;
+
+			nrows = sv->nrows;
+			accs = sv->accs;
+			rows = &sv->rows;
+		}
+		else
+		{
+			SessionValue *sv = (SessionValue *) ns_value;
+
+			nrows = sv->nrows;
+			accs = sv->accs;
+			rows = &sv->rows;
+			values[FIELD_SESSION_END] = Int64GetDatum(sv->end);
+			nulls[FIELD_SESSION_END] = false;
+		}
+		values[FIELD_NROWS] = Int64GetDatum(nrows);
+		nulls[FIELD_NROWS] = false;
+		if (aggs_nsliced(wa->aggs) > 0)
+		{
+			values[FIELD_STATES] = PointerGetDatum(aggs_serialize_sliced(wa->aggs, accs));
+			nulls[FIELD_STATES] = false;
+		}
+		if (aggs_keeps_rows(wa->aggs))
+		{
+			values[FIELD_INPUTS] = PointerGetDatum(aggs_serialize_rows(wa->aggs, rows));
+			nulls[FIELD_INPUTS] = false;
+		}
+	}
+}
+
+static void
+window_agg_restore(void *arg, const StateRef *ref, int space, int64 ns, void *ns_value,
+				   Datum *values, bool *nulls)
+{
+	WinAggOp  *wa = (WinAggOp *) arg;
+	KeyedState *ks = wa->base.state;
+
+	if (space == STATE_KEY_SPACE)
+	{
+		KeyHot	   *hot = (KeyHot *) ref->value;
+		KeyCold    *cold = (KeyCold *) ref->cold;
+
+		hot->next_fire = PTF_TIME_MIN;
+		if (!nulls[FIELD_PREV_VALUES])
+		{
+			bytea	   *b = DatumGetByteaPP(values[FIELD_PREV_VALUES]);
+
+			cold->prev_end = DatumGetInt64(values[FIELD_PREV_END]);
+			cold->prev_values = MemoryContextAlloc(keyed_state_context(ks), VARSIZE_ANY(b));
+			memcpy(cold->prev_values, b, VARSIZE_ANY(b));
+		}
+		/* slices may come before or after their key: timers are armed later */
+		wa->armed = false;
+		return;
+	}
+	if (space == SPACE_SLICES)
+	{
+		SliceValue *sv = (SliceValue *) ns_value;
+
+		sv->mem = shared_acquire(wa, SPACE_SLICES, ns);
+		sv->nrows = DatumGetInt64(values[FIELD_NROWS]);
+		if (!nulls[FIELD_STATES])
+			aggs_deserialize_sliced(wa->aggs, DatumGetByteaPP(values[FIELD_STATES]),
+									sv->accs, sv->mem);
+		else
+			aggs_init_sliced(wa->aggs, sv->accs, sv->mem);
+		if (!nulls[FIELD_INPUTS])
+			aggs_deserialize_rows(wa->aggs, DatumGetByteaPP(values[FIELD_INPUTS]),
+								  &sv->rows, sv->mem);
+	}
+	else if (space == SPACE_SESSIONS)
+	{
+		SessionValue *sv = (SessionValue *) ns_value;
+
+		sv->end = DatumGetInt64(values[FIELD_SESSION_END]);
+		sv->nrows = DatumGetInt64(values[FIELD_NROWS]);
+		sv->mem = wa->needs_memory ? aggs_memory_create(keyed_state_context(ks)) : NULL;
+		if (!nulls[FIELD_STATES])
+			aggs_deserialize_sliced(wa->aggs, DatumGetByteaPP(values[FIELD_STATES]),
+									sv->accs, sv->mem);
+		else
+			aggs_init_sliced(wa->aggs, sv->accs, sv->mem);
+		if (!nulls[FIELD_INPUTS])
+			aggs_deserialize_rows(wa->aggs, DatumGetByteaPP(values[FIELD_INPUTS]),
+								  &sv->rows, sv->mem);
+		timer_register(wa->base.timers, PTF_EVENT_TIME, sv->end - MS, ref->rec, ns,
+					   TIMER_SESSION);
+	}
+}
+
+typedef struct ArmContext
+{
+	WinAggOp  *wa;
+	PtfTime		watermark;
+} ArmContext;
+
+/* a loaded key's next window armed (MOVING states are made as needed) */
+static void
+arm_key(StateRef *ref, void *arg)
+{
+	ArmContext *c = (ArmContext *) arg;
+	KeyedState *ks = c->wa->base.state;
+	KeyHot	   *hot = (KeyHot *) ref->value;
+	int64		s = 0;
+
+	if (keyed_state_ns_count(ks, ref->rec, SPACE_SLICES) == 0)
+		return;
+	(void) keyed_state_ns_at(ks, ref->rec, SPACE_SLICES, 0, &s);
+	hot->next_fire = PTF_TIME_MIN;
+	schedule(c->wa, ref->rec, hot, first_unfired(c->wa, s, c->watermark));
+}
+
+/*
+ * Loaded state has no timers yet: they are armed before the first row or
+ * watermark, under the watermark the state was stored with.
+ */
+static void
+ensure_armed(WinAggOp *wa, PtfTime watermark)
+{
+	ArmContext	c;
+
+	if (wa->armed)
+		return;
+	wa->armed = true;
+	if (wa->spec.kind == WINDOW_SESSION)
+		return;					/* sessions armed theirs when loaded */
+	c.wa = wa;
+	c.watermark = watermark;
+	keyed_state_foreach(wa->base.state, arm_key, &c);
+}
+
+static const PtfOperatorMethods window_agg_methods = {
+	.name = "window aggregate",
+	.on_row = window_agg_on_row,
+	.on_watermark = window_agg_on_watermark,
+	.on_timer = window_agg_on_timer,
+	.memory = ptf_operator_memory,
+	.keys = ptf_operator_keys,
+	.destroy = ptf_operator_destroy,
+};
+
+PtfOperator *
+window_agg_create(const WindowAggOptions *opts, const PtfOperatorEnv *env)
+{
+	WinAggOp  *wa = (WinAggOp *) ptf_operator_alloc(sizeof(WinAggOp), &window_agg_methods, env);
+	MemoryContext old = MemoryContextSwitchTo(wa->base.cxt);
+	AggSetSpec	as;
+	KeyedStateSpec ks;
+	AttrNumber *key_attnos = palloc(sizeof(AttrNumber) * Max(opts->keys->ncols, 1));
+	int			natts = opts->outdesc->natts;
+	int			i;
+
+	wa->spec = opts->spec;
+	wa->time_type = opts->time_type;
+	wa->changelog = opts->changelog;
+	wa->emit_only_on_update = opts->emit_only_on_update;
+	wa->keys = opts->keys;
+
+	for (i = 0; i < opts->keys->ncols; i++)
+		key_attnos[i] = opts->keys->cols[i].attno;
+	memset(&as, 0, sizeof(as));
+	as.targetlist = opts->targetlist;
+	as.rowdesc = opts->rowdesc;
+	as.nkeys = opts->keys->ncols;
+	as.key_attnos = key_attnos;
+	as.combine = (opts->spec.kind != WINDOW_TUMBLE);
+	as.changelog = opts->changelog;
+	as.durable = env->durable;
+	wa->aggs = aggs_create(&as, wa->base.cxt);
+	wa->needs_memory = true;
+
+	memset(&ks, 0, sizeof(ks));
+	ks.keys = opts->keys;
+	ks.hot = sizeof(KeyHot);
+	ks.cold = sizeof(KeyCold);
+	ks.nspaces = WINDOW_AGG_NSPACES;
+	ks.ns_value_size[SPACE_SLICES] = offsetof(SliceValue, accs) +
+		sizeof(AggAcc) * aggs_nsliced(wa->aggs);
+	ks.ns_value_size[SPACE_WINDOWS] = offsetof(WindowValue, accs) +
+		sizeof(AggAcc) * aggs_nmoving(wa->aggs);
+	ks.ns_value_size[SPACE_SESSIONS] = offsetof(SessionValue, accs) +
+		sizeof(AggAcc) * aggs_nsliced(wa->aggs);
+	ks.mem_limit = env->mem_limit;
+	/* timers point at records; keys go when their windows have fired */
+	ks.flags = KEYED_STATE_STABLE | KEYED_STATE_REMOVABLE |
+		(env->durable ? KEYED_STATE_DURABLE : 0);
+	wa->base.state = keyed_state_create(&ks, wa->base.cxt);
+	wa->base.codec.layout = &window_agg_layout;
+	wa->base.codec.arg = wa;
+	wa->base.codec.save = window_agg_save;
+	wa->base.codec.restore = window_agg_restore;
+
+	wa->outdesc = opts->outdesc;
+	wa->out = MakeSingleTupleTableSlot(opts->outdesc, &TTSOpsVirtual);
+	wa->out_window = palloc(sizeof(WindowColumn) * Max(natts, 1));
+	wa->out_agg = palloc(sizeof(int) * Max(natts, 1));
+	wa->out_key = palloc(sizeof(int) * Max(natts, 1));
+	wa->out_types = palloc(sizeof(Oid) * Max(natts, 1));
+	memcpy(wa->out_window, opts->out_window, sizeof(WindowColumn) * natts);
+	memcpy(wa->out_agg, opts->out_agg, sizeof(int) * natts);
+	memcpy(wa->out_key, opts->out_key, sizeof(int) * natts);
+	for (i = 0; i < natts; i++)
+		wa->out_types[i] = TupleDescAttr(opts->outdesc, i)->atttypid;
+	wa->values = palloc(sizeof(Datum) * Max(aggs_noutputs(wa->aggs), 1));
+	wa->nulls = palloc(sizeof(bool) * Max(aggs_noutputs(wa->aggs), 1));
+	wa->keyvals = palloc(sizeof(Datum) * Max(opts->keys->ncols, 1));
+	wa->keynulls = palloc(sizeof(bool) * Max(opts->keys->ncols, 1));
+	wa->firemem = aggs_memory_create(wa->base.cxt);
+	wa->values_desc = CreateTemplateTupleDesc(Max(aggs_noutputs(wa->aggs), 1));
+	for (i = 0; i < aggs_noutputs(wa->aggs); i++)
+		TupleDescInitEntry(wa->values_desc, i + 1, NULL, aggs_output_type(wa->aggs, i), -1, 0);
+	wa->armed = true;
+	MemoryContextSwitchTo(old);
+	return &wa->base;
+}
+
+uint64
+window_agg_skipped(PtfOperator *op)
+{
+	return ((WinAggOp *) op)->skipped;
+}

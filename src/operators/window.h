@@ -1,0 +1,89 @@
+/*-------------------------------------------------------------------------
+ *
+ * window.h
+ *	  Flink's window table-valued functions and the sliced window
+ *	  aggregate (window.c): TUMBLE, HOP, CUMULATE and SESSION.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef PTF_WINDOW_H
+#define PTF_WINDOW_H
+
+#include "operators/aggs.h"
+#include "operators/operator.h"
+
+typedef enum WindowKind
+{
+	WINDOW_TUMBLE,
+	WINDOW_HOP,
+	WINDOW_CUMULATE,
+	WINDOW_SESSION
+} WindowKind;
+
+/* Windows in time: sizes in microseconds, times as PtfTime. */
+typedef struct WindowSpec
+{
+	WindowKind	kind;
+	int64		size;			/* SESSION: the gap */
+	int64		step;			/* HOP: the slide; CUMULATE: the step; TUMBLE: size */
+	int64		offset;			/* 0 <= offset < the alignment period */
+	int64		slice;			/* length of a slice */
+} WindowSpec;
+
+/*
+ * Check and complete a spec: sizes positive, CUMULATE size a multiple of
+ * its step, the offset taken modulo the period it matters for; errors
+ * (22023) name the arguments.
+ */
+extern void window_spec_init(WindowSpec *w, WindowKind kind, int64 size, int64 step,
+							 int64 offset);
+
+/* Where a column of window bounds comes from, in an output row. */
+typedef enum WindowColumn
+{
+	WCOL_NONE = 0,				/* not a window column */
+	WCOL_START,
+	WCOL_END,
+	WCOL_TIME					/* end - 1 ms */
+} WindowColumn;
+
+/* ---- the TVFs: each row with each of its windows ---- */
+
+typedef struct WindowTvfOptions
+{
+	WindowSpec	spec;
+	Oid			time_type;		/* of on_time */
+	TupleDesc	outdesc;		/* (data, window_start, window_end, window_time) */
+} WindowTvfOptions;
+
+extern PtfOperator *window_tvf_create(const WindowTvfOptions *opts, const PtfOperatorEnv *env);
+extern uint64 window_tvf_skipped(PtfOperator *op);
+
+/* ---- the window aggregate ---- */
+
+typedef struct WindowAggOptions
+{
+	WindowSpec	spec;
+	Oid			time_type;		/* of on_time */
+	TupleDesc	rowdesc;
+	KeySpec    *keys;
+	List	   *targetlist;		/* the analyzed aggregates */
+	bool		changelog;		/* rows may be retractions */
+	bool		emit_only_on_update;	/* CUMULATE: skip unchanged windows */
+	TupleDesc	outdesc;		/* the target row type */
+	/* per target column: a window bound, or which aggregate output (else -1) */
+	WindowColumn *out_window;
+	int		   *out_agg;
+	int		   *out_key;		/* a partition_by column (its position), or -1 */
+} WindowAggOptions;
+
+/* what durable state holds: per key, per slice, per session */
+extern const StateLayout window_agg_layout;
+#define WINDOW_AGG_NSPACES 3
+
+extern PtfOperator *window_agg_create(const WindowAggOptions *opts, const PtfOperatorEnv *env);
+
+/* retractions of rows that were never added, and rows without a usable time */
+extern uint64 window_agg_skipped(PtfOperator *op);
+
+#endif							/* PTF_WINDOW_H */
