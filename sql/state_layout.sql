@@ -79,3 +79,4 @@ SELECT * FROM deduplicate_keep_first(NULL::odd, partition_by => '{expires_at,key
 SELECT state_row('\x00'::bytea, NULL::odd);
 SELECT state_row(('\x' || repeat('ff', 40))::bytea, NULL::odd);
 SELECT drop_state('odd'), drop_state('visits'), drop_state('clicks');
+DROP TABLE clicks, visits, odd;

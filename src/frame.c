@@ -243,19 +243,18 @@ frame_start(PtfFrame *frame, PtfOperator *op)
 	for (i = 0; i < frame->ninputs; i++)
 		if (frame->inputs[i]->spec.changelog || frame->inputs[i]->spec.has_delay)
 			frame->spill_extras = true;
+	if (op->methods->on_start)
+		op->methods->on_start(op, frame->watermark);
 }
 
 void
 frame_restore_input(PtfFrameInput *input, PtfTime max_event_time, PtfTime watermark,
 					PtfTime last_row_proc_time)
 {
-	PtfFrame   *frame = input->frame;
-
+	Assert(input->frame->op == NULL);	/* before frame_start */
 	input->max_event_time = max_event_time;
 	input->watermark = watermark;
 	input->last_row_proc_time = last_row_proc_time;
-	if (frame->op != NULL)
-		frame->watermark = combined_watermark(frame);
 }
 
 /* names come from the row type: a query's result columns may be named otherwise */

@@ -59,12 +59,12 @@ extern PtfFrame *frame_create(bool need_proc_time, PtfOperatorFactory factory,
 							  void *factory_arg);
 extern PtfFrameInput *frame_add_input(PtfFrame *frame, const PtfFrameInputSpec *spec);
 
-/* Run op from now on; inputs are all added. */
-extern void frame_start(PtfFrame *frame, PtfOperator *op);
-
 /* The progress of an input carried over from the previous call of a uid. */
 extern void frame_restore_input(PtfFrameInput *input, PtfTime max_event_time,
 								PtfTime watermark, PtfTime last_row_proc_time);
+
+/* Run op from now on; inputs are all added (and restored). */
+extern void frame_start(PtfFrame *frame, PtfOperator *op);
 
 /* one input row; the PtfRowSink of every input adapter (arg: the input) */
 extern void frame_push(void *input, RowKind kind, TupleTableSlot *row,

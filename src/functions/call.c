@@ -300,11 +300,13 @@ store_state(PtfCall *call, DurableState *ds, PtfOperator *op, PtfChangeStream *c
 	frame_stats(call->frame, &stats);
 
 	/*
-	 * A call that read nothing writes nothing -- an idle pipeline leaves no
-	 * WAL behind -- unless its stream moved on far enough that the slot
-	 * should let go of the WAL in between.
+	 * A call that read nothing and did nothing writes nothing -- an idle
+	 * pipeline leaves no WAL behind -- unless its stream moved on far
+	 * enough that the slot should let go of the WAL in between.  (A call
+	 * that read nothing may still have moved the watermark: the idle rule.)
 	 */
 	if (stats.rows_in == 0 && skipped == 0 && !durable_must_write(ds) &&
+		call->out->rows == 0 && stats.watermark == progress->combined_watermark &&
 		(cs == NULL || (change_stream_skipped(cs) == 0 &&
 						change_stream_position(cs) - progress->last_lsn < IDLE_STORE_DISTANCE)))
 	{
@@ -367,11 +369,11 @@ ptf_call_run(PtfCall *call)
 	call->frame = frame_create(call->need_proc_time, spill_factory, call);
 	for (i = 0; i < call->ninputs; i++)
 		call->inputs[i].handle = frame_add_input(call->frame, &call->inputs[i].frame);
-	frame_start(call->frame, op);
 	if (ds != NULL)
 		for (i = 0; i < call->ninputs; i++)
 			frame_restore_input(call->inputs[i].handle, progress.max_event_time[i],
 								progress.watermark[i], progress.last_row_proc_time[i]);
+	frame_start(call->frame, op);
 	call->out->frame = call->frame;
 	cs = run_inputs(call, slot_name, &progress);
 	frame_finish(call->frame, call->uid == NULL);

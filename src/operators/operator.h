@@ -76,7 +76,9 @@ typedef struct PtfOperatorMethods
 	/* a timer is due: watermark and processing time at its firing */
 	void		(*on_timer) (PtfOperator *op, const PtfTimer *timer,
 							 PtfTime watermark, PtfTime proc_time);
-	/* the end of a call's input (a uid's call: the stream goes on) */
+	/* optional: a call starts, under the watermark its state was stored with */
+	void		(*on_start) (PtfOperator *op, PtfTime watermark);
+	/* optional: the end of a call's input (a uid's call: the stream goes on) */
 	void		(*on_finish) (PtfOperator *op, bool end_of_stream);
 	Size		(*memory) (PtfOperator *op);
 	uint64		(*keys) (PtfOperator *op);

@@ -1066,7 +1066,6 @@ window_agg_on_row(PtfOperator *op, RowKind kind, TupleTableSlot *row, const PtfR
 {
 	WinAggOp  *wa = (WinAggOp *) op;
 
-	ensure_armed(wa, ctx->watermark);
 	Assert(wa->changelog || kind == ROWKIND_INSERT);
 	if (!wa->changelog && kind != ROWKIND_INSERT)
 		elog(ERROR, "a change of kind %s in insert-only input", rowkind_long_name(kind));
@@ -1076,7 +1075,7 @@ window_agg_on_row(PtfOperator *op, RowKind kind, TupleTableSlot *row, const PtfR
 }
 
 static void
-window_agg_on_watermark(PtfOperator *op, PtfTime watermark, PtfTime proc_time)
+window_agg_on_start(PtfOperator *op, PtfTime watermark)
 {
 	ensure_armed((WinAggOp *) op, watermark);
 }
@@ -1247,8 +1246,8 @@ arm_key(StateRef *ref, void *arg)
 }
 
 /*
- * Loaded state has no timers yet: they are armed before the first row or
- * watermark, under the watermark the state was stored with.
+ * Loaded state has no timers yet: they are armed when a call starts,
+ * under the watermark the state was stored with.
  */
 static void
 ensure_armed(WinAggOp *wa, PtfTime watermark)
@@ -1268,7 +1267,7 @@ ensure_armed(WinAggOp *wa, PtfTime watermark)
 static const PtfOperatorMethods window_agg_methods = {
 	.name = "window aggregate",
 	.on_row = window_agg_on_row,
-	.on_watermark = window_agg_on_watermark,
+	.on_start = window_agg_on_start,
 	.on_timer = window_agg_on_timer,
 	.memory = ptf_operator_memory,
 	.keys = ptf_operator_keys,
