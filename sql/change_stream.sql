@@ -176,6 +176,25 @@ BEGIN;
 INSERT INTO other VALUES (3);
 SELECT * FROM deduplicate_keep_first(NULL::other, changes => true, uid => 'late-first');
 ROLLBACK;
+-- a first call rolled back takes its slot with it: none is left holding WAL
+SELECT count(*) AS slots FROM pg_replication_slots WHERE slot_name LIKE 'ptf\_%' \gset before_
+BEGIN;
+SELECT * FROM deduplicate_keep_first(NULL::other, changes => true, uid => 'rolled-back');
+SELECT count(*) - :before_slots AS new_slots FROM pg_replication_slots WHERE slot_name LIKE 'ptf\_%';
+ROLLBACK;
+BEGIN;
+SAVEPOINT s;
+SELECT * FROM deduplicate_keep_first(NULL::other, changes => true, uid => 'rolled-back');
+ROLLBACK TO SAVEPOINT s;
+COMMIT;
+-- and so does one that failed after its slot was made (a volatile aggregate input is
+-- refused when the operator is built)
+CREATE TABLE ticks (ts timestamp, v int);
+CREATE TYPE tick_sum AS (s float8);
+SELECT * FROM window_aggregate(NULL::ticks, NULL::tick_sum, 'tumble', 'ts', '1 second',
+    aggregates => 'sum(v * random()) AS s', changes => true, uid => 'failed-first');
+SELECT count(*) - :before_slots AS new_slots FROM pg_replication_slots WHERE slot_name LIKE 'ptf\_%';
+SELECT count(*) FROM state WHERE uid IN ('rolled-back', 'failed-first');
 -- the uid's slot consumed by another tool: refused, changes would be lost
 INSERT INTO other VALUES (4);
 SELECT * FROM deduplicate_keep_first(NULL::other, changes => true, uid => 'stolen');

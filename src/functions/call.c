@@ -202,14 +202,6 @@ prepare_inputs(PtfCall *call)
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	if (call->changes)
-	{
-		Oid			relids[FRAME_MAX_INPUTS];
-
-		for (i = 0; i < call->ninputs; i++)
-			relids[i] = call->inputs[i].arg.relid;
-		slot_name = change_stream_prepare(call->uid, relids, call->ninputs);
-	}
 	for (i = 0; i < call->ninputs; i++)
 	{
 		PtfCallInput *in = &call->inputs[i];
@@ -225,6 +217,15 @@ prepare_inputs(PtfCall *call)
 	}
 	if (call->prepared)
 		call->prepared(call);
+	/* last: a uid's first call makes its slot, once all else is known good */
+	if (call->changes)
+	{
+		Oid			relids[FRAME_MAX_INPUTS];
+
+		for (i = 0; i < call->ninputs; i++)
+			relids[i] = call->inputs[i].arg.relid;
+		slot_name = change_stream_prepare(call->uid, relids, call->ninputs);
+	}
 	return slot_name;
 }
 

@@ -108,6 +108,21 @@ bad_query(const char *detail)
 			 errhint("For example: SELECT * FROM ptf.deduplicate_keep_first(NULL::events, partition_by => '{user_id}', changes => true, uid => 'first-events')")));
 }
 
+/* The functions that read a change stream under a uid. */
+static bool
+pipeline_function(const char *name)
+{
+	static const char *const names[] = {
+		"deduplicate_keep_first", "to_changelog", "from_changelog",
+		"tumble", "hop", "cumulate", "window_aggregate"
+	};
+
+	for (size_t i = 0; i < lengthof(names); i++)
+		if (strcmp(name, names[i]) == 0)
+			return true;
+	return false;
+}
+
 /*
  * SELECT [columns] FROM ptf.f(..., changes => true, uid => '...') [WHERE ...]
  * with f one of ours; returns f's name and the uid.
@@ -144,9 +159,9 @@ check_pipeline_query(const char *query, char **function, char **uid)
 	fe = (FuncExpr *) rtfunc->funcexpr;
 	name = get_func_name(fe->funcid);
 	if (get_func_namespace(fe->funcid) != get_namespace_oid("ptf", false) ||
-		(strcmp(name, "deduplicate_keep_first") != 0 && strcmp(name, "to_changelog") != 0 &&
-		 strcmp(name, "from_changelog") != 0))
-		bad_query(psprintf("%s is not one of ptf.deduplicate_keep_first, ptf.to_changelog, ptf.from_changelog.",
+		!pipeline_function(name))
+		bad_query(psprintf("%s is not one of ptf.deduplicate_keep_first, ptf.to_changelog, "
+						   "ptf.from_changelog, ptf.tumble, ptf.hop, ptf.cumulate, ptf.window_aggregate.",
 						   format_procedure(fe->funcid)));
 
 	*uid = NULL;

@@ -246,6 +246,111 @@ change_stream_drop_slot(const char *slot_name)
 		ReplicationSlotDrop(slot_name, false);
 }
 
+/*
+ * Slots made by first calls of uids in the current transaction.  A slot
+ * is not transactional: when the transaction (or the subtransaction that
+ * made it) rolls back, the uid's registry row goes, and the slot would
+ * stay behind holding WAL for a uid that does not exist.  So it is
+ * dropped then.
+ */
+typedef struct NewSlot
+{
+	char		name[NAMEDATALEN];
+	SubTransactionId subid;
+} NewSlot;
+
+static List *new_slots = NIL;	/* of NewSlot, in TopMemoryContext */
+static bool new_slot_callbacks = false;
+
+/* Drop a slot at abort, quietly: the abort must go on whatever happens. */
+static void
+drop_new_slot(const char *name)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	ReplicationSlot *slot;
+	bool		idle;
+
+	LWLockAcquire(ReplicationSlotControlLock, LW_SHARED);
+	slot = SearchNamedReplicationSlot(name, false);
+	idle = (slot != NULL && slot->active_pid == 0);
+	LWLockRelease(ReplicationSlotControlLock);
+	if (!idle || MyReplicationSlot != NULL)
+		return;
+	PG_TRY();
+	{
+		ReplicationSlotDrop(name, true);
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(cxt);
+		FlushErrorState();
+		if (MyReplicationSlot != NULL)
+			ReplicationSlotRelease();
+	}
+	PG_END_TRY();
+}
+
+static void
+new_slots_xact_callback(XactEvent event, void *arg)
+{
+	ListCell   *lc;
+
+	if (new_slots == NIL)
+		return;
+	if (event == XACT_EVENT_ABORT)
+		foreach(lc, new_slots)
+			drop_new_slot(((NewSlot *) lfirst(lc))->name);
+	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_COMMIT ||
+		event == XACT_EVENT_PREPARE)
+	{
+		list_free_deep(new_slots);
+		new_slots = NIL;
+	}
+}
+
+static void
+new_slots_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+						   SubTransactionId parentSubid, void *arg)
+{
+	ListCell   *lc;
+
+	foreach(lc, new_slots)
+	{
+		NewSlot    *ns = lfirst(lc);
+
+		if (ns->subid != mySubid)
+			continue;
+		if (event == SUBXACT_EVENT_COMMIT_SUB)
+			ns->subid = parentSubid;
+		else if (event == SUBXACT_EVENT_ABORT_SUB)
+		{
+			drop_new_slot(ns->name);
+			new_slots = foreach_delete_current(new_slots, lc);
+			pfree(ns);
+		}
+	}
+}
+
+static void
+remember_new_slot(const char *name)
+{
+	NewSlot    *ns = MemoryContextAllocZero(TopMemoryContext, sizeof(NewSlot));
+	MemoryContext old;
+
+	if (!new_slot_callbacks)
+	{
+		RegisterXactCallback(new_slots_xact_callback, NULL);
+		RegisterSubXactCallback(new_slots_subxact_callback, NULL);
+		new_slot_callbacks = true;
+	}
+	strlcpy(ns->name, name, NAMEDATALEN);
+	ns->subid = GetCurrentSubTransactionId();
+	old = MemoryContextSwitchTo(TopMemoryContext);
+	new_slots = lappend(new_slots, ns);
+	MemoryContextSwitchTo(old);
+}
+
+
 /* a table whose changes the caller may read */
 static void
 check_stream_table(Oid relid)
@@ -309,12 +414,13 @@ change_stream_prepare(const char *uid, const Oid *relids, int nrelids)
 						uid),
 				 errdetail("It creates the uid's replication slot, which needs a transaction without writes."),
 				 errhint("Make the first call of the uid in a transaction of its own.")));
-	/* left over by a first call that rolled back: start afresh */
+	/* left over by a first call whose backend died: start afresh */
 	change_stream_drop_slot(slot);
 	values[0] = CStringGetTextDatum(slot);
 	ptf_spi_exec_as_owner("SELECT pg_catalog.pg_create_logical_replication_slot($1::pg_catalog.name, "
 						  "'deduplicate_keep_first')",
 						  1, argtypes, values, NULL, SPI_OK_SELECT);
+	remember_new_slot(slot);
 	return slot;
 }
 

@@ -295,20 +295,13 @@ compile_agg(AggSet *set, AggDef *d, const AggSetSpec *spec)
 
 	if (spec->changelog)
 	{
-		/* retractions: the moving-aggregate functions */
-		if (!OidIsValid(form->aggminvtransfn))
-			ereport(ERROR,
-					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-					 errmsg("aggregate %s has no inverse transition function, and the input has retractions",
-							format_procedure(aggref->aggfnoid)),
-					 errdetail("An update or delete of an input row takes it out of its windows with the aggregate's moving-aggregate inverse (CREATE AGGREGATE ... MINVFUNC)."),
-					 errhint("Use an aggregate with an inverse (count, sum, avg, ...), or an insert-only input.")));
-		if (d->ordered)
-			refuse(aggref, "has DISTINCT or ORDER BY inputs, which retractions cannot take back",
-				   "Use an insert-only input.");
 		if (contain_volatile_functions((Node *) aggref->args) ||
 			contain_volatile_functions((Node *) aggref->aggfilter))
 			refuse(aggref, "has volatile inputs, which a retraction would not find again", NULL);
+	}
+	if (spec->changelog && OidIsValid(form->aggminvtransfn) && !d->ordered)
+	{
+		/* retractions: the moving-aggregate functions */
 		d->mode = AGG_MOVING;
 		transfn = form->aggmtransfn;
 		invtransfn = form->aggminvtransfn;
@@ -326,9 +319,14 @@ compile_agg(AggSet *set, AggDef *d, const AggSetSpec *spec)
 		d->transtype = resolve_aggregate_transtype(aggref->aggfnoid, form->aggtranstype,
 												   inputTypes, nargs);
 		textinit = SysCacheGetAttr(AGGFNOID, tup, Anum_pg_aggregate_agginitval, &isnull);
-		/* states kept per slice, unless a window cannot be made of them */
+		/*
+		 * States kept per slice, unless a window cannot be made of them, or
+		 * a retraction could not take a row out of them (no inverse: the
+		 * rows are kept, a retraction takes one out, and the window is
+		 * computed from them when it fires).
+		 */
 		d->mode = AGG_SLICED;
-		if (d->ordered)
+		if (d->ordered || spec->changelog)
 			d->mode = AGG_REPLAY;
 		else if (spec->combine && !OidIsValid(form->aggcombinefn))
 			d->mode = AGG_REPLAY;

@@ -17,8 +17,10 @@
  *	  REPLAY	the slice keeps the aggregate's evaluated inputs, and the
  *				window's rows are fed to a fresh state when it fires: for
  *				aggregates without a combine function, DISTINCT and ORDER BY
- *				inputs (sorted and de-duplicated then), and internal states
- *				a uid cannot serialize.
+ *				inputs (sorted and de-duplicated then), internal states
+ *				a uid cannot serialize, and, with updating input, those
+ *				without an inverse (a retraction takes its row out of the
+ *				kept inputs).
  *	  MOVING	updating input: a moving-aggregate state per window
  *				(aggmtransfn / aggminvtransfn / aggmfinalfn), retractions
  *				applied with the inverse; the slice keeps the net inputs too,

@@ -320,7 +320,8 @@ window_tvf_create(const WindowTvfOptions *opts, const PtfOperatorEnv *env)
 
 	t->spec = opts->spec;
 	t->time_type = opts->time_type;
-	t->out = MakeSingleTupleTableSlot(opts->outdesc, &TTSOpsVirtual);
+	/* a pipeline worker keeps the operator beyond the call's memory */
+	t->out = MakeSingleTupleTableSlot(CreateTupleDescCopy(opts->outdesc), &TTSOpsVirtual);
 	for (i = 0; i < 3; i++)
 		t->col_types[i] = TupleDescAttr(opts->outdesc, i + 1)->atttypid;
 	MemoryContextSwitchTo(old);
@@ -1325,8 +1326,9 @@ window_agg_create(const WindowAggOptions *opts, const PtfOperatorEnv *env)
 	wa->base.codec.save = window_agg_save;
 	wa->base.codec.restore = window_agg_restore;
 
-	wa->outdesc = opts->outdesc;
-	wa->out = MakeSingleTupleTableSlot(opts->outdesc, &TTSOpsVirtual);
+	/* a pipeline worker keeps the operator beyond the call's memory */
+	wa->outdesc = CreateTupleDescCopy(opts->outdesc);
+	wa->out = MakeSingleTupleTableSlot(wa->outdesc, &TTSOpsVirtual);
 	wa->out_window = palloc(sizeof(WindowColumn) * Max(natts, 1));
 	wa->out_agg = palloc(sizeof(int) * Max(natts, 1));
 	wa->out_key = palloc(sizeof(int) * Max(natts, 1));

@@ -53,6 +53,7 @@
 #include "utils/timestamp.h"
 
 #include "base/kept.h"
+#include "base/ptf_time.h"
 #include "catalog.h"
 #include "input/change_stream.h"
 #include "worker/shmem.h"
@@ -229,6 +230,7 @@ typedef struct StepResult
 	uint64		rows_out;
 	uint64		rows_late;
 	uint64		rows_skipped;
+	TimestampTz wake_at;		/* ptf_wake_at of the step's call */
 	XLogRecPtr	stored;			/* the uid's stored position */
 	char	   *slot_name;
 } StepResult;
@@ -281,6 +283,7 @@ record_success(Pipeline *p, const StepResult *r)
 			st->position = r->stored;
 		st->read_upto = rep->end_of_wal;
 		st->caught_up = rep->reached_end;
+		st->wake_at = r->wake_at;
 		st->last_step_at = GetCurrentTimestamp();
 		st->failures = 0;
 		st->retry_at = 0;
@@ -335,8 +338,9 @@ record_paused(Pipeline *p)
 
 /*
  * Is there anything for a step to do?  Not when the pipeline last read all
- * that had committed and nothing was written since; not while it waits to
- * retry.
+ * that had committed and nothing was written since, unless its uid said it
+ * has more to do by now without new changes (windows an idle source
+ * closes); not while it waits to retry.
  */
 static bool
 step_due(Pipeline *p, TimestampTz now, TimestampTz *wake_at)
@@ -356,7 +360,18 @@ step_due(Pipeline *p, TimestampTz now, TimestampTz *wake_at)
 		}
 		else if (st->state == PIPELINE_RUNNING && st->caught_up &&
 				 GetFlushRecPtr(NULL) <= st->read_upto)
-			due = false;
+		{
+			if (st->wake_at == 0 || st->wake_at > ptf_now())
+				due = false;
+			if (!due && st->wake_at != 0)
+			{
+				/* on the real clock, as the worker naps by it */
+				TimestampTz at = now + (st->wake_at - ptf_now());
+
+				if (*wake_at == 0 || at < *wake_at)
+					*wake_at = at;
+			}
+		}
 	}
 	ptf_shmem_unlock();
 	return due;
@@ -480,7 +495,16 @@ run_step(Pipeline *p)
 			replorigin_session_origin = origin;
 			origin_session_set = true;
 
-			run_as_owner(p);
+			{
+				PtfTime		started = ptf_now();
+
+				ptf_wake_at = 0;
+				run_as_owner(p);
+				result.wake_at = ptf_wake_at;
+				/* a uid that would wake at once again waits a second */
+				if (result.wake_at != 0 && result.wake_at <= started)
+					result.wake_at = started + USECS_PER_SEC;
+			}
 
 			read_progress(p, &result, cxt);
 			more = !change_stream_last_report.reached_end;

@@ -42,6 +42,8 @@ typedef struct PipelineStatus
 	TimestampTz last_change_at; /* commit time of the newest change it processed */
 	TimestampTz last_step_at;
 	bool		caught_up;		/* its last step read all that had committed */
+	TimestampTz wake_at;		/* its uid has more to do then without new
+								 * changes (the idle rule), 0: nothing */
 	int			failures;		/* steps failed in a row */
 	TimestampTz retry_at;
 	char		last_error[PTF_MAX_ERROR_LEN];
