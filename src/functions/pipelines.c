@@ -145,8 +145,8 @@ check_pipeline_query(const char *query, char **function, char **uid)
 	name = get_func_name(fe->funcid);
 	if (get_func_namespace(fe->funcid) != get_namespace_oid("ptf", false) ||
 		(strcmp(name, "deduplicate_keep_first") != 0 && strcmp(name, "to_changelog") != 0 &&
-		 strcmp(name, "from_changelog") != 0))
-		bad_query(psprintf("%s is not one of ptf.deduplicate_keep_first, ptf.to_changelog, ptf.from_changelog.",
+		 strcmp(name, "from_changelog") != 0 && strcmp(name, "temporal_join") != 0))
+		bad_query(psprintf("%s is not one of ptf.deduplicate_keep_first, ptf.to_changelog, ptf.from_changelog, ptf.temporal_join.",
 						   format_procedure(fe->funcid)));
 
 	*uid = NULL;
