@@ -409,6 +409,17 @@ key_has_nulls(KeySpec *keys, TupleTableSlot *row)
 	return false;
 }
 
+/* The key's state, made if need be; false: the budget is spent, the row spills. */
+static bool
+key_state(TjOperator *j, TupleTableSlot *row, const PtfRowContext *ctx, StateRef *ref)
+{
+	KeyedLookup res = keyed_state_lookup(j->base.state, ctx->keys, row, ctx->proc_time,
+										 true, ref);
+
+	Assert(res != KS_ABSENT);
+	return res != KS_FULL;
+}
+
 /*
  * A build row: a version at its time, or a deletion marker there.  Late
  * ones (at or below the watermark) are versions too, counted late: they
@@ -430,16 +441,8 @@ on_build(TjOperator *j, RowKind kind, TupleTableSlot *row, const PtfRowContext *
 	if (key_has_nulls(ctx->keys, row))
 		return late ? PTF_ROW_LATE_KEPT : PTF_ROW_DONE;
 
-	switch (keyed_state_lookup(ks, ctx->keys, row, ctx->proc_time, true, &ref))
-	{
-		case KS_FULL:
-			return PTF_ROW_SPILL;
-		case KS_ABSENT:
-			Assert(false);
-			break;
-		default:
-			break;
-	}
+	if (!key_state(j, row, ctx, &ref))
+		return PTF_ROW_SPILL;
 
 	v = keyed_state_ns_get(ks, ref.rec, TJ_SPACE_VERSIONS, ctx->event_time, &created);
 	/* same time: the later change replaces the earlier */
@@ -479,16 +482,8 @@ on_probe_live(TjOperator *j, TupleTableSlot *row, const PtfRowContext *ctx)
 	if (!j->opts.left && key_has_nulls(ctx->keys, row))
 		return PTF_ROW_DONE;
 
-	switch (keyed_state_lookup(ks, ctx->keys, row, ctx->proc_time, true, &ref))
-	{
-		case KS_FULL:
-			return PTF_ROW_SPILL;
-		case KS_ABSENT:
-			Assert(false);
-			break;
-		default:
-			break;
-	}
+	if (!key_state(j, row, ctx, &ref))
+		return PTF_ROW_SPILL;
 	p = keyed_state_ns_get(ks, ref.rec, TJ_SPACE_PROBES, ctx->event_time, &created);
 	probes_add(j, p, j->next_seq, row, NULL);
 	keyed_state_ns_mark_changed(ks, ref.rec, TJ_SPACE_PROBES, ctx->event_time);
