@@ -245,8 +245,8 @@ SELECT (probe).id, (build).rate
 SELECT (probe).id, (build).rate
   FROM ptf.temporal_join(NULL::fx_orders, NULL::fx_rates, probe_time => 'placed_at',
                          build_time => 'valid_from', probe_key => '{currency}', uid => 'fx',
-                         probe_query => $$VALUES (7, 'GBP', 10, timestamptz '2024-05-01 11:00+00'),
-                                                 (6, 'EUR', 10, timestamptz '2024-05-01 12:05+00')$$)
+                         probe_query => $$VALUES (7, 'GBP', 10.0, timestamptz '2024-05-01 11:00+00'),
+                                                 (6, 'EUR', 10.0, timestamptz '2024-05-01 12:05+00')$$)
  ORDER BY (probe).id;
 \echo '=== A new GBP rate at 12:10 moves the rates'' watermark: order 6 fires.'
 SELECT (probe).id, (build).rate
