@@ -26,6 +26,7 @@ OBJS = \
 	src/functions/from_changelog.o \
 	src/functions/pipelines.o \
 	src/functions/state_functions.o \
+	src/functions/temporal_join.o \
 	src/functions/to_changelog.o \
 	src/functions/windows.o \
 	src/decoding/plugin.o \
@@ -36,6 +37,7 @@ OBJS = \
 	src/operators/dedup.o \
 	src/operators/normalize.o \
 	src/operators/operator.o \
+	src/operators/temporal_join.o \
 	src/operators/window.o \
 	src/sink/apply.o \
 	src/state/durable.o \

@@ -213,3 +213,45 @@ SELECT id, email, source FROM first_signups ORDER BY id;
 \echo '=== The live status, from the worker''s shared memory:'
 SELECT name, state, rows_in, rows_out, lag_seconds, last_error FROM ptf.pipeline_status;
 SELECT ptf.drop_pipeline('first-signups');
+
+\echo
+\echo '=== (h) Temporal join: each order converted at the rate valid when it was'
+\echo '===     placed (Flink''s FOR SYSTEM_TIME AS OF o.order_time).  The rates'
+\echo '===     table is a history: each row a version, valid from its own time.'
+CREATE TABLE fx_rates (currency text, rate numeric, valid_from timestamptz);
+CREATE TABLE fx_orders (id int, currency text, amount numeric, placed_at timestamptz);
+INSERT INTO fx_rates VALUES
+  ('EUR', 1.10, '2024-05-01 09:00+00'), ('EUR', 1.12, '2024-05-01 12:00+00'),
+  ('GBP', 1.25, '2024-05-01 09:00+00');
+INSERT INTO fx_orders VALUES
+  (1, 'EUR', 100, '2024-05-01 11:59+00'), (2, 'EUR', 100, '2024-05-01 12:00+00'),
+  (3, 'GBP', 50, '2024-05-01 10:00+00'), (4, 'CHF', 80, '2024-05-01 10:00+00'),
+  (5, 'EUR', 100, '2024-05-01 08:00+00');
+\echo '=== Order 1 takes 1.10 (12:00''s rate is later), order 2 takes 1.12 (valid'
+\echo '=== from 12:00 inclusive); LEFT keeps CHF (no rate) and order 5 (before any):'
+SELECT (probe).id, (probe).currency, (probe).amount, (build).rate,
+       (probe).amount * (build).rate AS usd
+  FROM ptf.temporal_join(NULL::fx_orders, NULL::fx_rates, probe_time => 'placed_at',
+                         build_time => 'valid_from', probe_key => '{currency}', join_type => 'left')
+ ORDER BY (probe).id;
+\echo '=== A residual condition tests the chosen version only (no fallback):'
+SELECT (probe).id, (build).rate
+  FROM ptf.temporal_join(NULL::fx_orders, NULL::fx_rates, probe_time => 'placed_at',
+                         build_time => 'valid_from', probe_key => '{currency}',
+                         condition => 'build.rate < 1.11')
+ ORDER BY (probe).id;
+\echo '=== As a stream (uid): an order waits until both sides'' watermarks pass it.'
+\echo '=== The rates have reached 12:00, orders 12:05: order 7 (11:00) fires, 6 waits.'
+SELECT (probe).id, (build).rate
+  FROM ptf.temporal_join(NULL::fx_orders, NULL::fx_rates, probe_time => 'placed_at',
+                         build_time => 'valid_from', probe_key => '{currency}', uid => 'fx',
+                         probe_query => $$VALUES (7, 'GBP', 10.0, timestamptz '2024-05-01 11:00+00'),
+                                                 (6, 'EUR', 10.0, timestamptz '2024-05-01 12:05+00')$$)
+ ORDER BY (probe).id;
+\echo '=== A new GBP rate at 12:10 moves the rates'' watermark: order 6 fires.'
+SELECT (probe).id, (build).rate
+  FROM ptf.temporal_join(NULL::fx_orders, NULL::fx_rates, probe_time => 'placed_at',
+                         build_time => 'valid_from', probe_key => '{currency}', uid => 'fx',
+                         probe_query => 'SELECT * FROM fx_orders WHERE false',
+                         build_query => $$VALUES ('GBP', 1.26, timestamptz '2024-05-01 12:10+00')$$);
+SELECT ptf.drop_state('fx');

@@ -96,3 +96,29 @@ AS 'MODULE_PATHNAME', 'ptf_window_aggregate'
 LANGUAGE C CALLED ON NULL INPUT VOLATILE;
 COMMENT ON FUNCTION ptf.window_aggregate(anyelement, anycompatible, text, text, interval, interval, interval, text[], text, boolean, text, text, boolean, interval, interval, text) IS
     'Aggregates per key and TUMBLE, HOP, CUMULATE or SESSION window, fired by the watermark (Flink window aggregation)';
+
+-------------------------------------------------------------------------------
+-- TEMPORAL JOIN
+-------------------------------------------------------------------------------
+
+CREATE FUNCTION ptf.temporal_join(
+    probe           anyelement,
+    build           anycompatible,
+    probe_time      text,
+    build_time      text,
+    probe_key       text[],
+    build_key       text[]   DEFAULT NULL,
+    join_type       text     DEFAULT 'inner',
+    condition       text     DEFAULT NULL,
+    state_ttl       interval DEFAULT NULL,
+    uid             text     DEFAULT NULL,
+    probe_query     text     DEFAULT NULL,
+    build_query     text     DEFAULT NULL,
+    changes         boolean  DEFAULT false,
+    watermark_delay interval DEFAULT NULL,
+    proc_time       text     DEFAULT NULL)
+RETURNS TABLE (probe anyelement, build anycompatible)
+AS 'MODULE_PATHNAME', 'ptf_temporal_join'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+COMMENT ON FUNCTION ptf.temporal_join(anyelement, anycompatible, text, text, text[], text[], text, text, interval, text, text, text, boolean, interval, text) IS
+    'Each probe row joined with the build version valid at its event time (Flink FOR SYSTEM_TIME AS OF, INNER or LEFT)';

@@ -218,11 +218,15 @@ ptf_output_init(FunctionCallInfo fcinfo, PtfOutput *out)
 void
 ptf_check_row_complete(PtfFrame *frame, TupleTableSlot *row)
 {
-	const PtfRowMeta *meta;
-
 	if (frame == NULL || row != frame_current_row(frame))
 		return;
-	meta = frame_current_meta(frame);
+	ptf_check_meta_complete(frame_current_meta(frame));
+}
+
+/* An incomplete row (see ptf_check_row_complete) cannot be kept or emitted. */
+void
+ptf_check_meta_complete(const PtfRowMeta *meta)
+{
 	if (meta->incomplete)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),

@@ -72,6 +72,7 @@ typedef struct PtfOutput
 
 extern void ptf_output_init(FunctionCallInfo fcinfo, PtfOutput *out);
 extern void ptf_check_row_complete(PtfFrame *frame, TupleTableSlot *row);
+extern void ptf_check_meta_complete(const PtfRowMeta *meta);
 extern void ptf_output_emit_row(void *arg, RowKind kind, TupleTableSlot *row);
 
 /* what the last call of this backend did: ptf.last_call_stats() */

@@ -114,7 +114,7 @@ pipeline_function(const char *name)
 {
 	static const char *const names[] = {
 		"deduplicate_keep_first", "to_changelog", "from_changelog",
-		"tumble", "hop", "cumulate", "window_aggregate"
+		"tumble", "hop", "cumulate", "window_aggregate", "temporal_join"
 	};
 
 	for (size_t i = 0; i < lengthof(names); i++)
@@ -161,7 +161,8 @@ check_pipeline_query(const char *query, char **function, char **uid)
 	if (get_func_namespace(fe->funcid) != get_namespace_oid("ptf", false) ||
 		!pipeline_function(name))
 		bad_query(psprintf("%s is not one of ptf.deduplicate_keep_first, ptf.to_changelog, "
-						   "ptf.from_changelog, ptf.tumble, ptf.hop, ptf.cumulate, ptf.window_aggregate.",
+						   "ptf.from_changelog, ptf.tumble, ptf.hop, ptf.cumulate, ptf.window_aggregate, "
+						   "ptf.temporal_join.",
 						   format_procedure(fe->funcid)));
 
 	*uid = NULL;

@@ -1519,6 +1519,14 @@ durable_commit(DurableState *ds, KeyedState *ks, const StateCodec *codec,
 
 		if (e == NULL)
 			continue;			/* removed since: its tuple, if any, is dead */
+
+		/*
+		 * A namespace removed and made anew is listed twice, and both items
+		 * find the new entry: write it once.
+		 */
+		if (!(e->flags & RECORD_LISTED))
+			continue;
+		e->flags &= ~RECORD_LISTED;
 		write_value(ds, ks, codec, &b, changed_ns[i].rec, changed_ns[i].space, e->ns,
 					e->value, &e->tid, NULL, &e->flags, (e->flags & RECORD_STORED) != 0);
 	}
