@@ -972,6 +972,14 @@ aggs_merge_into(AggSet *set, AggAcc *accs, AggRows *rows, AggMemory *mem,
 		Assert(OidIsValid(d->combinefn.oid));
 		if (o->notrans)
 			continue;
+
+		/*
+		 * A NULL state left by a non-strict transition function is, as a
+		 * partial state, no input at all (nodeAgg's combine phase skips it):
+		 * the other state is taken as it is, not lost to a strict combine.
+		 */
+		if (accs[d->slot].isnull)
+			accs[d->slot].notrans = true;
 		(void) call_transition(set, d, &d->combinefn, &accs[d->slot], mem, &o->value,
 							   &o->isnull, false);
 	}

@@ -1,0 +1,174 @@
+-- Differential tests on generated data: ptf.window_aggregate equals its
+-- plain-SQL formulation -- GROUP BY date_bin for TUMBLE, a join of each row
+-- to its windows for HOP and CUMULATE, gaps and islands for SESSION -- with
+-- several aggregates (count, sum, avg, max, DISTINCT, FILTER), NULL keys
+-- and out-of-order rows; in memory, spilled to disk (work_mem 64kB), and
+-- incrementally with a uid.  The window TVFs equal the same joins.
+
+CREATE SCHEMA win_diff;
+SET search_path = win_diff, ptf;
+
+SELECT setseed(0.31);
+-- 100k rows over two days, 200 keys (5% NULL), in random order (seq)
+CREATE TABLE gen AS
+SELECT row_number() OVER (ORDER BY random()) AS seq, k, ts, v, price, tag
+  FROM (SELECT CASE WHEN random() < 0.05 THEN NULL ELSE (random() * 200)::int END AS k,
+               timestamp '2024-03-01 00:00' + (random() * 172800)::int * interval '1 second' AS ts,
+               CASE WHEN random() < 0.03 THEN NULL ELSE (random() * 100)::int END AS v,
+               round((random() * 50)::numeric, 2) AS price,
+               (ARRAY['a', 'b', 'c', 'd', 'e'])[1 + (random() * 4)::int] AS tag
+          FROM generate_series(1, 100000)) g;
+ANALYZE gen;
+
+CREATE TYPE agg_row AS (k int, window_start timestamp, window_end timestamp,
+    n bigint, s bigint, a numeric, mx int, d bigint, f bigint);
+
+-- compares got with expected: both counts and both differences
+CREATE FUNCTION compare(got_sql text, expected_sql text)
+RETURNS TABLE (got bigint, expected bigint, missing bigint, extra bigint)
+LANGUAGE plpgsql AS $$
+BEGIN
+    EXECUTE format('CREATE TEMP TABLE g AS %s', got_sql);
+    EXECUTE format('CREATE TEMP TABLE e AS %s', expected_sql);
+    RETURN QUERY SELECT (SELECT count(*) FROM g), (SELECT count(*) FROM e),
+        (SELECT count(*) FROM (TABLE e EXCEPT ALL TABLE g) x),
+        (SELECT count(*) FROM (TABLE g EXCEPT ALL TABLE e) x);
+    DROP TABLE g, e;
+END $$;
+
+-- window_aggregate over gen in arrival (seq) order
+CREATE FUNCTION ours(win text, size interval, step interval DEFAULT NULL,
+                     "offset" interval DEFAULT '0')
+RETURNS SETOF agg_row LANGUAGE sql AS $$
+    SELECT * FROM ptf.window_aggregate(NULL::win_diff.gen, NULL::win_diff.agg_row, win, 'ts',
+        size, step, "offset", partition_by => '{k}',
+        aggregates => 'count(*) AS n, sum(v) AS s, avg(price) AS a, max(v) AS mx,
+                       count(DISTINCT tag) AS d, count(*) FILTER (WHERE v > 50) AS f',
+        query => 'SELECT * FROM win_diff.gen ORDER BY seq')
+$$;
+
+-- the same aggregates over rows joined to their windows (ws, we)
+CREATE FUNCTION plain(windows text) RETURNS text LANGUAGE sql AS $$
+    SELECT format($q$SELECT k, ws, we, count(*) AS n, sum(v) AS s, avg(price) AS a, max(v) AS mx,
+                          count(DISTINCT tag) AS d, count(*) FILTER (WHERE v > 50) AS f
+                     FROM win_diff.gen, LATERAL (%s) w(ws, we) GROUP BY k, ws, we$q$, windows)
+$$;
+
+-- TUMBLE: GROUP BY date_bin
+SELECT * FROM compare($$SELECT * FROM win_diff.ours('tumble', '1 hour')$$,
+    $$SELECT k, date_bin('1 hour', ts, '2000-01-01') AS ws, date_bin('1 hour', ts, '2000-01-01') + interval '1 hour' AS we,
+             count(*) AS n, sum(v) AS s, avg(price) AS a, max(v) AS mx, count(DISTINCT tag) AS d, count(*) FILTER (WHERE v > 50) AS f
+        FROM win_diff.gen GROUP BY 1, 2, 3$$);
+-- with an offset
+SELECT * FROM compare($$SELECT * FROM win_diff.ours('tumble', '1 hour', "offset" => '-20 minutes')$$,
+    win_diff.plain($$SELECT date_bin('1 hour', ts, '2000-01-01 00:40'),
+                            date_bin('1 hour', ts, '2000-01-01 00:40') + interval '1 hour'$$));
+-- HOP, size = 12 slides
+SELECT * FROM compare($$SELECT * FROM win_diff.ours('hop', '1 hour', '5 minutes')$$,
+    win_diff.plain($$SELECT date_bin('5 minutes', ts, '2000-01-01') - i * interval '5 minutes',
+                            date_bin('5 minutes', ts, '2000-01-01') - i * interval '5 minutes' + interval '1 hour'
+                       FROM generate_series(0, 11) i$$));
+-- HOP whose size is not a multiple of its slide (windows every 20 min, 50 min long)
+SELECT * FROM compare($$SELECT * FROM win_diff.ours('hop', '50 minutes', '20 minutes')$$,
+    win_diff.plain($$SELECT ws, ws + interval '50 minutes'
+                       FROM generate_series(0, 2) i,
+                            LATERAL (SELECT date_bin('20 minutes', ts, '2000-01-01') - i * interval '20 minutes') s(ws)
+                      WHERE ts < ws + interval '50 minutes'$$));
+-- CUMULATE: step 10 minutes, size 1 hour, offset 5 minutes
+SELECT * FROM compare($$SELECT * FROM win_diff.ours('cumulate', '1 hour', '10 minutes', '5 minutes')$$,
+    win_diff.plain($$SELECT date_bin('1 hour', ts, '2000-01-01 00:05'),
+                            date_bin('1 hour', ts, '2000-01-01 00:05') + j * interval '10 minutes'
+                       FROM generate_series(1, 6) j
+                      WHERE date_bin('1 hour', ts, '2000-01-01 00:05') + j * interval '10 minutes' > ts$$));
+-- SESSION, gap 20 minutes: a row starts a session unless the key's previous row is at
+-- most 20 minutes before it (sessions that touch merge)
+SELECT * FROM compare($$SELECT * FROM win_diff.ours('session', '20 minutes')$$,
+    $$WITH marked AS (
+          SELECT *, CASE WHEN ts - lag(ts) OVER w <= interval '20 minutes' THEN 0 ELSE 1 END AS starts
+            FROM win_diff.gen WINDOW w AS (PARTITION BY k ORDER BY ts, seq)),
+      numbered AS (SELECT *, sum(starts) OVER (PARTITION BY k ORDER BY ts, seq) AS sess FROM marked)
+      SELECT k, min(ts) AS ws, max(ts) + interval '20 minutes' AS we, count(*) AS n, sum(v) AS s,
+             avg(price) AS a, max(v) AS mx,
+             count(DISTINCT tag) AS d, count(*) FILTER (WHERE v > 50) AS f
+        FROM numbered GROUP BY k, sess$$);
+SELECT keys, rows_spilled FROM last_call_stats();
+
+-- spilled: keys beyond work_mem go to disk, and the answers stay
+SET work_mem = '64kB';
+SELECT * FROM compare($$SELECT * FROM win_diff.ours('tumble', '1 hour')$$,
+    $$SELECT k, date_bin('1 hour', ts, '2000-01-01') AS ws, date_bin('1 hour', ts, '2000-01-01') + interval '1 hour' AS we,
+             count(*) AS n, sum(v) AS s, avg(price) AS a, max(v) AS mx, count(DISTINCT tag) AS d, count(*) FILTER (WHERE v > 50) AS f
+        FROM win_diff.gen GROUP BY 1, 2, 3$$);
+SELECT rows_spilled > 0 AS spilled FROM last_call_stats();
+SELECT * FROM compare($$SELECT * FROM win_diff.ours('hop', '1 hour', '5 minutes')$$,
+    win_diff.plain($$SELECT date_bin('5 minutes', ts, '2000-01-01') - i * interval '5 minutes',
+                            date_bin('5 minutes', ts, '2000-01-01') - i * interval '5 minutes' + interval '1 hour'
+                       FROM generate_series(0, 11) i$$));
+SELECT rows_spilled > 0 AS spilled FROM last_call_stats();
+SELECT * FROM compare($$SELECT * FROM win_diff.ours('cumulate', '1 hour', '10 minutes', '5 minutes')$$,
+    win_diff.plain($$SELECT date_bin('1 hour', ts, '2000-01-01 00:05'),
+                            date_bin('1 hour', ts, '2000-01-01 00:05') + j * interval '10 minutes'
+                       FROM generate_series(1, 6) j
+                      WHERE date_bin('1 hour', ts, '2000-01-01 00:05') + j * interval '10 minutes' > ts$$));
+SELECT rows_spilled > 0 AS spilled FROM last_call_stats();
+SELECT * FROM compare($$SELECT * FROM win_diff.ours('session', '20 minutes')$$,
+    $$WITH marked AS (
+          SELECT *, CASE WHEN ts - lag(ts) OVER w <= interval '20 minutes' THEN 0 ELSE 1 END AS starts
+            FROM win_diff.gen WINDOW w AS (PARTITION BY k ORDER BY ts, seq)),
+      numbered AS (SELECT *, sum(starts) OVER (PARTITION BY k ORDER BY ts, seq) AS sess FROM marked)
+      SELECT k, min(ts) AS ws, max(ts) + interval '20 minutes' AS we, count(*) AS n, sum(v) AS s,
+             avg(price) AS a, max(v) AS mx,
+             count(DISTINCT tag) AS d, count(*) FILTER (WHERE v > 50) AS f
+        FROM numbered GROUP BY k, sess$$);
+SELECT rows_spilled > 0 AS spilled FROM last_call_stats();
+RESET work_mem;
+
+-- the TVFs: each row once per window, as the same joins
+SELECT * FROM compare(
+    $$SELECT (data).seq, window_start::timestamp, window_end::timestamp
+        FROM ptf.hop(NULL::win_diff.gen, 'ts', '5 minutes', '1 hour',
+                     query => 'SELECT * FROM win_diff.gen WHERE seq <= 25000')$$,
+    $$SELECT seq, date_bin('5 minutes', ts, '2000-01-01') - i * interval '5 minutes' AS ws,
+             date_bin('5 minutes', ts, '2000-01-01') - i * interval '5 minutes' + interval '1 hour' AS we
+        FROM win_diff.gen, generate_series(0, 11) i WHERE seq <= 25000$$);
+SELECT * FROM compare(
+    $$SELECT (data).seq, window_start::timestamp, window_end::timestamp
+        FROM ptf.cumulate(NULL::win_diff.gen, 'ts', '10 minutes', '1 hour', '5 minutes',
+                          query => 'SELECT * FROM win_diff.gen')$$,
+    $$SELECT seq, date_bin('1 hour', ts, '2000-01-01 00:05') AS ws,
+             date_bin('1 hour', ts, '2000-01-01 00:05') + j * interval '10 minutes' AS we
+        FROM win_diff.gen, generate_series(1, 6) j
+       WHERE date_bin('1 hour', ts, '2000-01-01 00:05') + j * interval '10 minutes' > ts$$);
+
+-- incrementally: a uid fed the rows in eight calls of six hours each, out of
+-- order inside each call (a watermark delay of six hours: no row is late),
+-- emits the windows its watermark closed, each once, equal to the plain
+-- answer for those windows
+CREATE TABLE fired (LIKE agg_row);
+CREATE FUNCTION feed(part int) RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE n bigint;
+BEGIN
+    INSERT INTO win_diff.fired
+    SELECT * FROM ptf.window_aggregate(NULL::win_diff.gen, NULL::win_diff.agg_row, 'hop', 'ts',
+        '1 hour', '5 minutes', partition_by => '{k}', uid => 'win-diff', watermark_delay => '6 hours',
+        aggregates => 'count(*) AS n, sum(v) AS s, avg(price) AS a, max(v) AS mx,
+                       count(DISTINCT tag) AS d, count(*) FILTER (WHERE v > 50) AS f',
+        query => format('SELECT * FROM win_diff.gen WHERE ts >= %L AND ts < %L ORDER BY seq',
+                        timestamp '2024-03-01' + part * interval '6 hours',
+                        timestamp '2024-03-01' + (part + 1) * interval '6 hours'));
+    GET DIAGNOSTICS n = ROW_COUNT;
+    RETURN n;
+END $$;
+-- the first call closes no window yet
+SELECT array_agg(feed(p) > 0 ORDER BY p) AS fired_some FROM generate_series(0, 7) p;
+SELECT rows_in, rows_late FROM state WHERE uid = 'win-diff';
+SELECT * FROM compare($$TABLE win_diff.fired$$,
+    format($$SELECT * FROM (%s) p WHERE we <= %L$$,
+           win_diff.plain($$SELECT date_bin('5 minutes', ts, '2000-01-01') - i * interval '5 minutes',
+                                   date_bin('5 minutes', ts, '2000-01-01') - i * interval '5 minutes' + interval '1 hour'
+                              FROM generate_series(0, 11) i$$),
+           (SELECT watermark::timestamp FROM state WHERE uid = 'win-diff')));
+SELECT drop_state('win-diff');
+
+RESET search_path;
+DROP SCHEMA win_diff CASCADE;
