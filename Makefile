@@ -28,6 +28,7 @@ OBJS = \
 	src/functions/state_functions.o \
 	src/functions/temporal_join.o \
 	src/functions/to_changelog.o \
+	src/functions/tvf_inline.o \
 	src/functions/windows.o \
 	src/decoding/plugin.o \
 	src/input/cdc_rows.o \

@@ -368,6 +368,16 @@ LANGUAGE C CALLED ON NULL INPUT VOLATILE;
 COMMENT ON FUNCTION ptf.tumble(anyelement, text, interval, interval, text, text, boolean) IS
     'Each row with its tumbling window [window_start, window_end) (Flink TUMBLE)';
 
+-- The bounds of ptf.tumble's windows, for tumble calls the planner
+-- replaces by a scan of their table (functions/tvf_inline.c).  Internal.
+CREATE FUNCTION ptf._tumble_bound(time_value anyelement, size_us bigint, offset_us bigint,
+                                  which integer, on_time text)
+RETURNS timestamptz
+AS 'MODULE_PATHNAME', 'ptf_tumble_bound'
+LANGUAGE C STABLE PARALLEL SAFE;
+COMMENT ON FUNCTION ptf._tumble_bound(anyelement, bigint, bigint, integer, text) IS
+    'Internal: a bound of the TUMBLE window holding a time (0 start, 1 end, 2 window_time)';
+
 CREATE FUNCTION ptf.hop(
     input     anyelement,
     on_time   text,

@@ -86,6 +86,79 @@ SELECT (data).item, window_start
   FROM tumble(NULL::bid, 'bidtime', '10 minutes',
               query => $$SELECT * FROM bid WHERE price > 3$$) ORDER BY 1;
 
+-- TUMBLE over a table is planned as a scan of it (ptf.inline_window_tvfs), with
+-- the function's answer: compared here with the function run as such
+EXPLAIN (COSTS OFF) SELECT window_start, count(*) FROM tumble(NULL::bid, 'bidtime', '10 minutes') GROUP BY 1;
+SET ptf.inline_window_tvfs = off;
+EXPLAIN (COSTS OFF) SELECT window_start, count(*) FROM tumble(NULL::bid, 'bidtime', '10 minutes') GROUP BY 1;
+RESET ptf.inline_window_tvfs;
+-- odd rows: infinite times are skipped, a dropped column, a view, every time type,
+-- offsets, windows of days in another time zone
+CREATE TABLE odd (a int, dropme int, ts timestamp, tz timestamptz, ms bigint);
+ALTER TABLE odd DROP COLUMN dropme;
+INSERT INTO odd SELECT g, timestamp '2024-03-09 20:00' + g * interval '37 minutes',
+                       timestamptz '2024-03-09 20:00+00' + g * interval '37 minutes',
+                       1710014400000 + g * 2220000
+  FROM generate_series(1, 200) g;
+INSERT INTO odd VALUES (0, 'infinity', 'infinity', 0), (-1, '-infinity', '-infinity', 0);
+CREATE VIEW odd_view AS SELECT * FROM odd WHERE a % 2 = 0;
+CREATE FUNCTION pg_temp.both_ways(q text) RETURNS TABLE (inlined bigint, function bigint, differ bigint)
+LANGUAGE plpgsql AS $$
+BEGIN
+    SET LOCAL ptf.inline_window_tvfs = on;
+    EXECUTE 'CREATE TEMP TABLE i AS ' || q;
+    SET LOCAL ptf.inline_window_tvfs = off;
+    EXECUTE 'CREATE TEMP TABLE f AS ' || q;
+    RETURN QUERY SELECT (SELECT count(*) FROM i), (SELECT count(*) FROM f),
+        (SELECT count(*) FROM ((TABLE i EXCEPT ALL TABLE f) UNION ALL (TABLE f EXCEPT ALL TABLE i)) d);
+    DROP TABLE i, f;
+END $$;
+SET TimeZone = 'America/New_York';   -- 2024-03-10: a daylight saving change
+SELECT * FROM pg_temp.both_ways($$SELECT (data).a, window_start, window_end, window_time
+                                    FROM ptf.tumble(NULL::odd, 'ts', '1 hour')$$);
+SELECT * FROM pg_temp.both_ways($$SELECT (data).a, window_start, window_end, window_time
+                                    FROM ptf.tumble(NULL::odd, 'ts', '1 day', "offset" => '-5 hours')$$);
+SELECT * FROM pg_temp.both_ways($$SELECT data, window_start, window_end
+                                    FROM ptf.tumble(NULL::odd, 'tz', '45 minutes', '10 minutes')$$);
+SELECT * FROM pg_temp.both_ways($$SELECT (data).*, window_start
+                                    FROM ptf.tumble(NULL::odd, 'ms', '2 hours')$$);
+SELECT * FROM pg_temp.both_ways($$SELECT (data).a, window_end FROM ptf.tumble(NULL::odd_view, 'ts', '3 hours')$$);
+SET TimeZone = 'UTC';
+-- a NULL time is the same error
+\set VERBOSITY terse
+INSERT INTO odd VALUES (99, NULL, NULL, NULL);
+SELECT count(*) FROM tumble(NULL::odd, 'ts', '1 hour');
+SET ptf.inline_window_tvfs = off;
+SELECT count(*) FROM tumble(NULL::odd, 'ts', '1 hour');
+RESET ptf.inline_window_tvfs;
+\set VERBOSITY default
+DELETE FROM odd WHERE a = 99;
+-- and the caller's rights: row level security and privileges hold
+CREATE ROLE regress_ptf_tvf;
+GRANT USAGE ON SCHEMA ptf TO regress_ptf_tvf;
+GRANT SELECT ON odd TO regress_ptf_tvf;
+ALTER TABLE odd ENABLE ROW LEVEL SECURITY;
+CREATE POLICY small ON odd FOR SELECT TO regress_ptf_tvf USING (a < 10);
+SET ROLE regress_ptf_tvf;
+SELECT count(*) FROM ptf.tumble(NULL::ptf.odd, 'ts', '1 hour');
+SET ptf.inline_window_tvfs = off;
+SELECT count(*) FROM ptf.tumble(NULL::ptf.odd, 'ts', '1 hour');
+RESET ptf.inline_window_tvfs;
+RESET ROLE;
+REVOKE SELECT ON odd FROM regress_ptf_tvf;
+SET ROLE regress_ptf_tvf;
+SELECT count(*) FROM ptf.tumble(NULL::ptf.odd, 'ts', '1 hour');
+RESET ROLE;
+DROP POLICY small ON odd;
+REVOKE USAGE ON SCHEMA ptf FROM regress_ptf_tvf;
+DROP ROLE regress_ptf_tvf;
+-- a view's definition keeps the call: the scan is chosen when it is planned
+CREATE VIEW hourly AS SELECT window_start, count(*) FROM ptf.tumble(NULL::odd, 'ts', '1 hour') GROUP BY 1;
+SELECT pg_get_viewdef('hourly') LIKE '%FROM tumble(NULL::odd%' AS keeps_the_call;
+EXPLAIN (COSTS OFF) SELECT * FROM hourly;
+DROP VIEW hourly, odd_view;
+DROP TABLE odd;
+
 -- errors, before any row is read: SQLSTATE and message
 CREATE FUNCTION pg_temp.try(q text) RETURNS text LANGUAGE plpgsql AS $$
 BEGIN

@@ -308,6 +308,8 @@ advance_watermark(PtfFrame *frame, PtfOperator *op, PtfTime wm, PtfTime proc_tim
 	if (op->methods->on_watermark)
 		op->methods->on_watermark(op, wm, proc_time);
 	fire_event_timers(frame, op, wm, proc_time);
+	/* keys the timers removed leave memory new keys can reuse */
+	ptf_operator_reclaim(op, 1024);
 }
 
 /* ---- spilling ---- */

@@ -19,6 +19,7 @@
 
 #include "base/ptf_time.h"
 #include "functions/common.h"
+#include "functions/tvf_inline.h"
 #include "input/change_stream.h"
 #include "worker/worker.h"
 
@@ -33,5 +34,6 @@ _PG_init(void)
 	ptf_common_define_gucs();
 	change_stream_define_gucs();
 	ptf_worker_init();
+	ptf_tvf_inline_init();
 	MarkGUCPrefixReserved("ptf");
 }

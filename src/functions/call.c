@@ -382,8 +382,12 @@ ptf_call_run(PtfCall *call)
 
 	/* 4. store */
 	if (ds != NULL)
+	{
 		store_state(call, ds, op, cs, &progress,
 					call->skipped ? call->skipped(call, op) - skipped_before : 0);
+		/* written back: a kept operator may recycle the keys it removed */
+		ptf_operator_reclaim(op, 1);
+	}
 	ptf_record_call_stats(call->function, call->frame, call->out->rows);
 
 	SPI_finish();

@@ -134,6 +134,7 @@ build_tvf(PtfCall *call, const PtfOperatorEnv *env, const PtfCallBuild *b)
 	PtfOperator *op;
 	KeyedStateSpec spec;
 
+	opts.rowdesc = b->rowdescs[0];
 	op = window_tvf_create(&opts, env);
 	/* no keys, no values: a uid's state is its stream's position alone */
 	memset(&spec, 0, sizeof(spec));

@@ -45,6 +45,24 @@ ptf_operator_keys(PtfOperator *op)
 }
 
 void
+ptf_operator_reclaim(PtfOperator *op, int min_removed)
+{
+	uint64		removed;
+
+	if (op->state == NULL)
+		return;
+	removed = keyed_state_removed_count(op->state);
+	/* forgetting timers walks them all: only for a good share of them */
+	if (removed < (uint64) Max(min_removed, 1) ||
+		removed * 4 < timer_count(op->timers, PTF_EVENT_TIME) +
+		timer_count(op->timers, PTF_PROCESSING_TIME) ||
+		!keyed_state_can_reclaim(op->state))
+		return;
+	timer_forget_removed(op->timers);
+	keyed_state_reclaim(op->state);
+}
+
+void
 ptf_operator_destroy(PtfOperator *op)
 {
 	MemoryContextDelete(op->cxt);

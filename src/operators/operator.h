@@ -126,4 +126,13 @@ extern Size ptf_operator_memory(PtfOperator *op);
 extern uint64 ptf_operator_keys(PtfOperator *op);
 extern void ptf_operator_destroy(PtfOperator *op);
 
+/*
+ * Recycle the memory of keys the operator removed, when nothing points at
+ * them any more: its timers of them are forgotten, and a durable state's
+ * changes must have been written back.  The frame calls it between rows,
+ * the call after storing a uid's state.  Cheap when there is nothing to
+ * do; it does the work only once enough removed keys piled up (min_removed).
+ */
+extern void ptf_operator_reclaim(PtfOperator *op, int min_removed);
+
 #endif							/* PTF_OPERATOR_H */

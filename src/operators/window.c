@@ -57,6 +57,7 @@
 #include "catalog/pg_type.h"
 #include "common/int.h"
 #include "executor/tuptable.h"
+#include "funcapi.h"
 #include "utils/datum.h"
 #include "utils/memutils.h"
 
@@ -227,6 +228,7 @@ typedef struct WindowTvf
 	PtfOperator base;
 	WindowSpec	spec;
 	Oid			time_type;
+	TupleDesc	rowdesc;		/* of data */
 	TupleTableSlot *out;
 	Oid			col_types[3];
 	uint64		skipped;
@@ -248,6 +250,23 @@ tvf_emit(WindowTvf *t, Datum data, PtfTime start, PtfTime end)
 	ptf_operator_emit(&t->base, ROWKIND_INSERT, out);
 }
 
+bool
+window_tumble_start(const WindowSpec *w, PtfTime ts, PtfTime *start)
+{
+	PtfTime		e;
+
+	Assert(w->kind == WINDOW_TUMBLE);
+	return ts != PTF_TIME_MIN && ts != PTF_TIME_MAX &&
+		slice_end_of(w, ts, &e) && aligned_start(ts, w->size, w->offset, start) &&
+		!pg_add_s64_overflow(*start, w->size, &e);
+}
+
+int64
+window_time_before_end(void)
+{
+	return MS;
+}
+
 static PtfRowResult
 tvf_on_row(PtfOperator *op, RowKind kind, TupleTableSlot *row, const PtfRowContext *ctx)
 {
@@ -264,14 +283,17 @@ tvf_on_row(PtfOperator *op, RowKind kind, TupleTableSlot *row, const PtfRowConte
 		t->skipped++;
 		return PTF_ROW_DONE;
 	}
-	if (!slice_end_of(w, ts, &e) || !aligned_start(ts, w->kind == WINDOW_HOP ? w->step : w->size,
-												   w->offset, &s) ||
-		pg_add_s64_overflow(s, w->size, &e))
+	if (w->kind == WINDOW_TUMBLE ? !window_tumble_start(w, ts, &s) :
+		(!slice_end_of(w, ts, &e) || !aligned_start(ts, w->kind == WINDOW_HOP ? w->step : w->size,
+													w->offset, &s) ||
+		 pg_add_s64_overflow(s, w->size, &e)))
 	{
 		t->skipped++;
 		return PTF_ROW_DONE;
 	}
-	data = ExecFetchSlotHeapTupleDatum(row);
+	/* data is of the input's row type, whatever slot the row came in */
+	slot_getsomeattrs(row, t->rowdesc->natts);
+	data = HeapTupleGetDatum(heap_form_tuple(t->rowdesc, row->tts_values, row->tts_isnull));
 	switch (w->kind)
 	{
 		case WINDOW_TUMBLE:
@@ -320,6 +342,7 @@ window_tvf_create(const WindowTvfOptions *opts, const PtfOperatorEnv *env)
 
 	t->spec = opts->spec;
 	t->time_type = opts->time_type;
+	t->rowdesc = CreateTupleDescCopy(opts->rowdesc);
 	/* a pipeline worker keeps the operator beyond the call's memory */
 	t->out = MakeSingleTupleTableSlot(CreateTupleDescCopy(opts->outdesc), &TTSOpsVirtual);
 	for (i = 0; i < 3; i++)
@@ -794,13 +817,31 @@ fire_aligned(WinAggOp *wa, StateRecord *rec, KeyHot *hot, PtfTime e)
 	KeyedState *ks = wa->base.state;
 	PtfTime		start = window_start(&wa->spec, e);
 	int64		nrows = 0;
+	int			first;
 	int			i;
 	int			n;
 
 	MemoryContextReset(wa->firemem->cxt);
 	aggs_window_begin(wa->aggs, wa->firemem);
 	n = keyed_state_ns_count(ks, rec, SPACE_SLICES);
-	for (i = keyed_state_ns_lower_bound(ks, rec, SPACE_SLICES, start + 1); i < n; i++)
+	first = keyed_state_ns_lower_bound(ks, rec, SPACE_SLICES, start + 1);
+
+	/*
+	 * The window's slices live apart in memory: ask for all of them before
+	 * reading any, so that their cache misses overlap (a HOP window of 12
+	 * slices would otherwise wait for 12 misses in a row).
+	 */
+	for (i = first; i < n; i++)
+	{
+		int64		s;
+		SliceValue *sv = keyed_state_ns_at(ks, rec, SPACE_SLICES, i, &s);
+
+		if (s > e)
+			break;
+		__builtin_prefetch(sv);
+		__builtin_prefetch((char *) sv + 64);
+	}
+	for (i = first; i < n; i++)
 	{
 		int64		s;
 		SliceValue *sv = keyed_state_ns_at(ks, rec, SPACE_SLICES, i, &s);

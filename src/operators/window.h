@@ -53,10 +53,19 @@ typedef struct WindowTvfOptions
 {
 	WindowSpec	spec;
 	Oid			time_type;		/* of on_time */
+	TupleDesc	rowdesc;		/* of data: the input's row type */
 	TupleDesc	outdesc;		/* (data, window_start, window_end, window_time) */
 } WindowTvfOptions;
 
 extern PtfOperator *window_tvf_create(const WindowTvfOptions *opts, const PtfOperatorEnv *env);
+
+/*
+ * The start of the TUMBLE window holding ts, as the TVF gives it; false
+ * where the TVF skips the row (an infinite time, a window past the ends of
+ * the time range).  window_time is a window's end less this many us.
+ */
+extern bool window_tumble_start(const WindowSpec *w, PtfTime ts, PtfTime *start);
+extern int64 window_time_before_end(void);
 extern uint64 window_tvf_skipped(PtfOperator *op);
 
 /* ---- the window aggregate ---- */

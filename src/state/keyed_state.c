@@ -85,12 +85,22 @@ typedef struct InlineMap
 	char	   *side_values;	/* SIDE_COUNT values, hot and cold */
 } InlineMap;
 
+/*
+ * Entries are taken from the front (the oldest slice, the oldest version)
+ * far more often than from anywhere else: the array may begin past the
+ * start of its allocation (off entries), so that dropping the first entry
+ * moves nothing and adding a first one reuses the room.
+ */
 typedef struct NsSet
 {
-	NsEntry    *entries;		/* ascending ns */
+	NsEntry    *entries;		/* ascending ns; allocation starts off before */
 	int32		n;
-	int32		cap;
+	int32		cap;			/* entries the allocation holds */
+	int32		off;
 } NsSet;
+
+/* records up to this many MAXALIGN units are recycled (StateRecord.pad) */
+#define RECORD_SIZE_CLASSES 256
 
 typedef struct NsFreeList
 {
@@ -120,6 +130,16 @@ struct KeyedState
 	char	   *block;			/* arena */
 	Size		block_used;
 	Size		block_size;
+
+	/*
+	 * Removed records wait here until nothing points at them (timers,
+	 * changed lists), then go to the free list of their size, in units of
+	 * MAXALIGN; a record of the same size is made from one of them.
+	 */
+	StateRecord **removed;
+	int			nremoved;
+	int			maxremoved;
+	StateRecord *free_records[RECORD_SIZE_CLASSES];
 
 	/* changes since the last keyed_state_clear_changes() */
 	bool		durable;
@@ -442,7 +462,7 @@ grow_array(KeyedState *ks, void *array, int *max, Size elem, int min)
 static void
 note_changed(KeyedState *ks, StateRecord *rec)
 {
-	if (rec == &ks->inline_record)
+	if (rec == &ks->inline_record || !ks->durable)
 		return;					/* nothing to write back */
 	Assert(!(rec->flags & RECORD_REMOVED));
 	rec->flags |= RECORD_CHANGED;
@@ -467,11 +487,20 @@ note_dead(KeyedState *ks, ItemPointer tid)
 static StateRecord *
 record_create(KeyedState *ks, KeySpec *probe)
 {
-	Size		keysize = key_packed_size(probe);
+	Size		size = MAXALIGN(sizeof(StateRecord) + ks->value_size + ks->cold_size +
+								sizeof(NsSet) * ks->nspaces + key_packed_size(probe));
+	Size		units = size / MAXIMUM_ALIGNOF;
 	StateRecord *rec;
 
-	rec = arena_alloc(ks, sizeof(StateRecord) + ks->value_size + ks->cold_size +
-					  sizeof(NsSet) * ks->nspaces + keysize);
+	if (units < RECORD_SIZE_CLASSES && ks->free_records[units] != NULL)
+	{
+		rec = ks->free_records[units];
+		ks->free_records[units] = *(StateRecord **) rec;
+		memset(rec, 0, size);
+	}
+	else
+		rec = arena_alloc(ks, size);
+	rec->pad = units < RECORD_SIZE_CLASSES ? (uint8) units : 0;
 	rec->expires_at = PTF_TIME_MAX;
 	ItemPointerSetInvalid(&rec->tid);
 	if (probe->probe_has_nulls)
@@ -547,13 +576,41 @@ ns_set(KeyedState *ks, StateRecord *rec, int space)
 	return &RECORD_NSSETS(ks, rec)[space];
 }
 
-/* position of the first entry >= ns */
+/*
+ * Position of the first entry >= ns.  Namespaces are mostly times on a
+ * grid (slice ends, a key's versions) and mostly arrive at the end: the
+ * last entry is looked at first, then the entry where ns would sit if
+ * they were evenly spread, and bisection goes on from there -- on a large
+ * set, one or two cache lines instead of a dozen.
+ */
 static int
 ns_search(NsSet *set, int64 ns)
 {
 	int			lo = 0;
 	int			hi = set->n;
 
+	if (hi == 0 || set->entries[hi - 1].ns < ns)
+		return hi;
+	if (set->entries[hi - 1].ns == ns)
+		return hi - 1;
+	if (set->entries[0].ns >= ns)
+		return 0;
+	if (hi > 8)
+	{
+		/* entries[0].ns < ns < entries[hi - 1].ns */
+		double		span = (double) set->entries[hi - 1].ns - (double) set->entries[0].ns;
+		int			guess = (int) (((double) ns - (double) set->entries[0].ns) / span * (hi - 1));
+
+		guess = Max(1, Min(guess, hi - 2));
+		if (set->entries[guess].ns < ns)
+			lo = guess + 1;
+		else
+		{
+			hi = guess + 1;
+			if (set->entries[guess - 1].ns < ns)
+				return guess;
+		}
+	}
 	while (lo < hi)
 	{
 		int			mid = (lo + hi) / 2;
@@ -600,8 +657,20 @@ ns_drop_at(KeyedState *ks, NsSet *set, int space, int i)
 	if (e->flags & RECORD_STORED)
 		note_dead(ks, &e->tid);
 	ns_value_free(ks, space, e->value);
-	memmove(&set->entries[i], &set->entries[i + 1], sizeof(NsEntry) * (set->n - i - 1));
+	if (i == 0)
+	{
+		set->entries++;
+		set->off++;
+	}
+	else
+		memmove(&set->entries[i], &set->entries[i + 1], sizeof(NsEntry) * (set->n - i - 1));
 	set->n--;
+	if (set->n == 0)
+	{
+		/* empty: back to the start of the allocation */
+		set->entries -= set->off;
+		set->off = 0;
+	}
 }
 
 static void
@@ -615,6 +684,11 @@ clear_namespaces(KeyedState *ks, StateRecord *rec)
 
 		while (set->n > 0)
 			ns_drop_at(ks, set, space, set->n - 1);
+		if (set->entries != NULL)
+			pfree(set->entries - set->off);
+		set->entries = NULL;
+		set->cap = 0;
+		set->off = 0;
 	}
 }
 
@@ -626,19 +700,33 @@ ns_insert(KeyedState *ks, StateRecord *rec, int space, int64 ns)
 	NsEntry    *e;
 
 	Assert(i == set->n || set->entries[i].ns != ns);
-	if (set->n >= set->cap)
+	if (i == 0 && set->off > 0)
+	{
+		/* a new first entry in the room the dropped ones left */
+		set->entries--;
+		set->off--;
+	}
+	else if (set->off + set->n < set->cap)
+		memmove(&set->entries[i + 1], &set->entries[i], sizeof(NsEntry) * (set->n - i));
+	else if (set->off > 0)
+	{
+		/* no room at the end: the entries before i move down into it */
+		memmove(set->entries - 1, set->entries, sizeof(NsEntry) * i);
+		set->entries--;
+		set->off--;
+	}
+	else
 	{
 		int			cap = Max(4, set->cap * 2);
 		NsEntry    *entries = MemoryContextAlloc(ks->cxt, sizeof(NsEntry) * cap);
 
-		if (set->n > 0)
-			memcpy(entries, set->entries, sizeof(NsEntry) * set->n);
+		memcpy(entries, set->entries, sizeof(NsEntry) * i);
+		memcpy(entries + i + 1, set->entries + i, sizeof(NsEntry) * (set->n - i));
 		if (set->entries)
 			pfree(set->entries);
 		set->entries = entries;
 		set->cap = cap;
 	}
-	memmove(&set->entries[i + 1], &set->entries[i], sizeof(NsEntry) * (set->n - i));
 	set->n++;
 	e = &set->entries[i];
 	e->ns = ns;
@@ -878,8 +966,45 @@ keyed_state_remove(KeyedState *ks, StateRecord *rec)
 	if (rec->flags & RECORD_STORED)
 		note_dead(ks, &rec->tid);
 	rec->flags |= RECORD_REMOVED;
+	if (rec->pad != 0)
+	{
+		if (ks->nremoved >= ks->maxremoved)
+			ks->removed = grow_array(ks, ks->removed, &ks->maxremoved,
+									 sizeof(StateRecord *), 256);
+		ks->removed[ks->nremoved++] = rec;
+	}
 	pfree(values);
 	pfree(nulls);
+}
+
+int
+keyed_state_removed_count(KeyedState *ks)
+{
+	return ks->nremoved;
+}
+
+bool
+keyed_state_can_reclaim(KeyedState *ks)
+{
+	/* a changed list not yet written back may still name a removed record */
+	return ks->nremoved > 0 && (!ks->durable || (ks->nchanged == 0 && ks->nchanged_ns == 0));
+}
+
+void
+keyed_state_reclaim(KeyedState *ks)
+{
+	int			i;
+
+	Assert(keyed_state_can_reclaim(ks) || ks->nremoved == 0);
+	for (i = 0; i < ks->nremoved; i++)
+	{
+		StateRecord *rec = ks->removed[i];
+
+		Assert((rec->flags & RECORD_REMOVED) && rec->pad != 0);
+		*(StateRecord **) rec = ks->free_records[rec->pad];
+		ks->free_records[rec->pad] = rec;
+	}
+	ks->nremoved = 0;
 }
 
 /* Remove every record expired at now (durable state, before writing back). */

@@ -48,7 +48,7 @@ typedef struct StateRecord
 	PtfTime		expires_at;		/* PTF_TIME_MAX: never */
 	ItemPointerData tid;		/* durable: the tuple storing it, if any */
 	uint8		flags;
-	uint8		pad;
+	uint8		pad;			/* size class: MAXALIGN units, 0: none */
 	/* the operator's value (hot part, cold part), namespaces, packed key */
 } StateRecord;
 
@@ -182,6 +182,17 @@ typedef struct ChangedNs
 	int			space;
 	int64		ns;
 } ChangedNs;
+
+/*
+ * Removed records are kept until nothing points at them; when the changed
+ * lists are written back (durable) and the operator forgot its timers of
+ * removed records, keyed_state_reclaim() recycles their memory for new
+ * keys.  A long-running pipeline's state then does not grow with keys that
+ * come and go.
+ */
+extern int	keyed_state_removed_count(KeyedState *ks);
+extern bool keyed_state_can_reclaim(KeyedState *ks);
+extern void keyed_state_reclaim(KeyedState *ks);
 
 extern StateRecord **keyed_state_changed(KeyedState *ks, int *n);
 extern ChangedNs *keyed_state_changed_ns(KeyedState *ks, int *n);

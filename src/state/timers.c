@@ -132,6 +132,47 @@ timer_pop_due(TimerService *ts, PtfTimeDomain domain, PtfTime upto, PtfTimer *ti
 	return true;
 }
 
+void
+timer_forget_removed(TimerService *ts)
+{
+	int			d;
+
+	for (d = 0; d < 2; d++)
+	{
+		TimerHeap  *h = &ts->heaps[d];
+		uint64		kept = 0;
+		uint64		i;
+
+		for (i = 0; i < h->n; i++)
+			if (h->items[i].rec == NULL || !(h->items[i].rec->flags & RECORD_REMOVED))
+				h->items[kept++] = h->items[i];
+		if (kept == h->n)
+			continue;
+		/* what is left, a heap again (Floyd's) */
+		h->n = kept;
+		for (i = h->n / 2; i-- > 0;)
+		{
+			uint64		j = i;
+			PtfTimer	t = h->items[i];
+
+			for (;;)
+			{
+				uint64		child = 2 * j + 1;
+
+				if (child >= h->n)
+					break;
+				if (child + 1 < h->n && timer_before(&h->items[child + 1], &h->items[child]))
+					child++;
+				if (!timer_before(&h->items[child], &t))
+					break;
+				h->items[j] = h->items[child];
+				j = child;
+			}
+			h->items[j] = t;
+		}
+	}
+}
+
 PtfTime
 timer_next_time(TimerService *ts, PtfTimeDomain domain)
 {

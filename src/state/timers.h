@@ -55,6 +55,9 @@ extern void timer_register_seq(TimerService *ts, PtfTimeDomain domain, PtfTime t
 extern bool timer_pop_due(TimerService *ts, PtfTimeDomain domain, PtfTime upto,
 						  PtfTimer *timer);
 
+/* Forget the timers of removed records (before their memory is reused). */
+extern void timer_forget_removed(TimerService *ts);
+
 /* the time of the first timer of domain, PTF_TIME_MAX when none */
 extern PtfTime timer_next_time(TimerService *ts, PtfTimeDomain domain);
 extern uint64 timer_count(TimerService *ts, PtfTimeDomain domain);

@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# bench/windows.sh: the window TVFs and ptf.window_aggregate against their
+# plain-SQL formulations (GROUP BY date_bin; a join of each row to its
+# windows for HOP and CUMULATE) on a throwaway server, side by side in one
+# run; a window pipeline's throughput and the time from a window's close to
+# its row in the sink.
+#
+#   bash bench/windows.sh        (as root: installs what is missing, builds)
+#
+# Data: ROWS rows (default 5M) over KEYS keys (default 10k), times spread
+# over a day, in random order.  Windows: TUMBLE 1 hour; HOP 1 hour sliding
+# by 5 minutes (size = 12 slides); CUMULATE 1 hour in 5-minute steps.
+# Every statement runs REPS times (default 3) after a warm-up round,
+# alternating with its anchor in one session; the table shows medians and
+# the ratio to the anchor, for each setting in WORK_MEMS (default
+# "256MB 16MB": state in memory, and spilled).  The pipeline part:
+# PIPE_ROWS rows (default 1M) over 1000 keys written in transactions of
+# 10000 with the clock as event time, a TUMBLE of 1 second per key; the
+# time until the sink has every window the load closed, and how long after
+# its end each window reached the sink.
+set -euo pipefail
+
+PTF_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=../scripts/lib.sh
+. "$PTF_ROOT/scripts/lib.sh"
+
+ROWS=${ROWS:-5000000}
+KEYS=${KEYS:-10000}
+REPS=${REPS:-3}
+WORK_MEMS=${WORK_MEMS:-"256MB 16MB"}
+PIPE_ROWS=${PIPE_ROWS:-1000000}
+
+ptf_bench_start "max_worker_processes = 16
+ptf.pipeline_idle_time = 20ms"
+dir=$PTF_BENCH_DIR
+
+ptf_log "bench: $ROWS rows over $KEYS keys"
+ptf_psql -X -q -v ON_ERROR_STOP=1 <<SQL
+CREATE EXTENSION deduplicate_keep_first;
+CREATE TABLE bench_events AS
+SELECT (hashint8(i) & 2147483647) % $KEYS AS k,
+       timestamp '2024-01-01' + ((hashint8(i * 31) & 2147483647) % 86400000) * interval '1 millisecond' AS ts,
+       (hashint8(i * 7) & 2147483647) % 1000 AS v
+  FROM generate_series(1, $ROWS) i;
+VACUUM ANALYZE bench_events;
+CREATE TYPE wa_out AS (k int, window_start timestamp, window_end timestamp, n bigint, s bigint);
+SQL
+
+# name|statement; statements are timed by psql's \timing
+statements() {
+    cat <<'LIST'
+tvf_tumble|SELECT count(*) FROM (SELECT window_start, window_end, count(*), sum((data).v) FROM ptf.tumble(NULL::bench_events, 'ts', '1 hour') GROUP BY 1, 2) s
+bin_tumble|SELECT count(*) FROM (SELECT date_bin('1 hour', ts, '2000-01-01'), date_bin('1 hour', ts, '2000-01-01') + interval '1 hour', count(*), sum(v) FROM bench_events GROUP BY 1, 2) s
+wa_tumble|SELECT count(*) FROM ptf.window_aggregate(NULL::bench_events, NULL::wa_out, 'tumble', 'ts', '1 hour', partition_by => '{k}', aggregates => 'count(*) AS n, sum(v) AS s')
+bin_key_tumble|SELECT count(*) FROM (SELECT k, date_bin('1 hour', ts, '2000-01-01'), date_bin('1 hour', ts, '2000-01-01') + interval '1 hour', count(*), sum(v) FROM bench_events GROUP BY 1, 2, 3) s
+wa_hop|SELECT count(*) FROM ptf.window_aggregate(NULL::bench_events, NULL::wa_out, 'hop', 'ts', '1 hour', '5 minutes', partition_by => '{k}', aggregates => 'count(*) AS n, sum(v) AS s')
+join_hop|SELECT count(*) FROM (SELECT k, ws, ws + interval '1 hour', count(*), sum(v) FROM bench_events, LATERAL (SELECT date_bin('5 minutes', ts, '2000-01-01') - i * interval '5 minutes' FROM generate_series(0, 11) i) w(ws) GROUP BY 1, 2, 3) s
+wa_cumulate|SELECT count(*) FROM ptf.window_aggregate(NULL::bench_events, NULL::wa_out, 'cumulate', 'ts', '1 hour', '5 minutes', partition_by => '{k}', aggregates => 'count(*) AS n, sum(v) AS s')
+join_cumulate|SELECT count(*) FROM (SELECT k, ws, we, count(*), sum(v) FROM bench_events, LATERAL (SELECT date_bin('1 hour', ts, '2000-01-01'), date_bin('1 hour', ts, '2000-01-01') + j * interval '5 minutes' FROM generate_series(1, 12) j) w(ws, we) WHERE we > ts GROUP BY 1, 2, 3) s
+LIST
+}
+
+for wm in $WORK_MEMS; do
+    ptf_log "bench: work_mem = $wm, $REPS rounds"
+    script=$dir/run.sql
+    {
+        echo "SET work_mem = '$wm';"
+        echo "SET max_parallel_workers_per_gather = 0;"
+        echo "\\timing on"
+        statements | while IFS='|' read -r name sql; do echo "$sql \\g /dev/null"; done
+        for r in $(seq 1 "$REPS"); do
+            statements | while IFS='|' read -r name sql; do
+                echo "\\echo @@ $name"
+                echo "$sql;"
+            done
+        done
+    } >"$script"
+    chown postgres "$script"
+    ptf_psql -X -q -v ON_ERROR_STOP=1 -f "$script" >"$dir/out.txt"
+    ptf_bench_times "$dir/out.txt" >"$dir/times.txt"
+    m() { ptf_bench_median "$dir/times.txt" "$1"; }
+    tt=$(m tvf_tumble); bt=$(m bin_tumble); wt=$(m wa_tumble); bk=$(m bin_key_tumble)
+    wh=$(m wa_hop); jh=$(m join_hop); wc=$(m wa_cumulate); jc=$(m join_cumulate)
+    echo
+    echo "### $ROWS rows, $KEYS keys, one day, work_mem = $wm (median of $REPS, ms)"
+    echo
+    echo "| work | ptf | anchor | anchor ms | ratio | target |"
+    echo "|---|---:|---|---:|---:|---:|"
+    echo "| \`ptf.tumble\` 1 h + GROUP BY window | $tt | \`GROUP BY date_bin('1 hour', ts)\` | $bt | $(ptf_bench_ratio "$tt" "$bt") | <= 1.2x |"
+    echo "| \`window_aggregate\` TUMBLE 1 h per key | $wt | \`GROUP BY k, date_bin('1 hour', ts)\` | $bk | $(ptf_bench_ratio "$wt" "$bk") | <= 1.0x |"
+    echo "| \`window_aggregate\` HOP 1 h / 5 min per key | $wh | join to each row's 12 windows, GROUP BY | $jh | $(ptf_bench_ratio "$wh" "$jh") | <= 0.25x |"
+    echo "| \`window_aggregate\` CUMULATE 1 h / 5 min per key | $wc | join to each row's windows, GROUP BY | $jc | $(ptf_bench_ratio "$wc" "$jc") | <= 0.25x |"
+done
+
+# parallel query is off above: both sides run in one process
+echo
+echo "(max_parallel_workers_per_gather = 0 for both sides: ptf functions run in one process.)"
+
+# ---- a window pipeline ----
+ptf_log "bench: pipeline, $PIPE_ROWS rows"
+ptf_psql -X -q -v ON_ERROR_STOP=1 <<'SQL'
+CREATE TABLE clicks (k int, v int, ts timestamptz NOT NULL DEFAULT clock_timestamp());
+CREATE TABLE per_second (k int, window_start timestamptz, window_end timestamptz, n bigint, s bigint,
+                         seen_at timestamptz NOT NULL DEFAULT clock_timestamp());
+CREATE TYPE per_second_row AS (k int, window_start timestamptz, window_end timestamptz, n bigint, s bigint);
+SELECT ptf.create_pipeline('per-second', $q$
+    SELECT * FROM ptf.window_aggregate(NULL::clicks, NULL::per_second_row, 'tumble', 'ts',
+        '1 second', partition_by => '{k}', aggregates => 'count(*) AS n, sum(v) AS s',
+        changes => true, uid => 'per-second')$q$, 'per_second');
+SQL
+batches=$((PIPE_ROWS / 10000))
+for b in $(seq 1 "$batches"); do
+    echo "INSERT INTO clicks (k, v) SELECT g % 1000, g FROM generate_series(1, 10000) g;"
+done >"$dir/load.sql"
+chown postgres "$dir/load.sql"
+start=$(date +%s.%N)
+ptf_psql -X -q -v ON_ERROR_STOP=1 -f "$dir/load.sql"
+written=$(date +%s.%N)
+# every window that ends at or before the last row's time is closed by the load
+until [ "$(ptf_psql -X -At -c "
+    SELECT (SELECT coalesce(sum(n), 0) FROM per_second) >=
+           (SELECT count(*) FROM clicks WHERE ts < date_trunc('second', (SELECT max(ts) FROM clicks)))")" = t ]; do
+    sleep 0.05
+done
+done_at=$(date +%s.%N)
+closed=$(ptf_psql -X -At -c "SELECT count(*) FROM clicks WHERE ts < date_trunc('second', (SELECT max(ts) FROM clicks))")
+lags=$(ptf_psql -X -At -F ' ' -c "
+    SELECT round(1000 * extract(epoch FROM percentile_cont(0.5) WITHIN GROUP (ORDER BY seen_at - window_end))),
+           round(1000 * extract(epoch FROM percentile_cont(0.99) WITHIN GROUP (ORDER BY seen_at - window_end))),
+           round(1000 * extract(epoch FROM max(seen_at - window_end)))
+      FROM per_second")
+echo
+echo "### Window pipeline (TUMBLE 1 s over 1000 keys, $PIPE_ROWS rows in transactions of 10000)"
+echo
+echo "| measure | value |"
+echo "|---|---:|"
+awk -v s="$start" -v w="$written" -v d="$done_at" -v n="$closed" \
+    'BEGIN { printf "| write time (s) | %.2f |\n| every closed window in the sink after (s) | %.2f |\n| throughput (rows/s) | %.0f |\n", w - s, d - s, n / (d - s) }'
+read -r p50 p99 pmax <<<"$lags"
+echo "| window end to its row in the sink, p50 / p99 / max (ms) | $p50 / $p99 / $pmax |"
