@@ -100,6 +100,8 @@ typedef struct SpillFile
 typedef struct BatchEntry
 {
 	RowKind		kind;
+	PtfTime		event_time;		/* for the prefetch: PTF_TIME_MIN if unknown */
+	uint64		scratch[2];		/* the operator's, between prefetch stages */
 	PtfRowMeta	meta;
 	TupleTableSlot *slot;		/* a heap-tuple slot over buf */
 	HeapTupleData tuple;
@@ -483,11 +485,30 @@ frame_process(PtfFrameInput *input, RowKind kind, TupleTableSlot *row,
 	}
 }
 
+/* One prefetch stage of a batched row (operator methods, prefetch). */
+static void
+batch_prefetch(PtfFrame *frame, BatchEntry *e, int stage)
+{
+	PtfRowContext ctx;
+
+	memset(&ctx, 0, sizeof(ctx));
+	ctx.keys = frame->inputs[0]->spec.keys;
+	ctx.event_time = e->event_time;
+	ctx.watermark = frame->watermark;
+	frame->op->methods->prefetch(frame->op, e->slot, &ctx, stage, e->scratch);
+}
+
 static void
 frame_drain(PtfFrame *frame)
 {
 	int			i;
 
+	int			stage;
+
+	/* the later prefetch stages, each over the whole batch */
+	for (stage = 1; stage < frame->op->methods->prefetch_stages; stage++)
+		for (i = 0; i < frame->nbatch; i++)
+			batch_prefetch(frame, &frame->batch[i], stage);
 	for (i = 0; i < frame->nbatch; i++)
 	{
 		BatchEntry *e = &frame->batch[i];
@@ -504,9 +525,9 @@ batch_add(PtfFrame *frame, RowKind kind, TupleTableSlot *row,
 		  const PtfRowMeta *meta)
 {
 	BatchEntry *e = &frame->batch[frame->nbatch++];
+	PtfFrameInput *input = frame->inputs[0];
 	bool		should_free;
 	HeapTuple	src = ExecFetchSlotHeapTuple(row, false, &should_free);
-	PtfRowContext ctx;
 
 	if (src->t_len > e->cap)
 	{
@@ -524,9 +545,17 @@ batch_add(PtfFrame *frame, RowKind kind, TupleTableSlot *row,
 	e->meta = *meta;
 	ExecStoreHeapTuple(&e->tuple, e->slot, false);
 
-	memset(&ctx, 0, sizeof(ctx));
-	ctx.keys = frame->inputs[0]->spec.keys;
-	frame->op->methods->prefetch(frame->op, e->slot, &ctx);
+	/* the event time, if any, without the checks processing makes */
+	e->event_time = PTF_TIME_MIN;
+	if (input->spec.on_time_attno != InvalidAttrNumber)
+	{
+		bool		isnull;
+		Datum		d = slot_getattr(e->slot, input->spec.on_time_attno, &isnull);
+
+		if (!isnull)
+			e->event_time = ptf_time_from_datum(d, input->spec.on_time_type);
+	}
+	batch_prefetch(frame, e, 0);
 }
 
 void

@@ -350,7 +350,8 @@ dedup_restore(void *arg, const StateRef *ref, int space, int64 ns, void *ns_valu
 }
 
 static void
-dedup_prefetch(PtfOperator *op, TupleTableSlot *row, const PtfRowContext *ctx)
+dedup_prefetch(PtfOperator *op, TupleTableSlot *row, const PtfRowContext *ctx, int stage,
+			   uint64 *scratch)
 {
 	keyed_state_prefetch(op->state, ctx->keys, row);
 }

@@ -67,9 +67,15 @@ typedef struct PtfOperatorMethods
 	const char *name;
 	PtfRowResult (*on_row) (PtfOperator *op, RowKind kind, TupleTableSlot *row,
 							const PtfRowContext *ctx);
-	/* optional: start fetching the state a row will need */
+	/*
+	 * optional: start fetching the state a row will need, in stages 0 ..
+	 * prefetch_stages - 1 over a batch of rows (each stage of all rows
+	 * before the next, all before the first row is processed); scratch is
+	 * the row's, two words carried from stage to stage
+	 */
 	void		(*prefetch) (PtfOperator *op, TupleTableSlot *row,
-							 const PtfRowContext *ctx);
+							 const PtfRowContext *ctx, int stage, uint64 *scratch);
+	int			prefetch_stages;	/* 0 counts as 1 */
 	/* optional: the watermark moved (before its due timers fire) */
 	void		(*on_watermark) (PtfOperator *op, PtfTime watermark,
 								 PtfTime proc_time);

@@ -1306,9 +1306,31 @@ ensure_armed(WinAggOp *wa, PtfTime watermark)
 	keyed_state_foreach(wa->base.state, arm_key, &c);
 }
 
+/*
+ * A batch of rows asks for their keys' records, then for the slices they
+ * go to, before the first of them is processed (keyed_state_prefetch_stage):
+ * rows of many keys in no particular order otherwise wait for half a dozen
+ * cache misses each, one after the other.
+ */
+static void
+window_agg_prefetch(PtfOperator *op, TupleTableSlot *row, const PtfRowContext *ctx,
+					int stage, uint64 *scratch)
+{
+	WinAggOp  *wa = (WinAggOp *) op;
+	PtfTime		s = 0;
+	int			space = -1;
+
+	if (wa->spec.kind != WINDOW_SESSION && ctx->event_time != PTF_TIME_MIN &&
+		ctx->event_time != PTF_TIME_MAX && slice_end_of(&wa->spec, ctx->event_time, &s))
+		space = SPACE_SLICES;
+	keyed_state_prefetch_stage(op->state, ctx->keys, row, stage, space, s, scratch);
+}
+
 static const PtfOperatorMethods window_agg_methods = {
 	.name = "window aggregate",
 	.on_row = window_agg_on_row,
+	.prefetch = window_agg_prefetch,
+	.prefetch_stages = KEYED_PREFETCH_STAGES,
 	.on_start = window_agg_on_start,
 	.on_timer = window_agg_on_timer,
 	.memory = ptf_operator_memory,

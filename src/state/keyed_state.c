@@ -89,15 +89,22 @@ typedef struct InlineMap
  * Entries are taken from the front (the oldest slice, the oldest version)
  * far more often than from anywhere else: the array may begin past the
  * start of its allocation (off entries), so that dropping the first entry
- * moves nothing and adding a first one reuses the room.
+ * moves nothing and adding a first one reuses the room.  Entries added in
+ * the middle (rows out of time order) first wait in a short unsorted tail:
+ * lookups scan it, and anything that walks positions merges it first.
  */
 typedef struct NsSet
 {
-	NsEntry    *entries;		/* ascending ns; allocation starts off before */
+	NsEntry    *entries;		/* ascending ns, but for the tail; the
+								 * allocation starts off entries before */
 	int32		n;
 	int32		cap;			/* entries the allocation holds */
 	int32		off;
+	int32		tail;			/* the last tail entries are in no order */
 } NsSet;
+
+/* entries added out of order wait unsorted at the end, this many at most */
+#define NS_TAIL_MAX 8
 
 /* records up to this many MAXALIGN units are recycled (StateRecord.pad) */
 #define RECORD_SIZE_CLASSES 256
@@ -577,17 +584,17 @@ ns_set(KeyedState *ks, StateRecord *rec, int space)
 }
 
 /*
- * Position of the first entry >= ns.  Namespaces are mostly times on a
- * grid (slice ends, a key's versions) and mostly arrive at the end: the
- * last entry is looked at first, then the entry where ns would sit if
- * they were evenly spread, and bisection goes on from there -- on a large
- * set, one or two cache lines instead of a dozen.
+ * Position of the first entry >= ns among the sorted ones.  Namespaces
+ * are mostly times on a grid (slice ends, a key's versions) and mostly
+ * arrive at the end: the last entry is looked at first, then the entry
+ * where ns would sit if they were evenly spread, and bisection goes on
+ * from there -- on a large set, one or two cache lines instead of a dozen.
  */
 static int
 ns_search(NsSet *set, int64 ns)
 {
 	int			lo = 0;
-	int			hi = set->n;
+	int			hi = set->n - set->tail;
 
 	if (hi == 0 || set->entries[hi - 1].ns < ns)
 		return hi;
@@ -621,6 +628,66 @@ ns_search(NsSet *set, int64 ns)
 			hi = mid;
 	}
 	return lo;
+}
+
+/* The position of ns, sorted or in the tail; -1 when it is not there. */
+static int
+ns_index(NsSet *set, int64 ns)
+{
+	int			sorted = set->n - set->tail;
+	int			i = ns_search(set, ns);
+
+	if (i < sorted && set->entries[i].ns == ns)
+		return i;
+	for (i = sorted; i < set->n; i++)
+		if (set->entries[i].ns == ns)
+			return i;
+	return -1;
+}
+
+/*
+ * Merge the unsorted tail into the sorted entries: one pass from the end
+ * for up to NS_TAIL_MAX insertions out of order, instead of moving half
+ * the array for each.
+ */
+static void
+ns_settle(NsSet *set)
+{
+	NsEntry		tail[NS_TAIL_MAX];
+	int			t = set->tail;
+	int			i;
+	int			j;
+	int			k;
+
+	if (t == 0)
+		return;
+	Assert(t <= NS_TAIL_MAX);
+	memcpy(tail, &set->entries[set->n - t], sizeof(NsEntry) * t);
+	/* insertion sort of the few */
+	for (i = 1; i < t; i++)
+	{
+		NsEntry		e = tail[i];
+
+		for (j = i; j > 0 && tail[j - 1].ns > e.ns; j--)
+			tail[j] = tail[j - 1];
+		tail[j] = e;
+	}
+	/* merge from the back into the room the tail held */
+	i = set->n - t - 1;
+	j = t - 1;
+	k = set->n - 1;
+	while (j >= 0)
+	{
+		if (i >= 0 && set->entries[i].ns > tail[j].ns)
+			set->entries[k--] = set->entries[i--];
+		else
+			set->entries[k--] = tail[j--];
+	}
+	set->tail = 0;
+#ifdef USE_ASSERT_CHECKING
+	for (i = 1; i < set->n; i++)
+		Assert(set->entries[i - 1].ns < set->entries[i].ns);
+#endif
 }
 
 static void *
@@ -657,7 +724,13 @@ ns_drop_at(KeyedState *ks, NsSet *set, int space, int i)
 	if (e->flags & RECORD_STORED)
 		note_dead(ks, &e->tid);
 	ns_value_free(ks, space, e->value);
-	if (i == 0)
+	if (i >= set->n - set->tail)
+	{
+		/* the tail is in no order: its last entry takes the place */
+		set->entries[i] = set->entries[set->n - 1];
+		set->tail--;
+	}
+	else if (i == 0)
 	{
 		set->entries++;
 		set->off++;
@@ -684,6 +757,7 @@ clear_namespaces(KeyedState *ks, StateRecord *rec)
 
 		while (set->n > 0)
 			ns_drop_at(ks, set, space, set->n - 1);
+		Assert(set->tail == 0);
 		if (set->entries != NULL)
 			pfree(set->entries - set->off);
 		set->entries = NULL;
@@ -692,40 +766,59 @@ clear_namespaces(KeyedState *ks, StateRecord *rec)
 	}
 }
 
-static NsEntry *
-ns_insert(KeyedState *ks, StateRecord *rec, int space, int64 ns)
+/* Room for one more entry at the end of the array. */
+static void
+ns_room_at_end(KeyedState *ks, NsSet *set)
 {
-	NsSet	   *set = ns_set(ks, rec, space);
-	int			i = ns_search(set, ns);
-	NsEntry    *e;
-
-	Assert(i == set->n || set->entries[i].ns != ns);
-	if (i == 0 && set->off > 0)
+	if (set->off + set->n < set->cap)
+		return;
+	if (set->off > 0)
 	{
-		/* a new first entry in the room the dropped ones left */
-		set->entries--;
-		set->off--;
-	}
-	else if (set->off + set->n < set->cap)
-		memmove(&set->entries[i + 1], &set->entries[i], sizeof(NsEntry) * (set->n - i));
-	else if (set->off > 0)
-	{
-		/* no room at the end: the entries before i move down into it */
-		memmove(set->entries - 1, set->entries, sizeof(NsEntry) * i);
-		set->entries--;
-		set->off--;
+		/* the room dropped entries left at the front goes to the end */
+		memmove(set->entries - set->off, set->entries, sizeof(NsEntry) * set->n);
+		set->entries -= set->off;
+		set->off = 0;
 	}
 	else
 	{
 		int			cap = Max(4, set->cap * 2);
 		NsEntry    *entries = MemoryContextAlloc(ks->cxt, sizeof(NsEntry) * cap);
 
-		memcpy(entries, set->entries, sizeof(NsEntry) * i);
-		memcpy(entries + i + 1, set->entries + i, sizeof(NsEntry) * (set->n - i));
+		if (set->n > 0)
+			memcpy(entries, set->entries, sizeof(NsEntry) * set->n);
 		if (set->entries)
 			pfree(set->entries);
 		set->entries = entries;
 		set->cap = cap;
+	}
+}
+
+/*
+ * Add ns (not there yet).  After the last entry, or before the first into
+ * the room dropped ones left, it goes in order; anywhere else it joins the
+ * unsorted tail, merged once the tail is full.
+ */
+static NsEntry *
+ns_insert(KeyedState *ks, StateRecord *rec, int space, int64 ns)
+{
+	NsSet	   *set = ns_set(ks, rec, space);
+	int			sorted = set->n - set->tail;
+	NsEntry    *e;
+	int			i;
+
+	Assert(ns_index(set, ns) < 0);
+	if (set->tail == 0 && sorted > 0 && set->off > 0 && ns < set->entries[0].ns)
+	{
+		set->entries--;
+		set->off--;
+		i = 0;
+	}
+	else
+	{
+		ns_room_at_end(ks, set);
+		i = set->n;
+		if (!(set->tail == 0 && (sorted == 0 || set->entries[sorted - 1].ns < ns)))
+			set->tail++;
 	}
 	set->n++;
 	e = &set->entries[i];
@@ -733,6 +826,11 @@ ns_insert(KeyedState *ks, StateRecord *rec, int space, int64 ns)
 	e->value = ns_value_alloc(ks, space);
 	ItemPointerSetInvalid(&e->tid);
 	e->flags = 0;
+	if (set->tail >= NS_TAIL_MAX)
+	{
+		ns_settle(set);
+		e = &set->entries[ns_index(set, ns)];
+	}
 	return e;
 }
 
@@ -740,9 +838,9 @@ void *
 keyed_state_ns_find(KeyedState *ks, StateRecord *rec, int space, int64 ns)
 {
 	NsSet	   *set = ns_set(ks, rec, space);
-	int			i = ns_search(set, ns);
+	int			i = ns_index(set, ns);
 
-	return (i < set->n && set->entries[i].ns == ns) ? set->entries[i].value : NULL;
+	return i >= 0 ? set->entries[i].value : NULL;
 }
 
 void *
@@ -760,23 +858,25 @@ void
 keyed_state_ns_remove(KeyedState *ks, StateRecord *rec, int space, int64 ns)
 {
 	NsSet	   *set = ns_set(ks, rec, space);
-	int			i = ns_search(set, ns);
+	int			i = ns_index(set, ns);
 
-	if (i < set->n && set->entries[i].ns == ns)
+	if (i >= 0)
 		ns_drop_at(ks, set, space, i);
 }
 
 void
 keyed_state_ns_mark_changed(KeyedState *ks, StateRecord *rec, int space, int64 ns)
 {
-	NsSet	   *set = ns_set(ks, rec, space);
-	int			i = ns_search(set, ns);
+	NsSet	   *set;
+	int			i;
 	NsEntry    *e;
 	ChangedNs  *c;
 
-	Assert(i < set->n && set->entries[i].ns == ns);
 	if (!ks->durable)
-		return;
+		return;					/* nothing is written back */
+	set = ns_set(ks, rec, space);
+	i = ns_index(set, ns);
+	Assert(i >= 0);
 	e = &set->entries[i];
 	if (e->flags & RECORD_LISTED)
 		return;
@@ -801,6 +901,7 @@ keyed_state_ns_at(KeyedState *ks, StateRecord *rec, int space, int i, int64 *ns)
 {
 	NsSet	   *set = ns_set(ks, rec, space);
 
+	ns_settle(set);				/* positions are in order */
 	Assert(i >= 0 && i < set->n);
 	if (ns)
 		*ns = set->entries[i].ns;
@@ -810,7 +911,10 @@ keyed_state_ns_at(KeyedState *ks, StateRecord *rec, int space, int i, int64 *ns)
 int
 keyed_state_ns_lower_bound(KeyedState *ks, StateRecord *rec, int space, int64 ns)
 {
-	return ns_search(ns_set(ks, rec, space), ns);
+	NsSet	   *set = ns_set(ks, rec, space);
+
+	ns_settle(set);
+	return ns_search(set, ns);
 }
 
 NsEntry *
@@ -822,8 +926,8 @@ keyed_state_ns_entry(KeyedState *ks, StateRecord *rec, int space, int64 ns)
 	if (rec->flags & RECORD_REMOVED)
 		return NULL;
 	set = ns_set(ks, rec, space);
-	i = ns_search(set, ns);
-	return (i < set->n && set->entries[i].ns == ns) ? &set->entries[i] : NULL;
+	i = ns_index(set, ns);
+	return i >= 0 ? &set->entries[i] : NULL;
 }
 
 /* ---- the interface ---- */
@@ -909,6 +1013,112 @@ keyed_state_prefetch(KeyedState *ks, KeySpec *probe, TupleTableSlot *row)
 		prefetch_line(SLOT(&ks->map, i));
 		if (ks->cold_size > 0)
 			prefetch_line(SLOT_COLD(ks, i));
+	}
+}
+
+/*
+ * The records layout, in stages over a batch of rows: each stage touches
+ * only lines the one before asked for, so that the misses of the whole
+ * batch overlap.  Stage 0 hashes the key and asks for its hash bucket;
+ * 1 finds the record by hash (the key itself is compared by the lookup)
+ * and asks for it and its namespace sets; 2 asks for the entries the
+ * search for ns reads first (the last and the first), 3 for the one it
+ * interpolates from them; 4 finds ns and asks for its value.  Nothing is changed: a wrong guess
+ * costs a useless prefetch.  scratch[2] carries hash and record between
+ * the stages.
+ */
+void
+keyed_state_prefetch_stage(KeyedState *ks, KeySpec *probe, TupleTableSlot *row, int stage,
+						   int space, int64 ns, uint64 *scratch)
+{
+	StateRecord *rec;
+	NsSet	   *set;
+
+	if (ks->is_inline)
+	{
+		if (stage == 0 && keyed_state_can_prefetch(ks))
+			keyed_state_prefetch(ks, probe, row);
+		return;
+	}
+	switch (stage)
+	{
+		case 0:
+			{
+				uint32		hash = key_probe(probe, row);
+
+				scratch[0] = hash;
+				scratch[1] = 0;
+				prefetch_line(&ks->hash->data[hash & ks->hash->sizemask]);
+				return;
+			}
+		case 1:
+			{
+				uint32		hash = (uint32) scratch[0];
+				uint32		i = hash & ks->hash->sizemask;
+				int			probes;
+
+				for (probes = 0; probes < 8; probes++)
+				{
+					StateEntry *e = &ks->hash->data[i];
+
+					if (e->status != keyed_SH_IN_USE)
+						return;
+					if (e->hash == hash)
+					{
+						rec = e->key.rec;
+						scratch[1] = (uint64) (uintptr_t) rec;
+						prefetch_line(rec);
+						prefetch_line(RECORD_NSSETS(ks, rec));
+						prefetch_line(RECORD_PACKED_KEY(ks, rec));
+						return;
+					}
+					i = (i + 1) & ks->hash->sizemask;
+				}
+				return;
+			}
+		case 2:
+		case 3:
+		case 4:
+			rec = (StateRecord *) (uintptr_t) scratch[1];
+			if (rec == NULL || space < 0 || space >= ks->nspaces)
+				return;
+			set = ns_set(ks, rec, space);
+			if (set->n == 0)
+				return;
+			if (stage == 2)
+			{
+				/* where the search starts */
+				prefetch_line(&set->entries[set->n - set->tail - 1]);
+				prefetch_line(&set->entries[0]);
+			}
+			else if (stage == 3)
+			{
+				int			sorted = set->n - set->tail;
+
+				/* where it goes next: the interpolated guess, and the tail */
+				if (set->tail > 0)
+					prefetch_line(&set->entries[sorted]);
+				if (sorted > 8 && set->entries[sorted - 1].ns > set->entries[0].ns)
+				{
+					double		span = (double) set->entries[sorted - 1].ns -
+						(double) set->entries[0].ns;
+					double		at = ((double) ns - (double) set->entries[0].ns) / span;
+
+					if (at > 0 && at < 1)
+						prefetch_line(&set->entries[(int) (at * (sorted - 1))]);
+				}
+			}
+			else
+			{
+				int			i = ns_index(set, ns);
+
+				if (i >= 0)
+				{
+					prefetch_line(set->entries[i].value);
+					prefetch_line((char *) set->entries[i].value + 64);
+				}
+			}
+			return;
 	}
 }
 

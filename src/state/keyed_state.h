@@ -119,6 +119,11 @@ extern KeyedLookup keyed_state_lookup(KeyedState *ks, KeySpec *probe,
 									  TupleTableSlot *row, PtfTime now,
 									  bool create, StateRef *ref);
 extern bool keyed_state_can_prefetch(KeyedState *ks);
+
+/* staged prefetch of a lookup and of namespace ns of space, for batches */
+#define KEYED_PREFETCH_STAGES 5
+extern void keyed_state_prefetch_stage(KeyedState *ks, KeySpec *probe, TupleTableSlot *row,
+									   int stage, int space, int64 ns, uint64 *scratch);
 extern void keyed_state_prefetch(KeyedState *ks, KeySpec *probe, TupleTableSlot *row);
 extern void keyed_state_touch(KeyedState *ks, StateRecord *rec, PtfTime now);
 extern void keyed_state_pin(KeyedState *ks, StateRecord *rec);
