@@ -255,3 +255,59 @@ SELECT (probe).id, (build).rate
                          probe_query => 'SELECT * FROM fx_orders WHERE false',
                          build_query => $$VALUES ('GBP', 1.26, timestamptz '2024-05-01 12:10+00')$$);
 SELECT ptf.drop_state('fx');
+
+\echo
+\echo '=== (i) Windows (Flink''s window TVFs and window aggregate) on Flink''s Bid'
+\echo '===     example: bids of two suppliers between 08:05 and 08:17.'
+CREATE TABLE bids (bidtime timestamp, price numeric(10,2), item text, supplier text);
+INSERT INTO bids VALUES
+  ('2020-04-15 08:05', 4.00, 'C', 'supplier1'), ('2020-04-15 08:07', 2.00, 'A', 'supplier1'),
+  ('2020-04-15 08:09', 5.00, 'D', 'supplier2'), ('2020-04-15 08:11', 3.00, 'B', 'supplier2'),
+  ('2020-04-15 08:13', 1.00, 'E', 'supplier1'), ('2020-04-15 08:17', 6.00, 'F', 'supplier2');
+SET TimeZone = 'UTC';
+\echo '=== TUMBLE(10 min) as a table function, then plain GROUP BY (planned as a scan of bids):'
+SELECT window_start, window_end, sum((data).price) AS total
+  FROM ptf.tumble(NULL::bids, 'bidtime', '10 minutes') GROUP BY 1, 2 ORDER BY 1;
+\echo '=== HOP(slide 5, size 10) per supplier with ptf.window_aggregate: the slices'
+\echo '=== of 5 minutes are summed once and combined into each window.'
+CREATE TYPE supplier_total AS (supplier text, window_start timestamp, window_end timestamp,
+                               total numeric, bids bigint, items text);
+SELECT * FROM ptf.window_aggregate(NULL::bids, NULL::supplier_total, 'hop', 'bidtime',
+    '10 minutes', '5 minutes', partition_by => '{supplier}',
+    aggregates => $$sum(price) AS total, count(*) AS bids, string_agg(item, ',' ORDER BY item) AS items$$)
+ ORDER BY window_end, supplier;
+\echo '=== CUMULATE(step 2, size 10): the running total of each 10 minutes, every 2;'
+\echo '=== emit_only_on_update skips steps that changed nothing (08:16 and 08:20).'
+CREATE TYPE running AS (window_start timestamp, window_end timestamp, total numeric);
+SELECT * FROM ptf.window_aggregate(NULL::bids, NULL::running, 'cumulate', 'bidtime',
+    '10 minutes', '2 minutes', aggregates => 'sum(price) AS total', emit_only_on_update => true);
+\echo '=== As a stream: a uid with a watermark 1 minute behind the bids.  The first'
+\echo '=== call sees bids up to 08:09: no 10-minute window has closed yet.'
+CREATE TYPE per_window AS (window_start timestamp, window_end timestamp, total numeric, bids bigint);
+SELECT * FROM ptf.window_aggregate(NULL::bids, NULL::per_window, 'tumble', 'bidtime', '10 minutes',
+    aggregates => 'sum(price) AS total, count(*) AS bids', uid => 'bid-windows',
+    watermark_delay => '1 minute', query => $$SELECT * FROM bids WHERE bidtime < '2020-04-15 08:10'$$);
+\echo '=== The next call brings 08:11 (watermark 08:10): [08:00, 08:10) fires, once.'
+SELECT * FROM ptf.window_aggregate(NULL::bids, NULL::per_window, 'tumble', 'bidtime', '10 minutes',
+    aggregates => 'sum(price) AS total, count(*) AS bids', uid => 'bid-windows',
+    watermark_delay => '1 minute', query => $$SELECT * FROM bids WHERE bidtime >= '2020-04-15 08:10'$$);
+\echo '=== A late bid at 08:08 (its window fired) is dropped and counted:'
+SELECT * FROM ptf.window_aggregate(NULL::bids, NULL::per_window, 'tumble', 'bidtime', '10 minutes',
+    aggregates => 'sum(price) AS total, count(*) AS bids', uid => 'bid-windows',
+    watermark_delay => '1 minute',
+    query => $$VALUES (timestamp '2020-04-15 08:08', 9.00::numeric(10,2), 'G', 'supplier1')$$);
+SELECT uid, watermark, rows_in, rows_out, rows_late FROM ptf.state WHERE uid = 'bid-windows';
+SELECT ptf.drop_state('bid-windows');
+\echo '=== A window pipeline: per-second counts of a live table, closed by the'
+\echo '=== idle rule one second after the clicks stop (no new row needed).'
+CREATE TABLE clicks (page text, at timestamptz NOT NULL DEFAULT clock_timestamp());
+CREATE TYPE page_second AS (page text, window_start timestamptz, window_end timestamptz, clicks bigint);
+CREATE TABLE page_seconds OF page_second;
+SELECT ptf.create_pipeline('page-seconds', $$
+    SELECT * FROM ptf.window_aggregate(NULL::clicks, NULL::page_second, 'tumble', 'at', '1 second',
+        partition_by => '{page}', aggregates => 'count(*) AS clicks', idle_timeout => '1 second',
+        changes => true, uid => 'page-seconds')$$, 'page_seconds');
+INSERT INTO clicks (page) SELECT (ARRAY['home', 'pricing', 'docs'])[1 + g % 3] FROM generate_series(1, 30) g;
+SELECT pg_temp.wait_for('SELECT coalesce(sum(clicks), 0) FROM page_seconds', 30) AS clicks_counted;
+SELECT page, sum(clicks) AS clicks, count(*) AS seconds FROM page_seconds GROUP BY page ORDER BY page;
+SELECT ptf.drop_pipeline('page-seconds');

@@ -101,7 +101,7 @@ typedef struct BatchEntry
 {
 	RowKind		kind;
 	PtfTime		event_time;		/* for the prefetch: PTF_TIME_MIN if unknown */
-	uint64		scratch[2];		/* the operator's, between prefetch stages */
+	uint64		scratch[3];		/* the operator's, between prefetch stages */
 	PtfRowMeta	meta;
 	TupleTableSlot *slot;		/* a heap-tuple slot over buf */
 	HeapTupleData tuple;

@@ -822,26 +822,14 @@ inputs_of(AggDef *d, TupleTableSlot *inputs, Datum **values, bool **nulls)
 	*nulls = inputs->tts_isnull + d->first_input;
 }
 
-void
-aggs_advance_sliced(AggSet *set, AggAcc *accs, AggMemory *mem)
-{
-	int			i;
-
-	for (i = 0; i < set->naggs; i++)
-	{
-		AggDef	   *d = &set->aggs[i];
-		Datum	   *v;
-		bool	   *n;
-
-		if (d->mode != AGG_SLICED || !filter_passes(d, set->inputs_slot))
-			continue;
-		inputs_of(d, set->inputs_slot, &v, &n);
-		(void) call_transition(set, d, &d->transfn, &accs[d->slot], mem, v, n, false);
-	}
-}
-
-bool
-aggs_advance_moving(AggSet *set, AggAcc *accs, AggMemory *mem, int weight)
+/*
+ * One inputs row into the states of the aggregates of one mode: added
+ * (weight +1) or taken back with the inverse (-1); false if an inverse
+ * could not take it back.
+ */
+static bool
+advance_mode(AggSet *set, AggMode mode, TupleTableSlot *inputs, AggAcc *accs, AggMemory *mem,
+			 int weight)
 {
 	bool		ok = true;
 	int			i;
@@ -852,15 +840,27 @@ aggs_advance_moving(AggSet *set, AggAcc *accs, AggMemory *mem, int weight)
 		Datum	   *v;
 		bool	   *n;
 
-		if (d->mode != AGG_MOVING || !filter_passes(d, set->inputs_slot))
+		if (d->mode != mode || !filter_passes(d, inputs))
 			continue;
-		inputs_of(d, set->inputs_slot, &v, &n);
+		inputs_of(d, inputs, &v, &n);
 		if (weight > 0)
 			(void) call_transition(set, d, &d->transfn, &accs[d->slot], mem, v, n, false);
 		else if (!call_transition(set, d, &d->invtransfn, &accs[d->slot], mem, v, n, true))
 			ok = false;
 	}
 	return ok;
+}
+
+void
+aggs_advance_sliced(AggSet *set, AggAcc *accs, AggMemory *mem)
+{
+	(void) advance_mode(set, AGG_SLICED, set->inputs_slot, accs, mem, 1);
+}
+
+bool
+aggs_advance_moving(AggSet *set, AggAcc *accs, AggMemory *mem, int weight)
+{
+	return advance_mode(set, AGG_MOVING, set->inputs_slot, accs, mem, weight);
 }
 
 /* Are two rows of the inputs row's layout the same values, bit for bit? */
@@ -884,6 +884,25 @@ rows_image_equal(AggSet *set, TupleTableSlot *a, TupleTableSlot *b)
 	return true;
 }
 
+/* Append a row (allocated in mem) to a kept-rows array of mem. */
+static void
+rows_push(AggRows *rows, AggMemory *mem, MinimalTuple row)
+{
+	if (rows->n == rows->cap)
+	{
+		int			cap = Max(8, rows->cap * 2);
+		MinimalTuple *r = MemoryContextAlloc(mem->cxt, sizeof(MinimalTuple) * cap);
+
+		if (rows->n > 0)
+			memcpy(r, rows->rows, sizeof(MinimalTuple) * rows->n);
+		if (rows->rows)
+			pfree(rows->rows);
+		rows->rows = r;
+		rows->cap = cap;
+	}
+	rows->rows[rows->n++] = row;
+}
+
 bool
 aggs_rows_apply(AggSet *set, AggRows *rows, AggMemory *mem, int weight)
 {
@@ -891,24 +910,10 @@ aggs_rows_apply(AggSet *set, AggRows *rows, AggMemory *mem, int weight)
 
 	if (weight > 0)
 	{
-		if (rows->n == rows->cap)
-		{
-			int			cap = Max(8, rows->cap * 2);
-			MinimalTuple *r = MemoryContextAlloc(mem->cxt, sizeof(MinimalTuple) * cap);
+		MemoryContext old = MemoryContextSwitchTo(mem->cxt);
 
-			if (rows->n > 0)
-				memcpy(r, rows->rows, sizeof(MinimalTuple) * rows->n);
-			if (rows->rows)
-				pfree(rows->rows);
-			rows->rows = r;
-			rows->cap = cap;
-		}
-		{
-			MemoryContext old = MemoryContextSwitchTo(mem->cxt);
-
-			rows->rows[rows->n++] = ExecCopySlotMinimalTuple(set->inputs_slot);
-			MemoryContextSwitchTo(old);
-		}
+		rows_push(rows, mem, ExecCopySlotMinimalTuple(set->inputs_slot));
+		MemoryContextSwitchTo(old);
 		return true;
 	}
 
@@ -936,21 +941,9 @@ aggs_moving_add_rows(AggSet *set, AggAcc *maccs, AggMemory *mem, const AggRows *
 
 	for (r = 0; r < rows->n; r++)
 	{
-		int			i;
-
 		ExecStoreMinimalTuple(rows->rows[r], set->replay_slot, false);
 		slot_getallattrs(set->replay_slot);
-		for (i = 0; i < set->naggs; i++)
-		{
-			AggDef	   *d = &set->aggs[i];
-			Datum	   *v;
-			bool	   *n;
-
-			if (d->mode != AGG_MOVING || !filter_passes(d, set->replay_slot))
-				continue;
-			inputs_of(d, set->replay_slot, &v, &n);
-			(void) call_transition(set, d, &d->transfn, &maccs[d->slot], mem, v, n, false);
-		}
+		(void) advance_mode(set, AGG_MOVING, set->replay_slot, maccs, mem, 1);
 	}
 	ExecClearTuple(set->replay_slot);
 }
@@ -985,29 +978,11 @@ aggs_merge_into(AggSet *set, AggAcc *accs, AggRows *rows, AggMemory *mem,
 	}
 	for (i = 0; i < other_rows->n; i++)
 	{
-		ExecStoreMinimalTuple(other_rows->rows[i], set->inputs_slot == NULL ? NULL : set->replay_slot, false);
-		/* copy through the inputs slot's layout */
-		{
-			MemoryContext old;
+		MemoryContext old = MemoryContextSwitchTo(mem->cxt);
 
-			if (rows->n == rows->cap)
-			{
-				int			cap = Max(8, rows->cap * 2);
-				MinimalTuple *r = MemoryContextAlloc(mem->cxt, sizeof(MinimalTuple) * cap);
-
-				if (rows->n > 0)
-					memcpy(r, rows->rows, sizeof(MinimalTuple) * rows->n);
-				if (rows->rows)
-					pfree(rows->rows);
-				rows->rows = r;
-				rows->cap = cap;
-			}
-			old = MemoryContextSwitchTo(mem->cxt);
-			rows->rows[rows->n++] = heap_copy_minimal_tuple(other_rows->rows[i]);
-			MemoryContextSwitchTo(old);
-		}
+		rows_push(rows, mem, heap_copy_minimal_tuple(other_rows->rows[i]));
+		MemoryContextSwitchTo(old);
 	}
-	ExecClearTuple(set->replay_slot);
 }
 
 /* ---- firing ---- */

@@ -71,7 +71,8 @@ typedef struct PtfOperatorMethods
 	 * optional: start fetching the state a row will need, in stages 0 ..
 	 * prefetch_stages - 1 over a batch of rows (each stage of all rows
 	 * before the next, all before the first row is processed); scratch is
-	 * the row's, two words carried from stage to stage
+	 * the row's, three words carried from stage to stage (keyed state's
+	 * staged prefetch takes the first two)
 	 */
 	void		(*prefetch) (PtfOperator *op, TupleTableSlot *row,
 							 const PtfRowContext *ctx, int stage, uint64 *scratch);

@@ -1318,12 +1318,15 @@ window_agg_prefetch(PtfOperator *op, TupleTableSlot *row, const PtfRowContext *c
 {
 	WinAggOp  *wa = (WinAggOp *) op;
 	PtfTime		s = 0;
-	int			space = -1;
 
-	if (wa->spec.kind != WINDOW_SESSION && ctx->event_time != PTF_TIME_MIN &&
-		ctx->event_time != PTF_TIME_MAX && slice_end_of(&wa->spec, ctx->event_time, &s))
-		space = SPACE_SLICES;
-	keyed_state_prefetch_stage(op->state, ctx->keys, row, stage, space, s, scratch);
+	/* the row's slice, found once: scratch[2], PTF_TIME_MIN for none */
+	if (stage == 0)
+		scratch[2] = (uint64) ((wa->spec.kind != WINDOW_SESSION && ctx->event_time != PTF_TIME_MIN &&
+								ctx->event_time != PTF_TIME_MAX &&
+								slice_end_of(&wa->spec, ctx->event_time, &s)) ? s : PTF_TIME_MIN);
+	s = (PtfTime) scratch[2];
+	keyed_state_prefetch_stage(op->state, ctx->keys, row, stage,
+							   s == PTF_TIME_MIN ? -1 : SPACE_SLICES, s, scratch);
 }
 
 static const PtfOperatorMethods window_agg_methods = {
