@@ -114,6 +114,7 @@ echo "(max_parallel_workers_per_gather = 0 for both sides: ptf functions run in 
 ptf_log "bench: pipeline, $PIPE_ROWS rows"
 ptf_psql -X -q -v ON_ERROR_STOP=1 >/dev/null <<'SQL'
 CREATE TABLE clicks (k int, v int, ts timestamptz NOT NULL);
+ALTER TABLE clicks REPLICA IDENTITY FULL;
 CREATE TABLE per_second (k int, window_start timestamptz, window_end timestamptz, n bigint, s bigint,
                          seen_at timestamptz NOT NULL DEFAULT clock_timestamp());
 CREATE TYPE per_second_row AS (k int, window_start timestamptz, window_end timestamptz, n bigint, s bigint);

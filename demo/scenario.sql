@@ -301,6 +301,7 @@ SELECT ptf.drop_state('bid-windows');
 \echo '=== A window pipeline: per-second counts of a live table, closed by the'
 \echo '=== idle rule one second after the clicks stop (no new row needed).'
 CREATE TABLE clicks (page text, at timestamptz NOT NULL DEFAULT clock_timestamp());
+ALTER TABLE clicks REPLICA IDENTITY FULL;   -- an update or delete takes its whole old row back
 CREATE TYPE page_second AS (page text, window_start timestamptz, window_end timestamptz, clicks bigint);
 CREATE TABLE page_seconds OF page_second;
 SELECT ptf.create_pipeline('page-seconds', $$

@@ -190,6 +190,7 @@ COMMIT;
 -- and so does one that failed after its slot was made (a volatile aggregate input is
 -- refused when the operator is built)
 CREATE TABLE ticks (ts timestamp, v int);
+ALTER TABLE ticks REPLICA IDENTITY FULL;
 CREATE TYPE tick_sum AS (s float8);
 SELECT * FROM window_aggregate(NULL::ticks, NULL::tick_sum, 'tumble', 'ts', '1 second',
     aggregates => 'sum(v * random()) AS s', changes => true, uid => 'failed-first');

@@ -169,6 +169,32 @@ SELECT * FROM compare($$TABLE win_diff.fired$$,
                               FROM generate_series(0, 11) i$$),
            (SELECT watermark::timestamp FROM state WHERE uid = 'win-diff')));
 SELECT drop_state('win-diff');
+-- CUMULATE the same way: a window's slices merge into the first as it fires, across calls
+CREATE TABLE fired_cumulate (LIKE agg_row);
+CREATE FUNCTION feed_cumulate(part int) RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE n bigint;
+BEGIN
+    INSERT INTO win_diff.fired_cumulate
+    SELECT * FROM ptf.window_aggregate(NULL::win_diff.gen, NULL::win_diff.agg_row, 'cumulate', 'ts',
+        '1 hour', '10 minutes', "offset" => '5 minutes', partition_by => '{k}', uid => 'win-diff-cumulate',
+        watermark_delay => '6 hours',
+        aggregates => 'count(*) AS n, sum(v) AS s, avg(price) AS a, max(v) AS mx,
+                       count(DISTINCT tag) AS d, count(*) FILTER (WHERE v > 50) AS f',
+        query => format('SELECT * FROM win_diff.gen WHERE ts >= %L AND ts < %L ORDER BY seq',
+                        timestamp '2024-03-01' + part * interval '6 hours',
+                        timestamp '2024-03-01' + (part + 1) * interval '6 hours'));
+    GET DIAGNOSTICS n = ROW_COUNT;
+    RETURN n;
+END $$;
+SELECT array_agg(feed_cumulate(p) > 0 ORDER BY p) AS fired_some FROM generate_series(0, 7) p;
+SELECT * FROM compare($$TABLE win_diff.fired_cumulate$$,
+    format($$SELECT * FROM (%s) p WHERE we <= %L$$,
+           win_diff.plain($$SELECT date_bin('1 hour', ts, '2000-01-01 00:05'),
+                                   date_bin('1 hour', ts, '2000-01-01 00:05') + j * interval '10 minutes'
+                              FROM generate_series(1, 6) j
+                             WHERE date_bin('1 hour', ts, '2000-01-01 00:05') + j * interval '10 minutes' > ts$$),
+           (SELECT watermark::timestamp FROM state WHERE uid = 'win-diff-cumulate')));
+SELECT drop_state('win-diff-cumulate');
 
 RESET search_path;
 DROP SCHEMA win_diff CASCADE;

@@ -92,6 +92,48 @@ SELECT * FROM window_aggregate(NULL::orders, NULL::shop_total, 'tumble', 'ts', '
 -- (the -D of id 9, a row never added, takes nothing out)
 SELECT rows_in, rows_out FROM last_call_stats();
 
+-- a change stream's updates and deletes need whole old rows: REPLICA IDENTITY FULL,
+-- asked for before anything is read (no slot is made)
+CREATE TABLE plain_orders (id int PRIMARY KEY, shop text, amount numeric, ts timestamp);
+\set VERBOSITY default
+SELECT * FROM window_aggregate(NULL::plain_orders, NULL::shop_total, 'tumble', 'ts', '1 hour',
+    partition_by => '{shop}', uid => 'plain', changes => true,
+    aggregates => 'count(*) AS n, sum(amount) AS total, avg(amount) AS avg_amount');
+\set VERBOSITY terse
+SELECT count(*) FROM state WHERE uid = 'plain';
+
+-- SESSION over updating input: sessions keep their rows; a row taken back leaves its
+-- session regrouped -- split in two, shortened, or gone
+CREATE TABLE visits (id int PRIMARY KEY, usr text, ts timestamp);
+ALTER TABLE visits REPLICA IDENTITY FULL;
+CREATE TYPE visit_session AS (usr text, window_start timestamp, window_end timestamp, n bigint,
+    ids text);
+CREATE FUNCTION pg_temp.visits() RETURNS SETOF visit_session LANGUAGE sql AS $$
+    SELECT * FROM window_aggregate(NULL::visits, NULL::visit_session, 'session', 'ts', '10 minutes',
+        partition_by => '{usr}', uid => 'visits', changes => true, watermark_delay => '1 hour',
+        aggregates => $a$count(*) AS n, string_agg(id::text, ',' ORDER BY id) AS ids$a$)
+     ORDER BY usr, window_start
+$$;
+SELECT * FROM pg_temp.visits();
+-- a: 10:00, 10:08, 10:16 -- one session while 10:08 bridges; b: 10:00, 10:05
+INSERT INTO visits VALUES (1, 'a', '2024-01-01 10:00'), (2, 'a', '2024-01-01 10:08'),
+    (3, 'a', '2024-01-01 10:16'), (4, 'b', '2024-01-01 10:00'), (5, 'b', '2024-01-01 10:05');
+DELETE FROM visits WHERE id = 2;                          -- a splits: [10:00, 10:10), [10:16, 10:26)
+UPDATE visits SET ts = '2024-01-01 09:58' WHERE id = 5;   -- b: [09:58, 10:10) from 09:58 and 10:00
+INSERT INTO visits VALUES (6, 'c', '2024-01-01 10:30');
+DELETE FROM visits WHERE id = 6;                          -- c: its only row gone, no session
+INSERT INTO visits VALUES (9, 'z', '2024-01-01 12:00');   -- the watermark moves to 11:00
+SELECT * FROM pg_temp.visits();
+SELECT rows_in, rows_out, rows_late, rows_skipped FROM state WHERE uid = 'visits';
+-- the same changes one-shot, as a (kind, data) query
+SELECT * FROM window_aggregate(NULL::visits, NULL::visit_session, 'session', 'ts', '10 minutes',
+    partition_by => '{usr}', aggregates => $a$count(*) AS n, string_agg(id::text, ',' ORDER BY id) AS ids$a$,
+    query => $$SELECT k, v FROM (VALUES
+        (1, '+I', ROW(1, 'a', '2024-01-01 10:00')::visits), (2, '+I', ROW(2, 'a', '2024-01-01 10:08')::visits),
+        (3, '+I', ROW(3, 'a', '2024-01-01 10:16')::visits), (4, '-D', ROW(2, 'a', '2024-01-01 10:08')::visits),
+        (5, '-D', ROW(7, 'a', '2024-01-01 10:03')::visits)) x(o, k, v) ORDER BY o$$)
+ ORDER BY usr, window_start;
+
 -- the idle rule: with idle_timeout, a quiet source's watermark moves on with
 -- processing time (here ptf.debug_clock), so its last windows close
 CREATE TABLE readings (sensor int, ts timestamp, v int, pt timestamptz);
@@ -115,4 +157,4 @@ SELECT watermark FROM state WHERE uid = 'idle';
 RESET ptf.debug_clock;
 
 SELECT count(drop_state(uid)) FROM state;
-DROP TABLE clicks, orders, readings;
+DROP TABLE clicks, orders, readings, plain_orders, visits;

@@ -545,9 +545,10 @@ batch_add(PtfFrame *frame, RowKind kind, TupleTableSlot *row,
 	e->meta = *meta;
 	ExecStoreHeapTuple(&e->tuple, e->slot, false);
 
-	/* the event time, if any, without the checks processing makes */
+	/* for later stages, the event time, without the checks processing makes */
 	e->event_time = PTF_TIME_MIN;
-	if (input->spec.on_time_attno != InvalidAttrNumber)
+	if (frame->op->methods->prefetch_stages > 1 &&
+		input->spec.on_time_attno != InvalidAttrNumber)
 	{
 		bool		isnull;
 		Datum		d = slot_getattr(e->slot, input->spec.on_time_attno, &isnull);

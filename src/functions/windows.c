@@ -26,6 +26,8 @@
  */
 #include "postgres.h"
 
+#include "access/relation.h"
+#include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
 #include "common/int.h"
 #include "funcapi.h"
@@ -38,6 +40,7 @@
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/rel.h"
 #include "utils/timestamp.h"
 #include "utils/typcache.h"
 
@@ -531,6 +534,30 @@ window_agg_call_skipped(PtfCall *call, PtfOperator *op)
 	return window_agg_skipped(op);
 }
 
+/*
+ * An update or delete in a change stream takes its old row out of its
+ * windows, found by its values: the WAL must carry whole old rows, which
+ * only REPLICA IDENTITY FULL logs (it costs nothing for rows never
+ * updated or deleted).  Checked before the stream is read, rather than
+ * failing -- for good -- at the first update.
+ */
+static void
+check_stream_identity(Oid relid)
+{
+	Relation	rel = relation_open(relid, AccessShareLock);
+	char		ident = rel->rd_rel->relreplident;
+
+	relation_close(rel, NoLock);
+	if (ident != REPLICA_IDENTITY_FULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("window_aggregate over the changes of %s needs REPLICA IDENTITY FULL",
+						ptf_relation_sql_name(relid)),
+				 errdetail("An update or delete takes its old row out of its windows, and the table logs only the replica identity of old rows."),
+				 errhint("ALTER TABLE %s REPLICA IDENTITY FULL; (for a table only inserted into, it costs nothing)",
+						 ptf_relation_sql_name(relid))));
+}
+
 /* The input is planned: its shape is known, and the watermark is decided. */
 static void
 window_agg_prepared(PtfCall *call)
@@ -539,12 +566,8 @@ window_agg_prepared(PtfCall *call)
 	PtfCallInput *in = &call->inputs[0];
 	int64		delay = wc->delay;
 
-	if (in->frame.changelog && wc->opts.spec.kind == WINDOW_SESSION)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("SESSION windows over updating input are not supported"),
-				 errdetail("A retraction could split a session that rows merged."),
-				 errhint("Use an insert-only input, or TUMBLE, HOP or CUMULATE windows.")));
+	if (call->changes)
+		check_stream_identity(in->arg.relid);
 	if (delay < 0)
 		delay = ptf_declared_watermark_delay(in->arg.relid, call->on_time);
 	/* a stream (uid) needs a watermark; without a delay it is max(event time) */
@@ -636,6 +659,7 @@ ptf_window_aggregate(PG_FUNCTION_ARGS)
 				 errmsg("aggregates must not be NULL")));
 	wc.opts.spec.kind = kind;
 	wc.opts.time_type = in->frame.on_time_type;
+	wc.opts.time_attno = in->frame.on_time_attno;
 	wc.opts.rowdesc = input.rowdesc;
 	wc.opts.keys = in->frame.keys;
 	wc.opts.targetlist = analyze_aggregates(aggregates, input.rowdesc, in->frame.keys);

@@ -113,6 +113,7 @@ typedef struct AggDef
 struct AggSet
 {
 	MemoryContext cxt;
+	int			time_col;		/* keep_rows: the inputs row's time column, or -1 */
 	EState	   *estate;
 	AggState   *aggstate;		/* the context support functions see */
 	ExprContext *rowcxt;		/* inputs of a row; reset per row */
@@ -299,7 +300,7 @@ compile_agg(AggSet *set, AggDef *d, const AggSetSpec *spec)
 			contain_volatile_functions((Node *) aggref->aggfilter))
 			refuse(aggref, "has volatile inputs, which a retraction would not find again", NULL);
 	}
-	if (spec->changelog && OidIsValid(form->aggminvtransfn) && !d->ordered)
+	if (spec->changelog && OidIsValid(form->aggminvtransfn) && !d->ordered && !spec->keep_rows)
 	{
 		/* retractions: the moving-aggregate functions */
 		d->mode = AGG_MOVING;
@@ -326,7 +327,7 @@ compile_agg(AggSet *set, AggDef *d, const AggSetSpec *spec)
 		 * computed from them when it fires).
 		 */
 		d->mode = AGG_SLICED;
-		if (d->ordered || spec->changelog)
+		if (d->ordered || spec->changelog || spec->keep_rows)
 			d->mode = AGG_REPLAY;
 		else if (spec->combine && !OidIsValid(form->aggcombinefn))
 			d->mode = AGG_REPLAY;
@@ -505,6 +506,16 @@ compile_inputs(AggSet *set, const AggSetSpec *spec)
 			compile_ordering(set, d, d->distinct ? d->aggref->aggdistinct : d->aggref->aggorder);
 		}
 	}
+	set->time_col = -1;
+	if (spec->keep_rows && spec->time_attno != InvalidAttrNumber)
+	{
+		Form_pg_attribute att = TupleDescAttr(spec->rowdesc, spec->time_attno - 1);
+
+		set->time_col = resno - 1;
+		tlist = lappend(tlist, makeTargetEntry((Expr *) makeVar(1, spec->time_attno, att->atttypid,
+																 att->atttypmod, att->attcollation, 0),
+												resno++, NULL, false));
+	}
 	set->inputs_desc = ExecTypeFromTL(tlist);
 	set->inputs_slot = MakeSingleTupleTableSlot(set->inputs_desc, &TTSOpsVirtual);
 	set->replay_slot = MakeSingleTupleTableSlot(set->inputs_desc, &TTSOpsMinimalTuple);
@@ -599,6 +610,20 @@ aggs_create(const AggSetSpec *spec, MemoryContext cxt)
 	set->win_started = palloc0(sizeof(bool) * Max(set->naggs, 1));
 	MemoryContextSwitchTo(old);
 	return set;
+}
+
+Datum
+aggs_kept_row_time(AggSet *set, MinimalTuple row)
+{
+	bool		isnull;
+	Datum		d;
+
+	Assert(set->time_col >= 0);
+	ExecStoreMinimalTuple(row, set->replay_slot, false);
+	d = slot_getattr(set->replay_slot, set->time_col + 1, &isnull);
+	Assert(!isnull);
+	ExecClearTuple(set->replay_slot);
+	return d;
 }
 
 int
@@ -901,6 +926,15 @@ rows_push(AggRows *rows, AggMemory *mem, MinimalTuple row)
 		rows->cap = cap;
 	}
 	rows->rows[rows->n++] = row;
+}
+
+void
+aggs_rows_add(AggSet *set, AggRows *rows, AggMemory *mem, MinimalTuple row)
+{
+	MemoryContext old = MemoryContextSwitchTo(mem->cxt);
+
+	rows_push(rows, mem, heap_copy_minimal_tuple(row));
+	MemoryContextSwitchTo(old);
 }
 
 bool

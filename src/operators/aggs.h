@@ -20,7 +20,8 @@
  *				inputs (sorted and de-duplicated then), internal states
  *				a uid cannot serialize, and, with updating input, those
  *				without an inverse (a retraction takes its row out of the
- *				kept inputs).
+ *				kept inputs) -- every aggregate of a session over updating
+ *				input (keep_rows: its rows, with their times, regroup it).
  *	  MOVING	updating input: a moving-aggregate state per window
  *				(aggmtransfn / aggminvtransfn / aggmfinalfn), retractions
  *				applied with the inverse; the slice keeps the net inputs too,
@@ -77,6 +78,10 @@ typedef struct AggSetSpec
 	bool		combine;		/* windows are made of several slices */
 	bool		changelog;		/* rows may be retractions */
 	bool		durable;		/* states are stored (a uid) */
+	bool		keep_rows;		/* every aggregate REPLAY: windows that may
+								 * split (sessions over retractions) */
+	AttrNumber	time_attno;		/* keep_rows: the event time column, kept
+								 * as the inputs row's last column */
 } AggSetSpec;
 
 typedef struct AggSet AggSet;
@@ -91,6 +96,9 @@ extern AggSet *aggs_create(const AggSetSpec *spec, MemoryContext cxt);
 /* sizes and shapes */
 extern int	aggs_nsliced(AggSet *set);	/* AggAcc per slice */
 extern int	aggs_nmoving(AggSet *set);	/* AggAcc per window (MOVING) */
+
+/* keep_rows: the event time column of a kept row */
+extern Datum aggs_kept_row_time(AggSet *set, MinimalTuple row);
 extern bool aggs_keeps_rows(AggSet *set);	/* slices keep AggRows */
 extern int	aggs_noutputs(AggSet *set);
 extern const char *aggs_output_name(AggSet *set, int i);
@@ -121,6 +129,8 @@ extern bool aggs_advance_moving(AggSet *set, AggAcc *accs, AggMemory *mem, int w
  * equal row); false when a retracted row was not there.
  */
 extern bool aggs_rows_apply(AggSet *set, AggRows *rows, AggMemory *mem, int weight);
+/* a copy of a kept row (of the inputs row's layout) into rows of mem */
+extern void aggs_rows_add(AggSet *set, AggRows *rows, AggMemory *mem, MinimalTuple row);
 
 /* Merge (sessions): other's SLICED states combined into accs, its rows added to rows. */
 extern void aggs_merge_into(AggSet *set, AggAcc *accs, AggRows *rows, AggMemory *mem,

@@ -422,6 +422,7 @@ typedef struct WinAggOp
 	Oid			time_type;
 	bool		changelog;
 	bool		emit_only_on_update;
+	bool		cumulate_merge; /* CUMULATE: slices merge into the first one */
 	AggSet	   *aggs;
 	bool		needs_memory;	/* states or rows take memory of their own */
 	KeySpec    *keys;
@@ -661,6 +662,9 @@ aligned_on_row(WinAggOp *wa, RowKind kind, TupleTableSlot *row, const PtfRowCont
 	last = last_end(w, s);
 	if (fired(last, ctx->watermark))
 		return PTF_ROW_LATE;
+	/* a late row of a slice already merged goes where it was merged to */
+	if (wa->cumulate_merge && fired(s, ctx->watermark))
+		s = window_start(w, s) + w->step;
 
 	switch (keyed_state_lookup(ks, ctx->keys, row, ctx->proc_time, weight > 0, &ref))
 	{
@@ -810,6 +814,30 @@ emit_window(WinAggOp *wa, StateRecord *rec, PtfTime start, PtfTime end)
 	ptf_operator_emit(&wa->base, ROWKIND_INSERT, out);
 }
 
+/*
+ * CUMULATE, insert-only: when the window ending at e fires, its newest
+ * slice (ending at e) is merged into the cumulation's first slice, which
+ * then holds the whole window, as Flink's cumulative slice assigner
+ * merges into its first slice.  A window combines one state, not k; rows
+ * arriving late for a merged slice go to the first slice too.
+ */
+static void
+cumulate_merge(WinAggOp *wa, StateRecord *rec, PtfTime target_end, PtfTime e)
+{
+	KeyedState *ks = wa->base.state;
+	SliceValue *src = keyed_state_ns_find(ks, rec, SPACE_SLICES, e);
+	SliceValue *target;
+
+	Assert(!wa->changelog && e > target_end);
+	if (src == NULL)
+		return;					/* no row in the last step */
+	target = slice_get(wa, rec, target_end);	/* values never move */
+	aggs_merge_into(wa->aggs, target->accs, &target->rows, target->mem, src->accs, &src->rows);
+	target->nrows += src->nrows;
+	keyed_state_ns_mark_changed(ks, rec, SPACE_SLICES, target_end);
+	slice_remove(wa, rec, e);
+}
+
 /* Fire the key's window ending at e. */
 static void
 fire_aligned(WinAggOp *wa, StateRecord *rec, KeyHot *hot, PtfTime e)
@@ -821,6 +849,8 @@ fire_aligned(WinAggOp *wa, StateRecord *rec, KeyHot *hot, PtfTime e)
 	int			i;
 	int			n;
 
+	if (wa->cumulate_merge && e != start + wa->spec.step)
+		cumulate_merge(wa, rec, start + wa->spec.step, e);
 	MemoryContextReset(wa->firemem->cxt);
 	aggs_window_begin(wa->aggs, wa->firemem);
 	n = keyed_state_ns_count(ks, rec, SPACE_SLICES);
@@ -1013,6 +1043,133 @@ session_merge(WinAggOp *wa, StateRecord *rec, PtfTime lo, PtfTime hi, PtfTime *s
 	return merged;
 }
 
+/*
+ * A session's kept rows (updating input keeps every aggregate's inputs,
+ * with the event time), regrouped after one of them was taken back: the
+ * row may have held two groups together, or been the first or last.  The
+ * session goes and a session per group comes, each with its own timer.
+ */
+typedef struct KeptRow
+{
+	PtfTime		ts;
+	MinimalTuple row;
+} KeptRow;
+
+static int
+kept_row_cmp(const void *a, const void *b)
+{
+	PtfTime		x = ((const KeptRow *) a)->ts;
+	PtfTime		y = ((const KeptRow *) b)->ts;
+
+	return x < y ? -1 : x > y ? 1 : 0;
+}
+
+static void
+session_regroup(WinAggOp *wa, StateRecord *rec, PtfTime start)
+{
+	KeyedState *ks = wa->base.state;
+	SessionValue *sv = keyed_state_ns_find(ks, rec, SPACE_SESSIONS, start);
+	MemoryContext old = MemoryContextSwitchTo(wa->firemem->cxt);
+	KeptRow    *kept;
+	int			n = sv->rows.n;
+	int			i;
+	int			first;
+
+	MemoryContextReset(wa->firemem->cxt);
+	kept = palloc(sizeof(KeptRow) * Max(n, 1));
+	for (i = 0; i < n; i++)
+	{
+		kept[i].row = heap_copy_minimal_tuple(sv->rows.rows[i]);
+		kept[i].ts = ptf_time_from_datum(aggs_kept_row_time(wa->aggs, kept[i].row), wa->time_type);
+	}
+	MemoryContextSwitchTo(old);
+	session_remove(wa, rec, start);
+	if (n == 0)
+		return;
+	qsort(kept, n, sizeof(KeptRow), kept_row_cmp);
+	for (first = 0; first < n; first = i)
+	{
+		PtfTime		end;
+		SessionValue *nv;
+
+		/* a group ends where the next row is more than the gap away */
+		for (i = first + 1; i < n && kept[i].ts - kept[i - 1].ts <= wa->spec.size; i++)
+			;
+		end = kept[i - 1].ts + wa->spec.size;
+		{
+			PtfTime		group_start = kept[first].ts;
+			int			k;
+
+			nv = session_new(wa, rec, group_start, end);
+			for (k = first; k < i; k++)
+			{
+				aggs_rows_add(wa->aggs, &nv->rows, nv->mem, kept[k].row);
+				nv->nrows++;
+			}
+			keyed_state_ns_mark_changed(ks, rec, SPACE_SESSIONS, group_start);
+			timer_register(wa->base.timers, PTF_EVENT_TIME, end - MS, rec, group_start,
+						   TIMER_SESSION);
+		}
+	}
+}
+
+/*
+ * A retraction: its row goes from the session holding its time, which is
+ * then regrouped.  A row whose session has fired is late; one never added
+ * is passed over.
+ */
+static PtfRowResult
+session_retract(WinAggOp *wa, TupleTableSlot *row, const PtfRowContext *ctx)
+{
+	KeyedState *ks = wa->base.state;
+	PtfTime		ts = ctx->event_time;
+	StateRef	ref;
+	SessionValue *sv = NULL;
+	int64		start = 0;
+	int			n;
+	int			i;
+
+	if (keyed_state_lookup(ks, ctx->keys, row, ctx->proc_time, false, &ref) != KS_FOUND)
+	{
+		wa->skipped++;			/* a key with nothing */
+		return PTF_ROW_DONE;
+	}
+	n = keyed_state_ns_count(ks, ref.rec, SPACE_SESSIONS);
+	for (i = 0; i < n; i++)
+	{
+		SessionValue *o = keyed_state_ns_at(ks, ref.rec, SPACE_SESSIONS, i, &start);
+
+		if (start > ts)
+			break;
+		if (ts < o->end)
+		{
+			sv = o;
+			break;
+		}
+	}
+	if (sv == NULL)
+	{
+		/* no open session holds it: fired (late), or never added */
+		if (ts + wa->spec.size - MS <= ctx->watermark)
+			return PTF_ROW_LATE;
+		wa->skipped++;
+		return PTF_ROW_DONE;
+	}
+	aggs_eval(wa->aggs, row);
+	if (!aggs_rows_apply(wa->aggs, &sv->rows, sv->mem, -1))
+	{
+		wa->skipped++;			/* no such row in it */
+		return PTF_ROW_DONE;
+	}
+	sv->nrows--;
+	session_regroup(wa, ref.rec, start);
+	if (keyed_state_ns_count(ks, ref.rec, SPACE_SESSIONS) == 0)
+		key_remove(wa, ref.rec);
+	else
+		keyed_state_mark_changed(ks, ref.rec);
+	return PTF_ROW_DONE;
+}
+
 static PtfRowResult
 session_on_row(WinAggOp *wa, RowKind kind, TupleTableSlot *row, const PtfRowContext *ctx)
 {
@@ -1025,13 +1182,15 @@ session_on_row(WinAggOp *wa, RowKind kind, TupleTableSlot *row, const PtfRowCont
 	int			n;
 	int			i;
 
-	Assert(ROWKIND_IS_ADDITION(kind));
+	Assert(wa->changelog || ROWKIND_IS_ADDITION(kind));
 	if (ts == PTF_TIME_MIN || ts == PTF_TIME_MAX ||
 		pg_add_s64_overflow(ts, wa->spec.size, &hi))
 	{
 		wa->skipped++;
 		return PTF_ROW_DONE;
 	}
+	if (!ROWKIND_IS_ADDITION(kind))
+		return session_retract(wa, row, ctx);
 	switch (keyed_state_lookup(ks, ctx->keys, row, ctx->proc_time, true, &ref))
 	{
 		case KS_FULL:
@@ -1356,6 +1515,7 @@ window_agg_create(const WindowAggOptions *opts, const PtfOperatorEnv *env)
 	wa->time_type = opts->time_type;
 	wa->changelog = opts->changelog;
 	wa->emit_only_on_update = opts->emit_only_on_update;
+	wa->cumulate_merge = (opts->spec.kind == WINDOW_CUMULATE && !opts->changelog);
 	wa->keys = opts->keys;
 
 	for (i = 0; i < opts->keys->ncols; i++)
@@ -1368,6 +1528,9 @@ window_agg_create(const WindowAggOptions *opts, const PtfOperatorEnv *env)
 	as.combine = (opts->spec.kind != WINDOW_TUMBLE);
 	as.changelog = opts->changelog;
 	as.durable = env->durable;
+	/* sessions over retractions keep their rows, with times, to regroup */
+	as.keep_rows = (opts->spec.kind == WINDOW_SESSION && opts->changelog);
+	as.time_attno = opts->time_attno;
 	wa->aggs = aggs_create(&as, wa->base.cxt);
 	wa->needs_memory = true;
 

@@ -74,6 +74,7 @@ typedef struct WindowAggOptions
 {
 	WindowSpec	spec;
 	Oid			time_type;		/* of on_time */
+	AttrNumber	time_attno;		/* on_time */
 	TupleDesc	rowdesc;
 	KeySpec    *keys;
 	List	   *targetlist;		/* the analyzed aggregates */
