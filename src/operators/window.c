@@ -817,25 +817,43 @@ emit_window(WinAggOp *wa, StateRecord *rec, PtfTime start, PtfTime end)
 /*
  * CUMULATE, insert-only: when the window ending at e fires, its newest
  * slice (ending at e) is merged into the cumulation's first slice, which
- * then holds the whole window, as Flink's cumulative slice assigner
- * merges into its first slice.  A window combines one state, not k; rows
- * arriving late for a merged slice go to the first slice too.
+ * then holds the whole window, as Flink's cumulative slice assigner merges
+ * into its first slice: a window combines one state, not k.  The merged
+ * slice stays, spent, until the cumulation ends (removing it from the
+ * middle of the key's slices would move the later ones); rows arriving
+ * late for it go to the first slice.  Returns the first slice, or NULL
+ * when the cumulation has no row yet.
  */
-static void
-cumulate_merge(WinAggOp *wa, StateRecord *rec, PtfTime target_end, PtfTime e)
+static SliceValue *
+cumulate_window(WinAggOp *wa, StateRecord *rec, PtfTime start, PtfTime e)
 {
 	KeyedState *ks = wa->base.state;
-	SliceValue *src = keyed_state_ns_find(ks, rec, SPACE_SLICES, e);
+	PtfTime		target_end = start + wa->spec.step;
+	SliceValue *src;
 	SliceValue *target;
 
-	Assert(!wa->changelog && e > target_end);
+	Assert(!wa->changelog);
+	/* earlier cumulations' slices are gone: the first slice is the key's first */
+	target = NULL;
+	if (keyed_state_ns_count(ks, rec, SPACE_SLICES) > 0)
+	{
+		int64		first_end;
+		SliceValue *first = keyed_state_ns_at(ks, rec, SPACE_SLICES, 0, &first_end);
+
+		if (first_end == target_end)
+			target = first;
+	}
+	if (e == target_end)
+		return target;
+	src = keyed_state_ns_find(ks, rec, SPACE_SLICES, e);
 	if (src == NULL)
-		return;					/* no row in the last step */
-	target = slice_get(wa, rec, target_end);	/* values never move */
+		return target;			/* no row in the last step */
+	if (target == NULL)
+		target = slice_get(wa, rec, target_end);	/* values never move */
 	aggs_merge_into(wa->aggs, target->accs, &target->rows, target->mem, src->accs, &src->rows);
 	target->nrows += src->nrows;
 	keyed_state_ns_mark_changed(ks, rec, SPACE_SLICES, target_end);
-	slice_remove(wa, rec, e);
+	return target;
 }
 
 /* Fire the key's window ending at e. */
@@ -849,10 +867,20 @@ fire_aligned(WinAggOp *wa, StateRecord *rec, KeyHot *hot, PtfTime e)
 	int			i;
 	int			n;
 
-	if (wa->cumulate_merge && e != start + wa->spec.step)
-		cumulate_merge(wa, rec, start + wa->spec.step, e);
 	MemoryContextReset(wa->firemem->cxt);
 	aggs_window_begin(wa->aggs, wa->firemem);
+	if (wa->cumulate_merge)
+	{
+		SliceValue *sv = cumulate_window(wa, rec, start, e);
+
+		if (sv != NULL && sv->nrows > 0)
+		{
+			aggs_window_add_slice(wa->aggs, sv->accs, &sv->rows);
+			key_values(wa, rec);
+			emit_window(wa, rec, start, e);
+		}
+		return;
+	}
 	n = keyed_state_ns_count(ks, rec, SPACE_SLICES);
 	first = keyed_state_ns_lower_bound(ks, rec, SPACE_SLICES, start + 1);
 
