@@ -72,14 +72,10 @@ heap_push(TimerService *ts, TimerHeap *h, const PtfTimer *t)
 	h->items[i] = *t;
 }
 
+/* Put t at position i or below it, where it keeps the heap in order. */
 static void
-heap_pop(TimerHeap *h)
+sift_down(TimerHeap *h, uint64 i, PtfTimer t)
 {
-	PtfTimer	last;
-	uint64		i = 0;
-
-	Assert(h->n > 0);
-	last = h->items[--h->n];
 	for (;;)
 	{
 		uint64		child = 2 * i + 1;
@@ -88,13 +84,23 @@ heap_pop(TimerHeap *h)
 			break;
 		if (child + 1 < h->n && timer_before(&h->items[child + 1], &h->items[child]))
 			child++;
-		if (!timer_before(&h->items[child], &last))
+		if (!timer_before(&h->items[child], &t))
 			break;
 		h->items[i] = h->items[child];
 		i = child;
 	}
+	h->items[i] = t;
+}
+
+static void
+heap_pop(TimerHeap *h)
+{
+	PtfTimer	last;
+
+	Assert(h->n > 0);
+	last = h->items[--h->n];
 	if (h->n > 0)
-		h->items[i] = last;
+		sift_down(h, 0, last);
 }
 
 void
@@ -151,25 +157,7 @@ timer_forget_removed(TimerService *ts)
 		/* what is left, a heap again (Floyd's) */
 		h->n = kept;
 		for (i = h->n / 2; i-- > 0;)
-		{
-			uint64		j = i;
-			PtfTimer	t = h->items[i];
-
-			for (;;)
-			{
-				uint64		child = 2 * j + 1;
-
-				if (child >= h->n)
-					break;
-				if (child + 1 < h->n && timer_before(&h->items[child + 1], &h->items[child]))
-					child++;
-				if (!timer_before(&h->items[child], &t))
-					break;
-				h->items[j] = h->items[child];
-				j = child;
-			}
-			h->items[j] = t;
-		}
+			sift_down(h, i, h->items[i]);
 	}
 }
 
