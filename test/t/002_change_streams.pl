@@ -89,7 +89,8 @@ my @consume = (
             changes => true, uid => 'mirror')$q$)});
 $node->safe_psql('postgres', $consume[3]);    # the mirror's stream starts with the others
 
-# writers: random upserts, updates of several rows, deletes; both tables in
+# writers: a fixed number of transactions (a stalled machine only makes them
+# slower, never fewer): random upserts, updates of several rows, deletes; both tables in
 # one transaction.  A long note gets TOASTed, and stays so while unchanged.
 my $script = $node->basedir . '/writer.sql';
 open(my $fh, '>', $script) or die;
@@ -120,7 +121,7 @@ close($fh);
 
 my ($wout, $werr) = ('', '');
 my $writers = IPC::Run::start(
-    [ 'pgbench', '-n', '-c', '3', '-T', '8', '-f', $script, '-d', $node->connstr('postgres') ],
+    [ 'pgbench', '-n', '-c', '3', '-t', '500', '-f', $script, '-d', $node->connstr('postgres') ],
     '>', \$wout, '2>', \$werr);
 
 # consumers in small batches while the writers run; every third step is
