@@ -81,3 +81,12 @@ include $(PGXS)
 # PGXS tracks no header dependencies (autodepend is off in packaged builds):
 # every object depends on every header of ours, so no stale struct layout.
 $(OBJS): $(wildcard $(srcdir)/src/*.h $(srcdir)/src/*/*.h)
+
+# A VPATH build (pg_buildext builds each version in build-<version>) needs
+# the object directories that the source tree has.
+ifdef VPATH
+$(OBJS): | object-dirs
+object-dirs:
+	@mkdir -p $(sort $(dir $(OBJS)))
+.PHONY: object-dirs
+endif
