@@ -458,3 +458,21 @@ AS 'MODULE_PATHNAME', 'ptf_temporal_join'
 LANGUAGE C CALLED ON NULL INPUT VOLATILE;
 COMMENT ON FUNCTION ptf.temporal_join(anyelement, anycompatible, text, text, text[], text[], text, text, interval, text, text, text, boolean, interval, text) IS
     'Each probe row joined with the build version valid at its event time (Flink FOR SYSTEM_TIME AS OF, INNER or LEFT)';
+
+-------------------------------------------------------------------------------
+-- Comments on every function and catalog, for \df+ and \d+
+-------------------------------------------------------------------------------
+
+COMMENT ON FUNCTION ptf.pause_pipeline(text) IS
+    'Stops running a pipeline until ptf.resume_pipeline; its state and slot are kept';
+COMMENT ON FUNCTION ptf.resume_pipeline(text) IS
+    'Runs a paused pipeline again, from where it stopped';
+COMMENT ON FUNCTION ptf._pipeline_status() IS
+    'Internal: the pipelines'' live status from the workers'' shared memory (see ptf.pipeline_status)';
+COMMENT ON FUNCTION ptf._time_text(bigint, regtype) IS
+    'Internal: a stored time as text in its column''s type (ptf.state, ptf.watermarks)';
+COMMENT ON FUNCTION ptf._forget_dropped_tables() IS
+    'Internal: event trigger forgetting watermark declarations of dropped tables';
+COMMENT ON SEQUENCE ptf.pipeline_registry_id_seq IS 'Internal: pipeline ids';
+COMMENT ON SEQUENCE ptf.state_table_seq IS 'Internal: numbers of state tables (ptf.state_N)';
+COMMENT ON SEQUENCE ptf.state_version_seq IS 'Internal: versions of stored states, to know a kept operator is current';
