@@ -10,7 +10,8 @@
 ALTER TABLE ptf.uid_registry
     ADD COLUMN layout      int,
     ADD COLUMN row_types   text,
-    ADD COLUMN input_times bigint[];
+    ADD COLUMN input_times bigint[],
+    ADD COLUMN stream_snapshot text;
 
 -- A row image of a state table (its bytea fields) as a row of the uid's
 -- row type: SELECT (ptf.state_row(image, NULL::events)).* FROM ptf.state_7.
@@ -21,6 +22,72 @@ LANGUAGE C IMMUTABLE;
 REVOKE ALL ON FUNCTION ptf.state_row(bytea, anyelement) FROM PUBLIC;
 COMMENT ON FUNCTION ptf.state_row(bytea, anyelement) IS
     'A row image kept in a state table, as a row of the given row type';
+
+
+-------------------------------------------------------------------------------
+-- snapshot => true: a change stream may start with its tables' rows.  The
+-- functions of 1.0 get the argument (a new signature: views calling them
+-- must be dropped before the update and made again after it).
+-------------------------------------------------------------------------------
+
+DROP FUNCTION ptf.deduplicate_keep_first(anyelement, text[], text, interval, boolean, text, text, boolean, interval, text);
+DROP FUNCTION ptf.to_changelog(anyelement, text[], jsonb, boolean, interval, text, text, boolean);
+DROP FUNCTION ptf.from_changelog(anyelement, anycompatible, text, jsonb, text, text, text, text[], boolean, interval, text, text, boolean);
+
+CREATE FUNCTION ptf.deduplicate_keep_first(
+    input                  anyelement,
+    partition_by           text[]   DEFAULT NULL,
+    on_time                text     DEFAULT NULL,
+    state_ttl              interval DEFAULT NULL,
+    reset_ttl_on_duplicate boolean  DEFAULT true,
+    uid                    text     DEFAULT NULL,
+    query                  text     DEFAULT NULL,
+    changes                boolean  DEFAULT false,
+    watermark_delay        interval DEFAULT NULL,
+    proc_time              text     DEFAULT NULL,
+    snapshot            boolean  DEFAULT false)
+RETURNS SETOF anyelement
+AS 'MODULE_PATHNAME', 'ptf_deduplicate_keep_first'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+COMMENT ON FUNCTION ptf.deduplicate_keep_first(anyelement, text[], text, interval, boolean, text, text, boolean, interval, text, boolean) IS
+    'Keep the first row per key (Flink DEDUPLICATE_KEEP_FIRST): by arrival, or by event time with watermarks';
+
+CREATE FUNCTION ptf.to_changelog(
+    input                 anyelement,
+    partition_by          text[]   DEFAULT NULL,
+    op_mapping            jsonb    DEFAULT NULL,
+    produces_full_deletes boolean  DEFAULT true,
+    state_ttl             interval DEFAULT NULL,
+    uid                   text     DEFAULT NULL,
+    query                 text     DEFAULT NULL,
+    changes               boolean  DEFAULT false,
+    snapshot            boolean  DEFAULT false)
+RETURNS TABLE (op text, data anyelement, lsn pg_lsn, commit_time timestamptz, xid xid8)
+AS 'MODULE_PATHNAME', 'ptf_to_changelog'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+COMMENT ON FUNCTION ptf.to_changelog(anyelement, text[], jsonb, boolean, interval, text, text, boolean, boolean) IS
+    'Every change of the input as an append-only row with its operation (Flink TO_CHANGELOG)';
+
+CREATE FUNCTION ptf.from_changelog(
+    input                anyelement,
+    target               anycompatible,
+    op                   text     DEFAULT 'op',
+    op_mapping           jsonb    DEFAULT NULL,
+    invalid_op_handling  text     DEFAULT 'FAIL',
+    before               text     DEFAULT NULL,
+    after                text     DEFAULT NULL,
+    partition_by         text[]   DEFAULT NULL,
+    consume_full_deletes boolean  DEFAULT true,
+    state_ttl            interval DEFAULT NULL,
+    uid                  text     DEFAULT NULL,
+    query                text     DEFAULT NULL,
+    changes              boolean  DEFAULT false,
+    snapshot            boolean  DEFAULT false)
+RETURNS TABLE (kind text, data anycompatible)
+AS 'MODULE_PATHNAME', 'ptf_from_changelog'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+COMMENT ON FUNCTION ptf.from_changelog(anyelement, anycompatible, text, jsonb, text, text, text, text[], boolean, interval, text, text, boolean, boolean) IS
+    'CDC rows with an operation code turned back into changes of the target row type (Flink FROM_CHANGELOG)';
 
 -------------------------------------------------------------------------------
 -- WINDOWS: Flink's window table-valued functions and the sliced window
@@ -34,12 +101,13 @@ CREATE FUNCTION ptf.tumble(
     "offset"  interval DEFAULT '0',
     uid       text     DEFAULT NULL,
     query     text     DEFAULT NULL,
-    changes   boolean  DEFAULT false)
+    changes   boolean  DEFAULT false,
+    snapshot            boolean  DEFAULT false)
 RETURNS TABLE (data anyelement, window_start timestamptz, window_end timestamptz,
                window_time timestamptz)
 AS 'MODULE_PATHNAME', 'ptf_tumble'
 LANGUAGE C CALLED ON NULL INPUT VOLATILE;
-COMMENT ON FUNCTION ptf.tumble(anyelement, text, interval, interval, text, text, boolean) IS
+COMMENT ON FUNCTION ptf.tumble(anyelement, text, interval, interval, text, text, boolean, boolean) IS
     'Each row with its tumbling window [window_start, window_end) (Flink TUMBLE)';
 
 -- The bounds of ptf.tumble's windows, for tumble calls the planner
@@ -60,12 +128,13 @@ CREATE FUNCTION ptf.hop(
     "offset"  interval DEFAULT '0',
     uid       text     DEFAULT NULL,
     query     text     DEFAULT NULL,
-    changes   boolean  DEFAULT false)
+    changes   boolean  DEFAULT false,
+    snapshot            boolean  DEFAULT false)
 RETURNS TABLE (data anyelement, window_start timestamptz, window_end timestamptz,
                window_time timestamptz)
 AS 'MODULE_PATHNAME', 'ptf_hop'
 LANGUAGE C CALLED ON NULL INPUT VOLATILE;
-COMMENT ON FUNCTION ptf.hop(anyelement, text, interval, interval, interval, text, text, boolean) IS
+COMMENT ON FUNCTION ptf.hop(anyelement, text, interval, interval, interval, text, text, boolean, boolean) IS
     'Each row once per hopping window it falls in (Flink HOP)';
 
 CREATE FUNCTION ptf.cumulate(
@@ -76,12 +145,13 @@ CREATE FUNCTION ptf.cumulate(
     "offset"  interval DEFAULT '0',
     uid       text     DEFAULT NULL,
     query     text     DEFAULT NULL,
-    changes   boolean  DEFAULT false)
+    changes   boolean  DEFAULT false,
+    snapshot            boolean  DEFAULT false)
 RETURNS TABLE (data anyelement, window_start timestamptz, window_end timestamptz,
                window_time timestamptz)
 AS 'MODULE_PATHNAME', 'ptf_cumulate'
 LANGUAGE C CALLED ON NULL INPUT VOLATILE;
-COMMENT ON FUNCTION ptf.cumulate(anyelement, text, interval, interval, interval, text, text, boolean) IS
+COMMENT ON FUNCTION ptf.cumulate(anyelement, text, interval, interval, interval, text, text, boolean, boolean) IS
     'Each row once per cumulating window it falls in (Flink CUMULATE)';
 
 CREATE FUNCTION ptf.window_aggregate(
@@ -100,11 +170,12 @@ CREATE FUNCTION ptf.window_aggregate(
     changes             boolean  DEFAULT false,
     watermark_delay     interval DEFAULT NULL,
     idle_timeout        interval DEFAULT NULL,
-    proc_time           text     DEFAULT NULL)
+    proc_time           text     DEFAULT NULL,
+    snapshot            boolean  DEFAULT false)
 RETURNS SETOF anycompatible
 AS 'MODULE_PATHNAME', 'ptf_window_aggregate'
 LANGUAGE C CALLED ON NULL INPUT VOLATILE;
-COMMENT ON FUNCTION ptf.window_aggregate(anyelement, anycompatible, text, text, interval, interval, interval, text[], text, boolean, text, text, boolean, interval, interval, text) IS
+COMMENT ON FUNCTION ptf.window_aggregate(anyelement, anycompatible, text, text, interval, interval, interval, text[], text, boolean, text, text, boolean, interval, interval, text, boolean) IS
     'Aggregates per key and TUMBLE, HOP, CUMULATE or SESSION window, fired by the watermark (Flink window aggregation)';
 
 -------------------------------------------------------------------------------
@@ -126,11 +197,12 @@ CREATE FUNCTION ptf.temporal_join(
     build_query     text     DEFAULT NULL,
     changes         boolean  DEFAULT false,
     watermark_delay interval DEFAULT NULL,
-    proc_time       text     DEFAULT NULL)
+    proc_time       text     DEFAULT NULL,
+    snapshot            boolean  DEFAULT false)
 RETURNS TABLE (probe anyelement, build anycompatible)
 AS 'MODULE_PATHNAME', 'ptf_temporal_join'
 LANGUAGE C CALLED ON NULL INPUT VOLATILE;
-COMMENT ON FUNCTION ptf.temporal_join(anyelement, anycompatible, text, text, text[], text[], text, text, interval, text, text, text, boolean, interval, text) IS
+COMMENT ON FUNCTION ptf.temporal_join(anyelement, anycompatible, text, text, text[], text[], text, text, interval, text, text, text, boolean, interval, text, boolean) IS
     'Each probe row joined with the build version valid at its event time (Flink FOR SYSTEM_TIME AS OF, INNER or LEFT)';
 
 -------------------------------------------------------------------------------

@@ -41,7 +41,9 @@ CREATE TABLE ptf.uid_registry (
     -- 1.1
     layout          int,                -- the state table's layout; NULL: 1.0's (converted on use)
     row_types       text,               -- the input row types the state's row images are rows of
-    input_times     bigint[]            -- per input: max event time, watermark (microseconds)
+    input_times     bigint[],           -- per input: max event time, watermark (microseconds)
+    stream_snapshot text                -- snapshot => true: 'pending', then 'lsn xmin xmax xip...'
+                                        -- of the snapshot read, until the stream passes lsn
 );
 COMMENT ON TABLE ptf.uid_registry IS 'One row per uid of durable state; its keys are in table state_table';
 REVOKE ALL ON ptf.uid_registry FROM PUBLIC;
@@ -207,11 +209,12 @@ CREATE FUNCTION ptf.deduplicate_keep_first(
     query                  text     DEFAULT NULL,
     changes                boolean  DEFAULT false,
     watermark_delay        interval DEFAULT NULL,
-    proc_time              text     DEFAULT NULL)
+    proc_time              text     DEFAULT NULL,
+    snapshot            boolean  DEFAULT false)
 RETURNS SETOF anyelement
 AS 'MODULE_PATHNAME', 'ptf_deduplicate_keep_first'
 LANGUAGE C CALLED ON NULL INPUT VOLATILE;
-COMMENT ON FUNCTION ptf.deduplicate_keep_first(anyelement, text[], text, interval, boolean, text, text, boolean, interval, text) IS
+COMMENT ON FUNCTION ptf.deduplicate_keep_first(anyelement, text[], text, interval, boolean, text, text, boolean, interval, text, boolean) IS
     'Keep the first row per key (Flink DEDUPLICATE_KEEP_FIRST): by arrival, or by event time with watermarks';
 
 -------------------------------------------------------------------------------
@@ -226,11 +229,12 @@ CREATE FUNCTION ptf.to_changelog(
     state_ttl             interval DEFAULT NULL,
     uid                   text     DEFAULT NULL,
     query                 text     DEFAULT NULL,
-    changes               boolean  DEFAULT false)
+    changes               boolean  DEFAULT false,
+    snapshot            boolean  DEFAULT false)
 RETURNS TABLE (op text, data anyelement, lsn pg_lsn, commit_time timestamptz, xid xid8)
 AS 'MODULE_PATHNAME', 'ptf_to_changelog'
 LANGUAGE C CALLED ON NULL INPUT VOLATILE;
-COMMENT ON FUNCTION ptf.to_changelog(anyelement, text[], jsonb, boolean, interval, text, text, boolean) IS
+COMMENT ON FUNCTION ptf.to_changelog(anyelement, text[], jsonb, boolean, interval, text, text, boolean, boolean) IS
     'Every change of the input as an append-only row with its operation (Flink TO_CHANGELOG)';
 
 CREATE FUNCTION ptf.from_changelog(
@@ -246,11 +250,12 @@ CREATE FUNCTION ptf.from_changelog(
     state_ttl            interval DEFAULT NULL,
     uid                  text     DEFAULT NULL,
     query                text     DEFAULT NULL,
-    changes              boolean  DEFAULT false)
+    changes              boolean  DEFAULT false,
+    snapshot            boolean  DEFAULT false)
 RETURNS TABLE (kind text, data anycompatible)
 AS 'MODULE_PATHNAME', 'ptf_from_changelog'
 LANGUAGE C CALLED ON NULL INPUT VOLATILE;
-COMMENT ON FUNCTION ptf.from_changelog(anyelement, anycompatible, text, jsonb, text, text, text, text[], boolean, interval, text, text, boolean) IS
+COMMENT ON FUNCTION ptf.from_changelog(anyelement, anycompatible, text, jsonb, text, text, text, text[], boolean, interval, text, text, boolean, boolean) IS
     'CDC rows with an operation code turned back into changes of the target row type (Flink FROM_CHANGELOG)';
 
 CREATE FUNCTION ptf.apply_changelog(
@@ -360,12 +365,13 @@ CREATE FUNCTION ptf.tumble(
     "offset"  interval DEFAULT '0',
     uid       text     DEFAULT NULL,
     query     text     DEFAULT NULL,
-    changes   boolean  DEFAULT false)
+    changes   boolean  DEFAULT false,
+    snapshot            boolean  DEFAULT false)
 RETURNS TABLE (data anyelement, window_start timestamptz, window_end timestamptz,
                window_time timestamptz)
 AS 'MODULE_PATHNAME', 'ptf_tumble'
 LANGUAGE C CALLED ON NULL INPUT VOLATILE;
-COMMENT ON FUNCTION ptf.tumble(anyelement, text, interval, interval, text, text, boolean) IS
+COMMENT ON FUNCTION ptf.tumble(anyelement, text, interval, interval, text, text, boolean, boolean) IS
     'Each row with its tumbling window [window_start, window_end) (Flink TUMBLE)';
 
 -- The bounds of ptf.tumble's windows, for tumble calls the planner
@@ -386,12 +392,13 @@ CREATE FUNCTION ptf.hop(
     "offset"  interval DEFAULT '0',
     uid       text     DEFAULT NULL,
     query     text     DEFAULT NULL,
-    changes   boolean  DEFAULT false)
+    changes   boolean  DEFAULT false,
+    snapshot            boolean  DEFAULT false)
 RETURNS TABLE (data anyelement, window_start timestamptz, window_end timestamptz,
                window_time timestamptz)
 AS 'MODULE_PATHNAME', 'ptf_hop'
 LANGUAGE C CALLED ON NULL INPUT VOLATILE;
-COMMENT ON FUNCTION ptf.hop(anyelement, text, interval, interval, interval, text, text, boolean) IS
+COMMENT ON FUNCTION ptf.hop(anyelement, text, interval, interval, interval, text, text, boolean, boolean) IS
     'Each row once per hopping window it falls in (Flink HOP)';
 
 CREATE FUNCTION ptf.cumulate(
@@ -402,12 +409,13 @@ CREATE FUNCTION ptf.cumulate(
     "offset"  interval DEFAULT '0',
     uid       text     DEFAULT NULL,
     query     text     DEFAULT NULL,
-    changes   boolean  DEFAULT false)
+    changes   boolean  DEFAULT false,
+    snapshot            boolean  DEFAULT false)
 RETURNS TABLE (data anyelement, window_start timestamptz, window_end timestamptz,
                window_time timestamptz)
 AS 'MODULE_PATHNAME', 'ptf_cumulate'
 LANGUAGE C CALLED ON NULL INPUT VOLATILE;
-COMMENT ON FUNCTION ptf.cumulate(anyelement, text, interval, interval, interval, text, text, boolean) IS
+COMMENT ON FUNCTION ptf.cumulate(anyelement, text, interval, interval, interval, text, text, boolean, boolean) IS
     'Each row once per cumulating window it falls in (Flink CUMULATE)';
 
 CREATE FUNCTION ptf.window_aggregate(
@@ -426,11 +434,12 @@ CREATE FUNCTION ptf.window_aggregate(
     changes             boolean  DEFAULT false,
     watermark_delay     interval DEFAULT NULL,
     idle_timeout        interval DEFAULT NULL,
-    proc_time           text     DEFAULT NULL)
+    proc_time           text     DEFAULT NULL,
+    snapshot            boolean  DEFAULT false)
 RETURNS SETOF anycompatible
 AS 'MODULE_PATHNAME', 'ptf_window_aggregate'
 LANGUAGE C CALLED ON NULL INPUT VOLATILE;
-COMMENT ON FUNCTION ptf.window_aggregate(anyelement, anycompatible, text, text, interval, interval, interval, text[], text, boolean, text, text, boolean, interval, interval, text) IS
+COMMENT ON FUNCTION ptf.window_aggregate(anyelement, anycompatible, text, text, interval, interval, interval, text[], text, boolean, text, text, boolean, interval, interval, text, boolean) IS
     'Aggregates per key and TUMBLE, HOP, CUMULATE or SESSION window, fired by the watermark (Flink window aggregation)';
 
 -------------------------------------------------------------------------------
@@ -452,11 +461,12 @@ CREATE FUNCTION ptf.temporal_join(
     build_query     text     DEFAULT NULL,
     changes         boolean  DEFAULT false,
     watermark_delay interval DEFAULT NULL,
-    proc_time       text     DEFAULT NULL)
+    proc_time       text     DEFAULT NULL,
+    snapshot            boolean  DEFAULT false)
 RETURNS TABLE (probe anyelement, build anycompatible)
 AS 'MODULE_PATHNAME', 'ptf_temporal_join'
 LANGUAGE C CALLED ON NULL INPUT VOLATILE;
-COMMENT ON FUNCTION ptf.temporal_join(anyelement, anycompatible, text, text, text[], text[], text, text, interval, text, text, text, boolean, interval, text) IS
+COMMENT ON FUNCTION ptf.temporal_join(anyelement, anycompatible, text, text, text[], text[], text, text, interval, text, text, text, boolean, interval, text, boolean) IS
     'Each probe row joined with the build version valid at its event time (Flink FOR SYSTEM_TIME AS OF, INNER or LEFT)';
 
 -------------------------------------------------------------------------------

@@ -196,6 +196,26 @@ SELECT * FROM window_aggregate(NULL::ticks, NULL::tick_sum, 'tumble', 'ts', '1 s
     aggregates => 'sum(v * random()) AS s', changes => true, uid => 'failed-first');
 SELECT count(*) - :before_slots AS new_slots FROM pg_replication_slots WHERE slot_name LIKE 'ptf\_%';
 SELECT count(*) FROM state WHERE uid IN ('rolled-back', 'failed-first');
+-- snapshot => true: a stream's first call starts with the rows its tables have, as
+-- inserts (no lsn: they come from the table, not the WAL), then goes on with changes
+CREATE TABLE snap_src (id int PRIMARY KEY, v text);
+INSERT INTO snap_src SELECT g, 'v' || g FROM generate_series(1, 4) g;
+SELECT op, (data).id, (data).v, lsn IS NULL AS from_the_table
+  FROM to_changelog(NULL::snap_src, changes => true, uid => 'snap', snapshot => true) ORDER BY 2;
+SELECT stream_snapshot ~ '^[0-9A-F]+/[0-9A-F]+ [0-9]+ [0-9]+' AS snapshot_kept
+  FROM uid_registry WHERE uid = 'snap';
+-- REPLICA IDENTITY DEFAULT: the update's old row comes from the images the snapshot gave
+UPDATE snap_src SET v = 'changed' WHERE id = 2;
+DELETE FROM snap_src WHERE id = 3;
+SELECT op, (data).id, (data).v FROM to_changelog(NULL::snap_src, changes => true, uid => 'snap',
+    snapshot => true);
+-- passed: the snapshot is forgotten, and no later call reads one again
+SELECT stream_snapshot IS NULL AS forgotten FROM uid_registry WHERE uid = 'snap';
+SELECT count(*) FROM to_changelog(NULL::snap_src, changes => true, uid => 'snap', snapshot => true);
+SELECT drop_state('snap');
+-- only for a change stream
+SELECT * FROM to_changelog(NULL::snap_src, snapshot => true);
+SELECT * FROM to_changelog(NULL::snap_src, changes => true, snapshot => true);
 -- the uid's slot consumed by another tool: refused, changes would be lost
 INSERT INTO other VALUES (4);
 SELECT * FROM deduplicate_keep_first(NULL::other, changes => true, uid => 'stolen');
@@ -230,3 +250,4 @@ SELECT drop_watermark('readings');
 REVOKE ALL ON profiles FROM regress_ptf_cs;
 REVOKE USAGE ON SCHEMA cs FROM regress_ptf_cs;
 DROP ROLE regress_ptf_cs;
+DROP TABLE snap_src;

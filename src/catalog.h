@@ -46,6 +46,7 @@ typedef enum
 	Anum_uid_registry_layout,
 	Anum_uid_registry_row_types,
 	Anum_uid_registry_input_times,
+	Anum_uid_registry_stream_snapshot,
 	Anum_uid_registry_xmin,		/* the system column, last in the list */
 	Natts_uid_registry_select = Anum_uid_registry_xmin
 } UidRegistryColumn;
@@ -55,7 +56,7 @@ typedef enum
 	"uid, function, owner, row_type, key_columns, on_time, time_type, state_table, " \
 	"max_event_time, watermark, slot_name, options, last_lsn, version, keys, " \
 	"rows_in, rows_out, rows_late, rows_skipped, created_at, updated_at, " \
-	"layout, row_types, input_times, xmin"
+	"layout, row_types, input_times, stream_snapshot, xmin"
 
 /* ---- ptf.pipeline_registry: one row per pipeline ---- */
 typedef enum

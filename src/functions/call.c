@@ -28,6 +28,7 @@
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "utils/memutils.h"
+#include "utils/snapmgr.h"
 
 #include "base/kept.h"
 #include "functions/call.h"
@@ -252,8 +253,84 @@ open_state(PtfCall *call, const char *slot_name, DurableProgress *progress)
 	return durable_open(&id, progress);
 }
 
+/* ---- a stream's initial snapshot (snapshot => true) ---- */
+
+#define SNAPSHOT_PENDING "pending"
+
+/*
+ * Read the stream's tables as they are now, every row an insert, and say
+ * what was read: "lsn xmin xmax xip...", the snapshot and a WAL position
+ * after it.  Every transaction the snapshot saw committed has its commit
+ * record before that position, and the stream skips those transactions
+ * (change_stream_skip_snapshot): no row is lost or doubled at the boundary,
+ * wherever the slot started.
+ */
+static char *
+read_initial_snapshot(PtfCall *call)
+{
+	Snapshot	snap;
+	XLogRecPtr	lsn;
+	StringInfoData text;
+	int			i;
+
+	PushActiveSnapshot(GetLatestSnapshot());
+	snap = GetActiveSnapshot();
+	lsn = GetXLogInsertRecPtr();
+	for (i = 0; i < call->ninputs; i++)
+	{
+		PtfCallInput *in = &call->inputs[i];
+		PtfSqlInput table;
+
+		memset(&table, 0, sizeof(table));
+		table.relid = in->arg.relid;
+		table.rowdesc = in->arg.rowdesc;
+		sql_input_prepare(&table);
+		sql_input_run_in_active_snapshot(&table, in->adapter ? in->adapter : frame_push,
+										 in->adapter ? in->adapter_arg : (void *) in->handle);
+	}
+	initStringInfo(&text);
+	appendStringInfo(&text, "%X/%X %u %u", LSN_FORMAT_ARGS(lsn), snap->xmin, snap->xmax);
+	for (i = 0; i < (int) snap->xcnt; i++)
+		appendStringInfo(&text, " %u", snap->xip[i]);
+	PopActiveSnapshot();
+	return text.data;
+}
+
+/* A stored snapshot's parts; false if it is none (or only pending). */
+static bool
+parse_snapshot(const char *text, XLogRecPtr *lsn, TransactionId *xmin, TransactionId *xmax,
+			   TransactionId **xip, int *nxip)
+{
+	uint32		hi;
+	uint32		lo;
+	int			consumed = 0;
+	const char *p;
+	int			cap = 8;
+
+	if (text == NULL || strcmp(text, SNAPSHOT_PENDING) == 0)
+		return false;
+	if (sscanf(text, "%X/%X %u %u%n", &hi, &lo, xmin, xmax, &consumed) != 4)
+		elog(ERROR, "malformed stream snapshot \"%s\"", text);
+	*lsn = ((uint64) hi << 32) | lo;
+	*xip = palloc(sizeof(TransactionId) * cap);
+	*nxip = 0;
+	for (p = text + consumed; *p != '\0';)
+	{
+		char	   *end;
+		unsigned long x = strtoul(p, &end, 10);
+
+		if (end == p)
+			break;
+		if (*nxip == cap)
+			*xip = repalloc(*xip, sizeof(TransactionId) * (cap *= 2));
+		(*xip)[(*nxip)++] = (TransactionId) x;
+		p = end;
+	}
+	return true;
+}
+
 static PtfChangeStream *
-run_inputs(PtfCall *call, const char *slot_name, const DurableProgress *progress)
+run_inputs(PtfCall *call, const char *slot_name, DurableProgress *progress)
 {
 	PtfChangeStream *cs = NULL;
 	int			i;
@@ -261,6 +338,21 @@ run_inputs(PtfCall *call, const char *slot_name, const DurableProgress *progress
 	if (slot_name != NULL)
 	{
 		ChangeStreamTable tables[FRAME_MAX_INPUTS];
+		XLogRecPtr	snap_lsn;
+		TransactionId xmin;
+		TransactionId xmax;
+		TransactionId *xip;
+		int			nxip;
+		bool		has_snapshot;
+
+		/* the first call that reads a stream asked to start with a snapshot reads it */
+		if (progress->stream_snapshot != NULL &&
+			strcmp(progress->stream_snapshot, SNAPSHOT_PENDING) == 0 && !change_stream_start_only)
+		{
+			progress->stream_snapshot = read_initial_snapshot(call);
+			progress->snapshot_changed = true;
+		}
+		has_snapshot = parse_snapshot(progress->stream_snapshot, &snap_lsn, &xmin, &xmax, &xip, &nxip);
 
 		for (i = 0; i < call->ninputs; i++)
 		{
@@ -273,7 +365,17 @@ run_inputs(PtfCall *call, const char *slot_name, const DurableProgress *progress
 			tables[i].sink_arg = in->adapter ? in->adapter_arg : (void *) in->handle;
 		}
 		cs = change_stream_create(slot_name, tables, call->ninputs);
+		if (has_snapshot)
+			change_stream_skip_snapshot(cs, xmin, xmax, xip, nxip);
 		change_stream_run(cs, progress->last_lsn, progress->last_lsn_committed);
+		/* past the snapshot's position no transaction it saw can come */
+		if (has_snapshot &&
+			(change_stream_position(cs) >= snap_lsn ||
+			 (change_stream_last_report.reached_end && change_stream_last_report.end_of_wal >= snap_lsn)))
+		{
+			progress->stream_snapshot = NULL;
+			progress->snapshot_changed = true;
+		}
 	}
 	else
 		for (i = 0; i < call->ninputs; i++)
@@ -307,6 +409,7 @@ store_state(PtfCall *call, DurableState *ds, PtfOperator *op, PtfChangeStream *c
 	 * that read nothing may still have moved the watermark: the idle rule.)
 	 */
 	if (stats.rows_in == 0 && skipped == 0 && !durable_must_write(ds) &&
+		!progress->snapshot_changed &&
 		call->out->rows == 0 && stats.watermark == progress->combined_watermark &&
 		(cs == NULL || (change_stream_skipped(cs) == 0 &&
 						change_stream_position(cs) - progress->last_lsn < IDLE_STORE_DISTANCE)))
@@ -360,6 +463,12 @@ ptf_call_run(PtfCall *call)
 	{
 		ds = open_state(call, slot_name, &progress);
 		op = durable_operator(call, ds);
+		/* a stream starting with a snapshot: read by its first reading call */
+		if (call->snapshot && progress.created)
+		{
+			progress.stream_snapshot = SNAPSHOT_PENDING;
+			progress.snapshot_changed = true;
+		}
 	}
 	else
 		op = build_operator(call, call->cxt, false, get_hash_memory_limit());

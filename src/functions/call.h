@@ -67,6 +67,7 @@ struct PtfCall
 	PtfCallInput inputs[FRAME_MAX_INPUTS];	/* in the order bounded inputs are read */
 	const char *uid;			/* NULL: memory state for this call only */
 	bool		changes;		/* the inputs' change streams (needs uid) */
+	bool		snapshot;		/* a stream's first call starts with its tables' rows */
 	bool		need_proc_time; /* TTL or processing-time timers */
 
 	/* what a uid's state depends on, besides the inputs and keys */

@@ -133,6 +133,19 @@ ptf_bool_arg(FunctionCallInfo fcinfo, int argno, const char *name)
 	return PG_GETARG_BOOL(argno);
 }
 
+bool
+ptf_snapshot_arg(FunctionCallInfo fcinfo, int argno, bool changes, const char *uid)
+{
+	bool		snapshot = ptf_bool_arg(fcinfo, argno, "snapshot");
+
+	if (snapshot && (!changes || uid == NULL))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("snapshot => true is for a change stream: it needs changes => true and a uid"),
+				 errhint("A stream's first call then starts with the rows the tables have.")));
+	return snapshot;
+}
+
 char *
 ptf_text_arg(FunctionCallInfo fcinfo, int argno)
 {

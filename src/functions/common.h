@@ -33,6 +33,8 @@ extern void ptf_input_arg(FunctionCallInfo fcinfo, int argno, PtfInputArg *in);
 
 /* NULL is an error for arguments that need a value (22004) */
 extern bool ptf_bool_arg(FunctionCallInfo fcinfo, int argno, const char *name);
+/* snapshot => ...: only with a change stream (changes, uid) */
+extern bool ptf_snapshot_arg(FunctionCallInfo fcinfo, int argno, bool changes, const char *uid);
 extern char *ptf_text_arg(FunctionCallInfo fcinfo, int argno);	/* NULL ok */
 
 /* partition_by: NULL or '{}' is one global partition */

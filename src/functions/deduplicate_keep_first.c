@@ -35,7 +35,8 @@ enum
 	ARG_QUERY,
 	ARG_CHANGES,
 	ARG_WATERMARK_DELAY,
-	ARG_PROC_TIME
+	ARG_PROC_TIME,
+	ARG_SNAPSHOT
 };
 
 typedef struct DedupCall
@@ -112,6 +113,7 @@ ptf_deduplicate_keep_first(PG_FUNCTION_ARGS)
 	call->uid = ptf_uid_arg(fcinfo, ARG_UID);
 	call->changes = ptf_bool_arg(fcinfo, ARG_CHANGES, "changes");
 	ptf_check_input_choice(&input, query, call->changes, call->uid);
+	call->snapshot = ptf_snapshot_arg(fcinfo, ARG_SNAPSHOT, call->changes, call->uid);
 	dc.delay = ptf_interval_arg(fcinfo, ARG_WATERMARK_DELAY, "watermark_delay");
 	if (dc.delay >= 0 && call->on_time == NULL)
 		ereport(ERROR,

@@ -47,7 +47,8 @@ enum
 	ARG_STATE_TTL,
 	ARG_UID,
 	ARG_QUERY,
-	ARG_CHANGES
+	ARG_CHANGES,
+	ARG_SNAPSHOT
 };
 
 typedef struct FromChangelogCall
@@ -186,6 +187,7 @@ ptf_from_changelog(PG_FUNCTION_ARGS)
 	query = ptf_text_arg(fcinfo, ARG_QUERY);
 	call->changes = ptf_bool_arg(fcinfo, ARG_CHANGES, "changes");
 	ptf_check_input_choice(&fc.input, query, call->changes, call->uid);
+	call->snapshot = ptf_snapshot_arg(fcinfo, ARG_SNAPSHOT, call->changes, call->uid);
 
 	/* an upsert mapping (updates without their before half) needs its key */
 	if (fc.mapping.mapped[ROWKIND_UPDATE_AFTER] &&

@@ -65,7 +65,8 @@ enum
 	ARG_BUILD_QUERY,
 	ARG_CHANGES,
 	ARG_WATERMARK_DELAY,
-	ARG_PROC_TIME
+	ARG_PROC_TIME,
+	ARG_SNAPSHOT
 };
 
 typedef struct TjCall
@@ -447,6 +448,7 @@ ptf_temporal_join(PG_FUNCTION_ARGS)
 	call->changes = ptf_bool_arg(fcinfo, ARG_CHANGES, "changes");
 	ptf_check_input_choice(&probe_arg, probe_query, call->changes, call->uid);
 	ptf_check_input_choice(&build_arg, build_query, call->changes, call->uid);
+	call->snapshot = ptf_snapshot_arg(fcinfo, ARG_SNAPSHOT, call->changes, call->uid);
 	tc.delay = ptf_interval_arg(fcinfo, ARG_WATERMARK_DELAY, "watermark_delay");
 	/* processing time: a column of both sides, or the clock */
 	probe->frame.proc_time_attno = ptf_time_column_arg(fcinfo, ARG_PROC_TIME, probe->frame.rowdesc,

@@ -54,7 +54,8 @@ enum
 	ARG_STATE_TTL,
 	ARG_UID,
 	ARG_QUERY,
-	ARG_CHANGES
+	ARG_CHANGES,
+	ARG_SNAPSHOT
 };
 
 typedef struct ToChangelogCall
@@ -230,6 +231,7 @@ ptf_to_changelog(PG_FUNCTION_ARGS)
 	query = ptf_text_arg(fcinfo, ARG_QUERY);
 	call->changes = ptf_bool_arg(fcinfo, ARG_CHANGES, "changes");
 	ptf_check_input_choice(&tc.input, query, call->changes, call->uid);
+	call->snapshot = ptf_snapshot_arg(fcinfo, ARG_SNAPSHOT, call->changes, call->uid);
 
 	if (call->changes)
 		ri_keys = replica_identity_keys(tc.input.relid, tc.input.rowdesc, &replident);

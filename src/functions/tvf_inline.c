@@ -86,6 +86,7 @@ enum
 	TUMBLE_UID,
 	TUMBLE_QUERY,
 	TUMBLE_CHANGES,
+	TUMBLE_SNAPSHOT,
 	TUMBLE_NARGS
 };
 
@@ -258,6 +259,7 @@ inline_sql(List *args)
 	Const	   *uid = const_arg(args, TUMBLE_UID);
 	Const	   *query = const_arg(args, TUMBLE_QUERY);
 	Const	   *changes = const_arg(args, TUMBLE_CHANGES);
+	Const	   *snapshot = const_arg(args, TUMBLE_SNAPSHOT);
 	Oid			relid;
 	char		relkind;
 	char	   *col;
@@ -274,6 +276,7 @@ inline_sql(List *args)
 	if (input == NULL || on_time == NULL || on_time->constisnull ||
 		uid == NULL || !uid->constisnull || query == NULL || !query->constisnull ||
 		changes == NULL || changes->constisnull || DatumGetBool(changes->constvalue) ||
+		snapshot == NULL || snapshot->constisnull || DatumGetBool(snapshot->constvalue) ||
 		!interval_us(const_arg(args, TUMBLE_SIZE), true, &size) ||
 		!interval_us(const_arg(args, TUMBLE_OFFSET), false, &offset))
 		return NULL;

@@ -198,6 +198,7 @@ run_tvf(FunctionCallInfo fcinfo, WindowKind kind, const char *name)
 	query = ptf_text_arg(fcinfo, nargs_before_uid + 1);
 	call->changes = ptf_bool_arg(fcinfo, nargs_before_uid + 2, "changes");
 	ptf_check_input_choice(&input, query, call->changes, call->uid);
+	call->snapshot = ptf_snapshot_arg(fcinfo, nargs_before_uid + 3, call->changes, call->uid);
 
 	in = ptf_call_add_input(call, "input", &input, query);
 	in->frame.keys = key_spec_from_attnos(input.rowdesc, 0, NULL);
@@ -261,7 +262,8 @@ enum
 	WA_CHANGES,
 	WA_WATERMARK_DELAY,
 	WA_IDLE_TIMEOUT,
-	WA_PROC_TIME
+	WA_PROC_TIME,
+	WA_SNAPSHOT
 };
 
 typedef struct WaCall
@@ -636,6 +638,7 @@ ptf_window_aggregate(PG_FUNCTION_ARGS)
 	query = ptf_text_arg(fcinfo, WA_QUERY);
 	call->changes = ptf_bool_arg(fcinfo, WA_CHANGES, "changes");
 	ptf_check_input_choice(&input, query, call->changes, call->uid);
+	call->snapshot = ptf_snapshot_arg(fcinfo, WA_SNAPSHOT, call->changes, call->uid);
 	wc.delay = ptf_interval_arg(fcinfo, WA_WATERMARK_DELAY, "watermark_delay");
 
 	in = ptf_call_add_input(call, "input", &input, query);

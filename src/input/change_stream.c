@@ -96,7 +96,15 @@ struct PtfChangeStream
 
 	/* the transaction being read */
 	bool		skip_txn;
+	bool		in_snapshot;	/* skipped: the initial snapshot had it */
 	PtfRowMeta	meta;
+
+	/* the initial snapshot read (change_stream_skip_snapshot), if any */
+	bool		has_snapshot;
+	TransactionId snap_xmin;
+	TransactionId snap_xmax;
+	int			snap_nxip;
+	TransactionId *snap_xip;
 
 	ResourceOwner outer_owner;	/* the caller's, not decoding's subtransaction's */
 	MemoryContext outer_cxt;
@@ -468,6 +476,36 @@ change_stream_skipped(PtfChangeStream *cs)
 	return cs->skipped;
 }
 
+/* ---- the initial snapshot ---- */
+
+/* Did the snapshot see xid committed?  (Only committed transactions are decoded.) */
+static bool
+snapshot_had(PtfChangeStream *cs, TransactionId xid)
+{
+	int			i;
+
+	if (TransactionIdPrecedes(xid, cs->snap_xmin))
+		return true;
+	if (!TransactionIdPrecedes(xid, cs->snap_xmax))
+		return false;
+	for (i = 0; i < cs->snap_nxip; i++)
+		if (TransactionIdEquals(cs->snap_xip[i], xid))
+			return false;
+	return true;
+}
+
+void
+change_stream_skip_snapshot(PtfChangeStream *cs, TransactionId xmin, TransactionId xmax,
+							const TransactionId *xip, int nxip)
+{
+	cs->has_snapshot = true;
+	cs->snap_xmin = xmin;
+	cs->snap_xmax = xmax;
+	cs->snap_nxip = nxip;
+	cs->snap_xip = palloc(sizeof(TransactionId) * Max(nxip, 1));
+	memcpy(cs->snap_xip, xip, sizeof(TransactionId) * nxip);
+}
+
 /* ---- the in-process sink the plugin hands transactions to ---- */
 
 static void
@@ -478,6 +516,10 @@ cs_begin(void *arg, ReorderBufferTXN *txn)
 	/* read before, by a call whose state is stored: skip it whole */
 	cs->skip_txn = (!XLogRecPtrIsInvalid(cs->resume_after) &&
 					txn->end_lsn <= cs->resume_after);
+	/* committed before the initial snapshot: its rows are in it */
+	cs->in_snapshot = (!cs->skip_txn && cs->has_snapshot && snapshot_had(cs, txn->xid));
+	if (cs->in_snapshot)
+		cs->skip_txn = true;
 	cs->meta.commit_time = txn->xact_time.commit_time;
 	cs->meta.xid = txn->xid;
 }
@@ -487,7 +529,7 @@ cs_commit(void *arg, ReorderBufferTXN *txn, XLogRecPtr commit_lsn)
 {
 	PtfChangeStream *cs = (PtfChangeStream *) arg;
 
-	if (cs->skip_txn)
+	if (cs->skip_txn && !cs->in_snapshot)
 		return;
 	cs->position = txn->end_lsn;
 	cs->last_commit_time = txn->xact_time.commit_time;

@@ -84,6 +84,15 @@ extern void change_stream_run(PtfChangeStream *cs, XLogRecPtr resume_after,
 							  bool resume_committed);
 
 /* the end LSN of the last transaction read (the position to store) */
+/*
+ * A stream that starts with a snapshot of its tables: transactions the
+ * snapshot saw committed are passed over (their rows were read from it),
+ * the position moving past them.  Before change_stream_run.
+ */
+extern void change_stream_skip_snapshot(PtfChangeStream *cs, TransactionId xmin,
+										TransactionId xmax, const TransactionId *xip,
+										int nxip);
+
 extern XLogRecPtr change_stream_position(PtfChangeStream *cs);
 extern uint64 change_stream_skipped(PtfChangeStream *cs);
 

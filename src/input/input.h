@@ -43,6 +43,9 @@ extern void sql_input_prepare(PtfSqlInput *in);
 /* Run it, handing every row to sink. */
 extern void sql_input_run(PtfSqlInput *in, PtfRowSink sink, void *arg);
 
+/* The same, reading in the active snapshot (a stream's initial snapshot) */
+extern void sql_input_run_in_active_snapshot(PtfSqlInput *in, PtfRowSink sink, void *arg);
+
 /*
  * A composite datum (a row of the slot's type) stored in a heap-tuple slot
  * without copying; buf holds the tuple header and must live as long as

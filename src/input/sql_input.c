@@ -209,8 +209,23 @@ dest_destroy(DestReceiver *self)
 {
 }
 
+static void run_input(PtfSqlInput *in, PtfRowSink sink, void *arg, bool read_only);
+
 void
 sql_input_run(PtfSqlInput *in, PtfRowSink sink, void *arg)
+{
+	run_input(in, sink, arg, false);
+}
+
+void
+sql_input_run_in_active_snapshot(PtfSqlInput *in, PtfRowSink sink, void *arg)
+{
+	run_input(in, sink, arg, true);
+}
+
+/* read_only: in the active snapshot, as SPI runs read-only statements */
+static void
+run_input(PtfSqlInput *in, PtfRowSink sink, void *arg, bool read_only)
 {
 	SqlInputDest dest;
 	SPIExecuteOptions options;
@@ -229,7 +244,7 @@ sql_input_run(PtfSqlInput *in, PtfRowSink sink, void *arg)
 										ALLOCSET_DEFAULT_SIZES);
 
 	memset(&options, 0, sizeof(options));
-	options.read_only = false;
+	options.read_only = read_only;
 	options.dest = &dest.pub;
 
 	rc = SPI_execute_plan_extended(in->plan, &options);

@@ -872,6 +872,7 @@ read_progress(const DurableIdentity *id, DurableProgress *progress)
 	progress->rows_out = ptf_spi_int64(Anum_uid_registry_rows_out, 0);
 	progress->rows_late = ptf_spi_int64(Anum_uid_registry_rows_late, 0);
 	progress->rows_skipped = ptf_spi_int64(Anum_uid_registry_rows_skipped, 0);
+	progress->stream_snapshot = ptf_spi_text(Anum_uid_registry_stream_snapshot);
 	/* a position written by this very transaction may yet roll back */
 	progress->last_lsn_committed =
 		!TransactionIdIsCurrentTransactionId(DatumGetTransactionId(ptf_spi_datum(Anum_uid_registry_xmin)));
@@ -980,6 +981,7 @@ durable_open(const DurableIdentity *id, DurableProgress *progress)
 
 	check_identity(id, ds, call_keys);
 	read_progress(id, progress);
+	progress->created = !exists;
 	ds->version = ptf_spi_int64(Anum_uid_registry_version, 0);
 	stored_types = ptf_spi_text(Anum_uid_registry_row_types);
 	layout_1 = ptf_spi_isnull(Anum_uid_registry_layout);
@@ -1426,10 +1428,10 @@ durable_close(DurableState *ds)
 static void
 write_progress(DurableState *ds, KeyedState *ks, const DurableProgress *progress)
 {
-	Datum		values[11];
-	char		nulls[11];
-	Oid			argtypes[11] = {TEXTOID, INT8OID, INT8OID, LSNOID, INT8OID,
-	INT8OID, INT8OID, INT8OID, INT8OID, INT8ARRAYOID, TEXTOID};
+	Datum		values[12];
+	char		nulls[12];
+	Oid			argtypes[12] = {TEXTOID, INT8OID, INT8OID, LSNOID, INT8OID,
+	INT8OID, INT8OID, INT8OID, INT8OID, INT8ARRAYOID, TEXTOID, TEXTOID};
 	Datum		times[3 * DURABLE_MAX_INPUTS];
 	int			i;
 
@@ -1456,14 +1458,16 @@ write_progress(DurableState *ds, KeyedState *ks, const DurableProgress *progress
 												8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 	/* rows written now are of the current types (columns may have been added) */
 	values[10] = CStringGetTextDatum(ds->row_types);
+	values[11] = progress->stream_snapshot ? CStringGetTextDatum(progress->stream_snapshot) : (Datum) 0;
+	nulls[11] = progress->stream_snapshot ? ' ' : 'n';
 	ptf_spi_exec_as_owner("UPDATE ptf.uid_registry SET max_event_time = $2, watermark = $3, "
 						  "last_lsn = $4, keys = $5, rows_in = $6, rows_out = $7, "
 						  "rows_late = $8, rows_skipped = $9, input_times = $10, "
-						  "row_types = $11, "
+						  "row_types = $11, stream_snapshot = $12, "
 						  "version = pg_catalog.nextval('ptf.state_version_seq'), "
 						  "updated_at = pg_catalog.clock_timestamp() "
 						  "WHERE uid OPERATOR(pg_catalog.=) $1 RETURNING version",
-						  11, argtypes, values, nulls, SPI_OK_UPDATE_RETURNING);
+						  12, argtypes, values, nulls, SPI_OK_UPDATE_RETURNING);
 	if (SPI_processed == 1)
 		ds->version = ptf_spi_int64(1, 0);
 }

@@ -56,6 +56,14 @@ typedef struct DurableProgress
 	uint64		rows_out;
 	uint64		rows_late;
 	uint64		rows_skipped;
+	bool		created;		/* the uid was made by this call */
+	/*
+	 * A change stream's initial snapshot (snapshot => true): NULL, "pending"
+	 * (asked for, not read yet), or the snapshot read ("lsn xmin xmax xip..."),
+	 * whose transactions the stream skips until it passes lsn.
+	 */
+	char	   *stream_snapshot;
+	bool		snapshot_changed;	/* stream_snapshot must be written */
 } DurableProgress;
 
 typedef struct DurableState DurableState;
