@@ -144,6 +144,26 @@ SELECT * FROM window_aggregate(NULL::bid, NULL::upd, 'hop', 'bidtime', '10 minut
         (7, '-D', ROW('2020-04-15 08:09', 5.00, 'D', 'supplier2')::bid)) v(o, k, b) ORDER BY o$q$)
  ORDER BY window_end;
 
+-- a retraction is found by its whole row: one of a row never added takes nothing out, even
+-- when its aggregate inputs are those of another (count(*) has none); the last input of a
+-- window taken out leaves the aggregate as if it had none (NULL, not 0)
+CREATE TYPE upd_count AS (window_start timestamp, window_end timestamp, n bigint, total interval);
+CREATE TYPE dur AS (ts timestamp, d interval, tag text);
+SELECT * FROM window_aggregate(NULL::dur, NULL::upd_count, 'tumble', 'ts', '1 hour',
+    aggregates => 'count(*) AS n, sum(d) AS total',
+    query => $q$SELECT k, r FROM (VALUES
+        (1, '+I', ROW('2020-04-15 08:05', NULL, 'a')::dur),
+        (2, '+I', ROW('2020-04-15 08:06', '5 minutes', 'b')::dur),
+        (3, '-D', ROW('2020-04-15 08:07', '5 minutes', 'never added')::dur),
+        (4, '-D', ROW('2020-04-15 08:06', '5 minutes', 'b')::dur)) v(o, k, r) ORDER BY o$q$);
+-- target columns with a typmod get values made to fit, as an INSERT would make them
+CREATE TYPE rounded AS (window_end timestamp, total numeric(10,1));
+SELECT * FROM window_aggregate(NULL::bid, NULL::rounded, 'tumble', 'bidtime', '10 minutes',
+    aggregates => 'sum(price) / 3 AS total') ORDER BY 1;
+CREATE TYPE too_small AS (window_end timestamp, total numeric(2,1));
+SELECT * FROM window_aggregate(NULL::bid, NULL::too_small, 'tumble', 'bidtime', '10 minutes',
+    aggregates => 'sum(price) AS total');
+
 -- errors, before any row is read: SQLSTATE and message
 SELECT pg_temp.try(q) FROM (VALUES
     ($$SELECT * FROM window_aggregate(NULL::bid, NULL::total, 'sliding', 'bidtime', '10 minutes')$$),
@@ -185,3 +205,4 @@ SELECT pg_temp.try(q) FROM (VALUES
     ($$SELECT * FROM window_aggregate(NULL::bid, NULL::total, 'tumble', 'bidtime', '10 minutes', aggregates => 'sum(price) AS total_price', query => $q$VALUES (NULL::timestamp, 1.00::numeric(10,2), 'x', 'y')$q$)$$)
 ) AS t(q);
 DROP TABLE bid, bid2, bid_ms, bid_tz, late;
+DROP TYPE dur CASCADE;

@@ -134,6 +134,24 @@ SELECT * FROM window_aggregate(NULL::visits, NULL::visit_session, 'session', 'ts
         (5, '-D', ROW(7, 'a', '2024-01-01 10:03')::visits)) x(o, k, v) ORDER BY o$$)
  ORDER BY usr, window_start;
 
+-- what a uid's states are depends on whether its input is updating: the other kind is refused
+SELECT count(*) FROM window_aggregate(NULL::orders, NULL::shop_total, 'tumble', 'ts', '1 hour',
+    partition_by => '{shop}', uid => 'mode', aggregates => 'count(*) AS n, sum(amount) AS total, avg(amount) AS avg_amount',
+    query => $$VALUES (1, 'x', 1.0, timestamp '2024-01-01 10:00')$$);
+SELECT count(*) FROM window_aggregate(NULL::orders, NULL::shop_total, 'tumble', 'ts', '1 hour',
+    partition_by => '{shop}', uid => 'mode', aggregates => 'count(*) AS n, sum(amount) AS total, avg(amount) AS avg_amount',
+    query => $$SELECT '+I', ROW(2, 'x', 2.0, timestamp '2024-01-01 10:10')::orders$$);
+SELECT drop_state('mode');
+-- sessions over retractions spill like the rest: 20000 users' rows in and out again, at
+-- work_mem 64kB, leave no session
+SET work_mem = '64kB';
+SELECT count(*) FROM window_aggregate(NULL::visits, NULL::visit_session, 'session', 'ts', '10 minutes',
+    partition_by => '{usr}', aggregates => $a$count(*) AS n, string_agg(id::text, ',' ORDER BY id) AS ids$a$,
+    query => $$SELECT k, ROW(g, 'u' || g, timestamp '2024-01-01 10:00' + g * interval '1 second')::visits
+                 FROM generate_series(1, 20000) g, (VALUES (1, '+I'), (2, '-D')) x(o, k) ORDER BY o, g$$);
+SELECT rows_spilled > 0 AS spilled FROM last_call_stats();
+RESET work_mem;
+
 -- the idle rule: with idle_timeout, a quiet source's watermark moves on with
 -- processing time (here ptf.debug_clock), so its last windows close
 CREATE TABLE readings (sensor int, ts timestamp, v int, pt timestamptz);

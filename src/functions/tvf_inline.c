@@ -328,7 +328,7 @@ inline_sql(List *args)
 
 /* Replace rte, a call of ptf.tumble, by its subquery if it can be. */
 static void
-inline_tumble(Query *top, RangeTblEntry *rte)
+inline_tumble(RangeTblEntry *rte, bool *depends_on_role)
 {
 	RangeTblFunction *rtfunc;
 	FuncExpr   *fe;
@@ -370,14 +370,14 @@ inline_tumble(Query *top, RangeTblEntry *rte)
 	rte->security_barrier = false;
 	rte->functions = NIL;
 	rte->funcordinality = false;
-	/* row level security in the subquery: the plan depends on the role */
+	/* row level security in the subquery: the plan holds for this role only */
 	if (sub->hasRowSecurity)
-		top->hasRowSecurity = true;
+		*depends_on_role = true;
 }
 
 typedef struct InlineContext
 {
-	Query	   *top;
+	bool		depends_on_role;	/* an inlined scan is under row level security */
 } InlineContext;
 
 static bool
@@ -393,7 +393,7 @@ inline_walker(Node *node, InlineContext *cxt)
 		RangeTblEntry *rte = (RangeTblEntry *) node;
 
 		if (rte->rtekind == RTE_FUNCTION)
-			inline_tumble(cxt->top, rte);
+			inline_tumble(rte, &cxt->depends_on_role);
 		return false;
 	}
 	return expression_tree_walker(node, inline_walker, (void *) cxt);
@@ -403,16 +403,25 @@ static PlannedStmt *
 ptf_planner(Query *parse, const char *query_string, int cursorOptions,
 			ParamListInfo boundParams)
 {
-	if (ptf_inline_window_tvfs && parse->commandType != CMD_UTILITY)
-	{
-		InlineContext cxt;
+	InlineContext cxt;
+	PlannedStmt *stmt;
 
-		cxt.top = parse;
+	cxt.depends_on_role = false;
+	if (ptf_inline_window_tvfs && parse->commandType != CMD_UTILITY)
 		(void) inline_walker((Node *) parse, &cxt);
-	}
 	if (prev_planner_hook)
-		return prev_planner_hook(parse, query_string, cursorOptions, boundParams);
-	return standard_planner(parse, query_string, cursorOptions, boundParams);
+		stmt = prev_planner_hook(parse, query_string, cursorOptions, boundParams);
+	else
+		stmt = standard_planner(parse, query_string, cursorOptions, boundParams);
+
+	/*
+	 * The policies of the role planning it are in the plan: a cached plan
+	 * must not serve another role (the rewriter marks its own queries so,
+	 * the subquery came after it).
+	 */
+	if (cxt.depends_on_role)
+		stmt->dependsOnRole = true;
+	return stmt;
 }
 
 void

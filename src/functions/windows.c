@@ -570,6 +570,9 @@ window_agg_prepared(PtfCall *call)
 
 	if (call->changes)
 		check_stream_identity(in->arg.relid);
+	/* states of updating input are of other modes: part of what a uid's state is */
+	if (in->frame.changelog)
+		call->options = psprintf("%s, updating input", call->options);
 	if (delay < 0)
 		delay = ptf_declared_watermark_delay(in->arg.relid, call->on_time);
 	/* a stream (uid) needs a watermark; without a delay it is max(event time) */

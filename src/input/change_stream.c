@@ -292,6 +292,8 @@ drop_new_slot(const char *name)
 	{
 		MemoryContextSwitchTo(cxt);
 		FlushErrorState();
+		/* what the failed drop held; the abort released everything else before */
+		LWLockReleaseAll();
 		if (MyReplicationSlot != NULL)
 			ReplicationSlotRelease();
 	}
@@ -305,6 +307,13 @@ new_slots_xact_callback(XactEvent event, void *arg)
 
 	if (new_slots == NIL)
 		return;
+	/* a prepared transaction may roll back anywhere, later: nobody would drop its slot */
+	if (event == XACT_EVENT_PRE_PREPARE)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot PREPARE a transaction that started a change stream"),
+				 errdetail("The stream's replication slot is not transactional."),
+				 errhint("Make the uid's first call in a transaction of its own.")));
 	if (event == XACT_EVENT_ABORT)
 		foreach(lc, new_slots)
 			drop_new_slot(((NewSlot *) lfirst(lc))->name);

@@ -30,6 +30,7 @@
 #include "catalog/pg_aggregate.h"
 #include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
+#include "common/hashfn.h"
 #include "executor/executor.h"
 #include "executor/nodeAgg.h"
 #include "miscadmin.h"
@@ -114,6 +115,7 @@ struct AggSet
 {
 	MemoryContext cxt;
 	int			time_col;		/* keep_rows: the inputs row's time column, or -1 */
+	int			identity_col;	/* retractions: the input row's hash column, or -1 */
 	EState	   *estate;
 	AggState   *aggstate;		/* the context support functions see */
 	ExprContext *rowcxt;		/* inputs of a row; reset per row */
@@ -506,6 +508,20 @@ compile_inputs(AggSet *set, const AggSetSpec *spec)
 			compile_ordering(set, d, d->distinct ? d->aggref->aggdistinct : d->aggref->aggorder);
 		}
 	}
+	/*
+	 * Kept rows that retractions take out are found by the whole input row
+	 * (a hash of its values): a row that was never added must not take out
+	 * another that has the same aggregate inputs (count(*) has none).
+	 */
+	set->identity_col = -1;
+	if (spec->changelog && set->keeps_rows)
+	{
+		set->identity_col = resno - 1;
+		tlist = lappend(tlist, makeTargetEntry((Expr *) makeConst(INT8OID, -1, InvalidOid, 8,
+																   Int64GetDatum(0), false,
+																   FLOAT8PASSBYVAL),
+												resno++, NULL, false));
+	}
 	set->time_col = -1;
 	if (spec->keep_rows && spec->time_attno != InvalidAttrNumber)
 	{
@@ -701,15 +717,40 @@ acc_init(AggDef *d, AggAcc *acc, AggMemory *mem)
 {
 	acc->isnull = d->initnull;
 	acc->notrans = d->initnull;
-	acc->value = d->initnull ? (Datum) 0 :
-		datumCopy(d->initval, d->transbyval, d->translen);
-	if (!d->initnull && !d->transbyval)
+	acc->ninputs = 0;
+	acc->value = (Datum) 0;
+	if (!d->initnull)
 	{
 		MemoryContext old = MemoryContextSwitchTo(mem->cxt);
 
 		acc->value = datumCopy(d->initval, d->transbyval, d->translen);
 		MemoryContextSwitchTo(old);
 	}
+}
+
+/* Back to the initial state, the current one freed. */
+static void
+acc_reset(AggDef *d, AggAcc *acc, AggMemory *mem)
+{
+	if (!d->transbyval && !acc->isnull && DatumGetPointer(acc->value) != NULL)
+	{
+		if (DatumIsReadWriteExpandedObject(acc->value, false, d->translen))
+			DeleteExpandedObject(acc->value);
+		else
+			pfree(DatumGetPointer(acc->value));
+	}
+	acc_init(d, acc, mem);
+}
+
+static inline bool
+any_null(const Datum *values, const bool *nulls, int n)
+{
+	int			i;
+
+	for (i = 0; i < n; i++)
+		if (nulls[i])
+			return true;
+	return false;
 }
 
 /*
@@ -808,15 +849,42 @@ filter_passes(AggDef *d, TupleTableSlot *inputs)
 		(!inputs->tts_isnull[d->filter_col] && DatumGetBool(inputs->tts_values[d->filter_col]));
 }
 
+/* A hash of every value of an input row, to know it again when it is retracted. */
+static int64
+row_identity(TupleTableSlot *row)
+{
+	TupleDesc	desc = row->tts_tupleDescriptor;
+	uint64		h = 0;
+	int			i;
+
+	slot_getallattrs(row);
+	for (i = 0; i < desc->natts; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, i);
+		uint32		v = row->tts_isnull[i] ? 0x5bd1e995 :
+			datum_image_hash(row->tts_values[i], att->attbyval, att->attlen);
+
+		h = hash_combine64(h, (uint64) v * 0x9E3779B97F4A7C15 + i);
+	}
+	return (int64) h;
+}
+
 void
 aggs_eval(AggSet *set, TupleTableSlot *row)
 {
 	ResetExprContext(set->rowcxt);
 	if (set->inputs_proj == NULL)
+	{
+		/* no inputs at all (count(*)): an empty row, still a row */
+		ExecClearTuple(set->inputs_slot);
+		ExecStoreVirtualTuple(set->inputs_slot);
 		return;
+	}
 	set->rowcxt->ecxt_scantuple = row;
 	(void) ExecProject(set->inputs_proj);
 	slot_getallattrs(set->inputs_slot);
+	if (set->identity_col >= 0)
+		set->inputs_slot->tts_values[set->identity_col] = Int64GetDatum(row_identity(row));
 }
 
 void
@@ -868,10 +936,28 @@ advance_mode(AggSet *set, AggMode mode, TupleTableSlot *inputs, AggAcc *accs, Ag
 		if (d->mode != mode || !filter_passes(d, inputs))
 			continue;
 		inputs_of(d, inputs, &v, &n);
+		if (mode == AGG_MOVING && d->transfn.flinfo.fn_strict && any_null(v, n, d->ntransinputs))
+			continue;			/* a strict aggregate passes NULL inputs over both ways */
 		if (weight > 0)
+		{
 			(void) call_transition(set, d, &d->transfn, &accs[d->slot], mem, v, n, false);
-		else if (!call_transition(set, d, &d->invtransfn, &accs[d->slot], mem, v, n, true))
-			ok = false;
+			accs[d->slot].ninputs++;
+		}
+		else if (accs[d->slot].ninputs <= 1)
+		{
+			/*
+			 * Its last input goes: the initial state again, not the inverse
+			 * (which would leave sum() at 0 where no input means NULL), as
+			 * nodeWindowAgg does.
+			 */
+			acc_reset(d, &accs[d->slot], mem);
+		}
+		else
+		{
+			accs[d->slot].ninputs--;
+			if (!call_transition(set, d, &d->invtransfn, &accs[d->slot], mem, v, n, true))
+				ok = false;
+		}
 	}
 	return ok;
 }

@@ -52,6 +52,7 @@ typedef struct AggAcc
 	Datum		value;
 	bool		isnull;
 	bool		notrans;		/* no input yet, and no initial value */
+	int32		ninputs;		/* MOVING: inputs in it (nodeWindowAgg's transValueCount) */
 } AggAcc;
 
 /* Evaluated inputs of the REPLAY (and MOVING) aggregates, one row per input row. */

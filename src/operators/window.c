@@ -58,6 +58,7 @@
 #include "common/int.h"
 #include "executor/tuptable.h"
 #include "funcapi.h"
+#include "parser/parse_coerce.h"
 #include "utils/datum.h"
 #include "utils/memutils.h"
 
@@ -400,6 +401,7 @@ typedef struct WindowValue
 typedef struct SessionValue
 {
 	PtfTime		end;
+	PtfTime		timer_end;		/* the end its timer was registered for */
 	int64		nrows;
 	AggMemory  *mem;			/* its own */
 	AggRows		rows;
@@ -439,6 +441,8 @@ typedef struct WinAggOp
 	int		   *out_agg;
 	int		   *out_key;
 	Oid		   *out_types;
+	int32	   *out_typmods;	/* the target's, or -1 */
+	FmgrInfo   *out_coerce;		/* to the typmod, as an INSERT would (fn_oid 0: none) */
 	Datum	   *values;			/* the aggregates' outputs */
 	bool	   *nulls;
 	Datum	   *keyvals;
@@ -810,6 +814,16 @@ emit_window(WinAggOp *wa, StateRecord *rec, PtfTime start, PtfTime end)
 				break;
 		}
 	}
+	for (i = 0; i < natts; i++)
+		if (OidIsValid(wa->out_coerce[i].fn_oid) && !out->tts_isnull[i])
+		{
+			MemoryContext old = MemoryContextSwitchTo(wa->firemem->cxt);
+
+			out->tts_values[i] = FunctionCall3(&wa->out_coerce[i], out->tts_values[i],
+											   Int32GetDatum(wa->out_typmods[i]),
+											   BoolGetDatum(false));
+			MemoryContextSwitchTo(old);
+		}
 	ExecStoreVirtualTuple(out);
 	ptf_operator_emit(&wa->base, ROWKIND_INSERT, out);
 }
@@ -1137,7 +1151,47 @@ session_regroup(WinAggOp *wa, StateRecord *rec, PtfTime start)
 			keyed_state_ns_mark_changed(ks, rec, SPACE_SESSIONS, group_start);
 			timer_register(wa->base.timers, PTF_EVENT_TIME, end - MS, rec, group_start,
 						   TIMER_SESSION);
+			nv->timer_end = end;
 		}
+	}
+}
+
+static void fire_session(WinAggOp *wa, StateRecord *rec, const PtfTimer *t);
+
+/*
+ * A session a regroup left ending at or before the watermark would have
+ * fired already, had the row taken out never come: it fires now, rather
+ * than at the watermark's next move.
+ */
+static void
+fire_due_sessions(WinAggOp *wa, StateRecord *rec, PtfTime watermark)
+{
+	KeyedState *ks = wa->base.state;
+
+	while (!(rec->flags & RECORD_REMOVED))
+	{
+		int			n = keyed_state_ns_count(ks, rec, SPACE_SESSIONS);
+		PtfTimer	t;
+		int			i;
+
+		memset(&t, 0, sizeof(t));
+		for (i = 0; i < n; i++)
+		{
+			int64		st;
+			SessionValue *sv = keyed_state_ns_at(ks, rec, SPACE_SESSIONS, i, &st);
+
+			if (fired(sv->end, watermark))
+			{
+				t.time = sv->end - MS;
+				t.rec = rec;
+				t.ns = st;
+				t.tag = TIMER_SESSION;
+				break;
+			}
+		}
+		if (i == n)
+			return;
+		fire_session(wa, rec, &t);
 	}
 }
 
@@ -1157,10 +1211,15 @@ session_retract(WinAggOp *wa, TupleTableSlot *row, const PtfRowContext *ctx)
 	int			n;
 	int			i;
 
-	if (keyed_state_lookup(ks, ctx->keys, row, ctx->proc_time, false, &ref) != KS_FOUND)
+	switch (keyed_state_lookup(ks, ctx->keys, row, ctx->proc_time, false, &ref))
 	{
-		wa->skipped++;			/* a key with nothing */
-		return PTF_ROW_DONE;
+		case KS_FULL:
+			return PTF_ROW_SPILL;	/* the key may be in a spilled partition */
+		case KS_FOUND:
+			break;
+		default:
+			wa->skipped++;		/* a key with nothing */
+			return PTF_ROW_DONE;
 	}
 	n = keyed_state_ns_count(ks, ref.rec, SPACE_SESSIONS);
 	for (i = 0; i < n; i++)
@@ -1191,6 +1250,9 @@ session_retract(WinAggOp *wa, TupleTableSlot *row, const PtfRowContext *ctx)
 	}
 	sv->nrows--;
 	session_regroup(wa, ref.rec, start);
+	fire_due_sessions(wa, ref.rec, ctx->watermark);
+	if (ref.rec->flags & RECORD_REMOVED)
+		return PTF_ROW_DONE;	/* its last session fired: the key went */
 	if (keyed_state_ns_count(ks, ref.rec, SPACE_SESSIONS) == 0)
 		key_remove(wa, ref.rec);
 	else
@@ -1258,7 +1320,12 @@ session_on_row(WinAggOp *wa, RowKind kind, TupleTableSlot *row, const PtfRowCont
 	aggs_advance_sliced(wa->aggs, sv->accs, sv->mem);
 	sv->nrows++;
 	keyed_state_ns_mark_changed(ks, ref.rec, SPACE_SESSIONS, start);
-	timer_register(wa->base.timers, PTF_EVENT_TIME, sv->end - MS, ref.rec, start, TIMER_SESSION);
+	/* a timer for its end, unless the session has one for it already */
+	if (sv->timer_end != sv->end)
+	{
+		timer_register(wa->base.timers, PTF_EVENT_TIME, sv->end - MS, ref.rec, start, TIMER_SESSION);
+		sv->timer_end = sv->end;
+	}
 	return PTF_ROW_DONE;
 }
 
@@ -1449,6 +1516,7 @@ window_agg_restore(void *arg, const StateRef *ref, int space, int64 ns, void *ns
 								  &sv->rows, sv->mem);
 		timer_register(wa->base.timers, PTF_EVENT_TIME, sv->end - MS, ref->rec, ns,
 					   TIMER_SESSION);
+		sv->timer_end = sv->end;
 	}
 }
 
@@ -1593,8 +1661,20 @@ window_agg_create(const WindowAggOptions *opts, const PtfOperatorEnv *env)
 	memcpy(wa->out_window, opts->out_window, sizeof(WindowColumn) * natts);
 	memcpy(wa->out_agg, opts->out_agg, sizeof(int) * natts);
 	memcpy(wa->out_key, opts->out_key, sizeof(int) * natts);
+	wa->out_typmods = palloc(sizeof(int32) * Max(natts, 1));
+	wa->out_coerce = palloc0(sizeof(FmgrInfo) * Max(natts, 1));
 	for (i = 0; i < natts; i++)
-		wa->out_types[i] = TupleDescAttr(opts->outdesc, i)->atttypid;
+	{
+		Form_pg_attribute att = TupleDescAttr(opts->outdesc, i);
+		Oid			fn;
+
+		wa->out_types[i] = att->atttypid;
+		wa->out_typmods[i] = att->atttypmod;
+		/* numeric(6,1), varchar(10), timestamp(3): values made to fit, or an error */
+		if (att->atttypmod >= 0 &&
+			find_typmod_coercion_function(att->atttypid, &fn) == COERCION_PATH_FUNC)
+			fmgr_info_cxt(fn, &wa->out_coerce[i], wa->base.cxt);
+	}
 	wa->values = palloc(sizeof(Datum) * Max(aggs_noutputs(wa->aggs), 1));
 	wa->nulls = palloc(sizeof(bool) * Max(aggs_noutputs(wa->aggs), 1));
 	wa->keyvals = palloc(sizeof(Datum) * Max(opts->keys->ncols, 1));
