@@ -30,6 +30,7 @@ OBJS = \
 	src/functions/to_changelog.o \
 	src/functions/tvf_inline.o \
 	src/functions/windows.o \
+	src/decoding/json_writer.o \
 	src/decoding/plugin.o \
 	src/input/cdc_rows.o \
 	src/input/change_stream.o \

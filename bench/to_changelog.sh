@@ -11,7 +11,9 @@
 # one.  Every statement runs REPS times (default 3), alternating; the
 # to_changelog call reads the whole backlog (ptf.max_changes_per_call = 0)
 # and is rolled back, so each round reads the same changes.  The table shows
-# medians and ratios.
+# medians and ratios.  Our plugin's JSON is also set against wal2json's
+# format-version 2, the JSON plugin a user would otherwise pick, when its
+# Debian package can be installed (postgresql-15-wal2json).
 set -euo pipefail
 
 PTF_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -22,9 +24,20 @@ INSERTS=${INSERTS:-1000000}
 UPDATES=${UPDATES:-500000}
 REPS=${REPS:-3}
 
+# wal2json, the competitor of our JSON: Debian's package, when apt has it
+ptf_ensure_packages
+if ! ptf_pkg_installed postgresql-15-wal2json && ptf_pkg_exists postgresql-15-wal2json &&
+    [ "$(id -u)" -eq 0 ]; then
+    ptf_log "apt-get install postgresql-15-wal2json (the JSON plugin we are compared with)"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+        postgresql-15-wal2json >/dev/null || ptf_log "wal2json not installed: compared without it"
+fi
+plugins="deduplicate_keep_first, test_decoding"
+if ptf_pkg_installed postgresql-15-wal2json; then plugins="$plugins, wal2json"; fi
+
 ptf_bench_start "# test_decoding is the anchor; decoding memory as PostgreSQL ships it
 logical_decoding_work_mem = 64MB
-output_plugin_libraries = 'deduplicate_keep_first, test_decoding'"
+output_plugin_libraries = '$plugins'"
 dir=$PTF_BENCH_DIR
 
 ptf_log "bench: $INSERTS inserts, then $UPDATES updates, REPLICA IDENTITY FULL"
@@ -37,6 +50,9 @@ CREATE TABLE bench_other (id int);
 SELECT count(*) FROM ptf.to_changelog(NULL::bench_cdc, changes => true, uid => 'bench') \g /dev/null
 SELECT 'slot' FROM pg_create_logical_replication_slot('td', 'test_decoding') \g /dev/null
 SELECT 'slot' FROM pg_create_logical_replication_slot('json', 'deduplicate_keep_first') \g /dev/null
+$(if [[ $plugins == *wal2json* ]]; then
+    echo "SELECT 'slot' FROM pg_create_logical_replication_slot('w2j', 'wal2json') \\g /dev/null"
+fi)
 DO \$\$
 BEGIN
     FOR b IN 0 .. ($INSERTS - 1) / 10000 LOOP
@@ -61,6 +77,9 @@ to_changelog|SELECT count(*) FROM ptf.to_changelog(NULL::bench_cdc, changes => t
 test_decoding|SELECT count(*) FROM pg_logical_slot_peek_changes('td', NULL, NULL)
 plugin_json|SELECT count(*) FROM pg_logical_slot_peek_changes('json', NULL, NULL)
 LIST
+    if [[ $plugins == *wal2json* ]]; then
+        echo "wal2json|SELECT count(*) FROM pg_logical_slot_peek_changes('w2j', NULL, NULL, 'format-version', '2')"
+    fi
 }
 
 script=$dir/run.sql
@@ -84,7 +103,7 @@ ptf_log "bench: $REPS rounds (and one warm-up)"
 ptf_psql -X -q -v ON_ERROR_STOP=1 -f "$script" >"$dir/out.txt"
 ptf_bench_times "$dir/out.txt" >"$dir/times.txt"
 m() { ptf_bench_median "$dir/times.txt" "$1"; }
-t=$(m to_changelog); td=$(m test_decoding); pj=$(m plugin_json)
+t=$(m to_changelog); td=$(m test_decoding); pj=$(m plugin_json); wj=$(m wal2json)
 rows=$(ptf_psql -X -q -At -c "BEGIN" -c "SET ptf.max_changes_per_call = 0" \
     -c "SELECT count(*) FROM ptf.to_changelog(NULL::bench_cdc, changes => true, uid => 'bench')" -c "ROLLBACK")
 changes=$((INSERTS + UPDATES))
@@ -95,4 +114,7 @@ echo
 echo "| work | ptf | anchor | anchor ms | ratio | target |"
 echo "|---|---:|---|---:|---:|---:|"
 echo "| \`to_changelog(changes => true)\`, $rows rows out | $t | \`pg_logical_slot_peek_changes\`, test_decoding | $td | $(ptf_bench_ratio "$t" "$td") | <= 1.0x (goal 0.7x) |"
-echo "| our plugin's JSON, \`pg_logical_slot_peek_changes\` | $pj | same, test_decoding | $td | $(ptf_bench_ratio "$pj" "$td") | |"
+echo "| our plugin's JSON, \`pg_logical_slot_peek_changes\` | $pj | same, test_decoding | $td | $(ptf_bench_ratio "$pj" "$td") | <= 0.9x |"
+if [ -n "$wj" ]; then
+    echo "| our plugin's JSON, \`pg_logical_slot_peek_changes\` | $pj | same, wal2json \`format-version 2\` | $wj | $(ptf_bench_ratio "$pj" "$wj") | |"
+fi

@@ -67,6 +67,20 @@ SELECT * FROM pg_logical_slot_get_changes('op_slot', NULL, NULL, 'colour', 'red'
 SELECT * FROM pg_logical_slot_get_changes('op_slot', NULL, NULL, 'op_mapping', '{"UPSERT": "u"}');
 SELECT * FROM pg_logical_slot_get_changes('op_slot', NULL, NULL, 'op_mapping', 'not json');
 SELECT * FROM pg_logical_slot_get_changes('op_slot', NULL, NULL, 'format', NULL);
+-- each option once; a format version this library does not write; booleans
+-- as PostgreSQL spells them; a Debezium envelope has no UPDATE_BEFORE
+SELECT * FROM pg_logical_slot_get_changes('op_slot', NULL, NULL, 'format', 'debezium', 'format', 'changelog');
+SELECT * FROM pg_logical_slot_get_changes('op_slot', NULL, NULL, 'tables', 'items', 'tables', 'other');
+SELECT * FROM pg_logical_slot_get_changes('op_slot', NULL, NULL, 'format_version', '2');
+SELECT * FROM pg_logical_slot_get_changes('op_slot', NULL, NULL, 'include_xid', 'maybe');
+SELECT * FROM pg_logical_slot_get_changes('op_slot', NULL, NULL, 'format', 'debezium',
+       'op_mapping', '{"UPDATE_BEFORE": "b", "UPDATE_AFTER": "u"}');
+-- table names as SQL writes them: unquoted names fold to lower case
+SELECT * FROM pg_logical_slot_get_changes('op_slot', NULL, NULL, 'tables', '');
+SELECT * FROM pg_logical_slot_get_changes('op_slot', NULL, NULL, 'tables', 'items,,other');
+SELECT * FROM pg_logical_slot_get_changes('op_slot', NULL, NULL, 'tables', 'a.b.c');
+SELECT * FROM pg_logical_slot_get_changes('op_slot', NULL, NULL, 'tables', '"items');
+SELECT * FROM pg_logical_slot_get_changes('op_slot', NULL, NULL, 'tables', 'my items');
 SELECT count(*) FROM pg_logical_slot_peek_changes('op_slot', NULL, NULL);
 
 -- a role sees through the plugin only what it may SELECT, and nothing
@@ -89,6 +103,60 @@ RESET ROLE;
 SELECT data::jsonb->>'op' AS op, data::jsonb->'data' AS data
   FROM pg_logical_slot_peek_changes('op_slot', NULL, NULL, 'tables', 'items')
  WHERE (data::jsonb->'data'->>'id')::int = 3;
+
+-- format_version 1 is today's shape; where, when and which transaction
+-- can be left out; names fold and quote as in SQL
+SELECT data::jsonb - 'data' AS change
+  FROM pg_logical_slot_peek_changes('op_slot', NULL, NULL, 'format_version', '1',
+       'include_lsn', 'off', 'include_commit_time', 'false', 'include_xid', 'FALSE',
+       'tables', 'OP.Other ,  "wide"');
+SELECT data::jsonb - 'after' - 'before' AS change
+  FROM pg_logical_slot_peek_changes('op_slot', NULL, NULL, 'format', 'debezium',
+       'include_lsn', 'off', 'include_commit_time', 'off', 'include_xid', 'off', 'tables', 'other')
+ LIMIT 1;
+
+-- values: integers, domains over them and jsonb bare; text escaped as
+-- JSON escapes it; everything else through its output function, as a string
+CREATE DOMAIN posint AS int CHECK (VALUE > 0);
+CREATE TABLE "Typed" (i2 int2, i8 int8, d posint, f float8, n numeric, t text,
+                      vc varchar(10), c char(4), dt date, arr int[], j json, o oid);
+SELECT 'init' FROM pg_create_logical_replication_slot('op_types', 'deduplicate_keep_first');
+INSERT INTO "Typed" VALUES (-32768, -9223372036854775808, 7, '-Infinity', 1e-30,
+       E'tab\there "quoted" back\\slash\nnew \u00e9 \x01', 'v', 'ab', '2026-11-30',
+       '{1,NULL,3}', '[1, {"a": null}]', 4294967295),
+       (NULL, 9223372036854775807, 1, 1.5, 'NaN', '', NULL, NULL, NULL, '{}', 'null', 0);
+SELECT data FROM pg_logical_slot_peek_changes('op_types', NULL, NULL,
+       'include_lsn', 'false', 'include_commit_time', 'false', 'include_xid', 'false');
+-- what is written is JSON, and the text comes back as it went in
+SELECT (data::jsonb->'data'->>'t') = t AS text_round_trips
+  FROM pg_logical_slot_peek_changes('op_types', NULL, NULL), "Typed"
+ WHERE (data::jsonb->'data'->>'i8')::int8 = "Typed".i8;
+
+-- the per-relation cache follows the catalog as the WAL changed it, even
+-- within one read: a new column, a new name, a revoked privilege
+INSERT INTO "Typed" (i2) VALUES (1);
+ALTER TABLE "Typed" ADD COLUMN extra text DEFAULT 'x';
+INSERT INTO "Typed" (i2) VALUES (2);
+ALTER TABLE "Typed" RENAME TO typed_renamed;
+INSERT INTO typed_renamed (i2) VALUES (3);
+SELECT data::jsonb->>'table' AS tbl, data::jsonb->'data'->>'i2' AS i2,
+       data::jsonb->'data' ? 'extra' AS has_extra
+  FROM pg_logical_slot_get_changes('op_types', NULL, NULL, 'tables', '"Typed", typed_renamed')
+ WHERE data::jsonb->'data'->>'i2' IN ('1', '2', '3');
+GRANT SELECT ON typed_renamed TO op_reader;
+INSERT INTO typed_renamed (i2) VALUES (4);
+REVOKE SELECT ON typed_renamed FROM op_reader;
+INSERT INTO typed_renamed (i2) VALUES (5);
+SET ROLE op_reader;
+-- i2 = 4 was readable when it was made, i2 = 5 not: the read stops there
+SELECT data::jsonb->'data'->>'i2' AS i2
+  FROM pg_logical_slot_peek_changes('op_types', NULL, NULL, 'tables', 'typed_renamed');
+SELECT data::jsonb->'data'->>'i2' AS i2
+  FROM pg_logical_slot_peek_changes('op_types', NULL, 1, 'tables', 'typed_renamed');
+RESET ROLE;
+SELECT pg_drop_replication_slot('op_types');
+DROP TABLE typed_renamed;
+DROP DOMAIN posint;
 
 -- consuming moves the slot on
 SELECT count(*) FROM pg_logical_slot_get_changes('op_slot', NULL, NULL);

@@ -5,7 +5,8 @@
  *	  change-stream input, or writes one JSON object per change for outside
  *	  consumers (pg_recvlogical, pg_logical_slot_get_changes).
  *
- * Options for outside consumers:
+ * Options for outside consumers, parsed once at startup; an unknown,
+ * repeated or conflicting option is an error before any change is read:
  *	  format      'changelog' (default): {"op", "table", "data", "lsn",
  *	              "commit_time", "xid"}, one object per row kind (an UPDATE
  *	              gives UPDATE_BEFORE when the old image is logged, then
@@ -16,41 +17,58 @@
  *	              objects); unchanged TOASTed values of a new image are left
  *	              out (and listed in "unchanged_toast").  A TRUNCATE is an
  *	              object of its own: {"op": "TRUNCATE" (or "t"), "table"}.
+ *	  format_version  the shape of the objects a consumer was written for;
+ *	              1, the only one so far (and the default).  A later shape
+ *	              gets a new number, so that consumers that name theirs keep
+ *	              getting it or fail at once.
  *	  op_mapping  a JSON object of kind names to codes, as TO_CHANGELOG's;
  *	              kinds left out are not written.  Default: the kind names
- *	              (changelog), c/u/d (debezium).
- *	  tables      comma-separated table names (schema-qualified or not);
- *	              default all.
+ *	              (changelog), c/u/d (debezium, which has no UPDATE_BEFORE).
+ *	  tables      a comma-separated list of table names, qualified or not,
+ *	              as SQL writes identifiers (unquoted names fold to lower
+ *	              case); default every table.
+ *	  include_lsn, include_commit_time, include_xid
+ *	              booleans, default true: whether objects say where, when
+ *	              and in which transaction a change was made.
  *
  * A consumer sees the rows of a table only with SELECT on it, and not at
  * all while row-level security applies to it: a replication connection
  * must not be a way around privileges (DESIGN 5).
  *
+ * What the writers need of a table -- whether the consumer wants it, the
+ * verdict on its privileges, its quoted names, its replica identity and
+ * the layout of its rows -- is worked out at its first change and kept in
+ * a per-relation cache, as pgoutput's RelationSyncCache does.  Decoding
+ * replays the catalog's invalidations where they happened in the WAL, so a
+ * relcache callback drops an entry exactly when the table was altered,
+ * renamed, granted or revoked; a role's membership or attributes changing
+ * drops them all.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
-#include "access/detoast.h"
-#include "access/htup_details.h"
 #include "access/xlogdefs.h"
-#include "catalog/pg_type.h"
 #include "commands/dbcommands.h"
+#include "commands/defrem.h"
 #include "miscadmin.h"
 #include "replication/logical.h"
 #include "replication/origin.h"
 #include "replication/output_plugin.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
-#include "utils/datetime.h"
-#include "utils/json.h"
+#include "utils/hsearch.h"
+#include "utils/inval.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/relcache.h"
 #include "utils/rls.h"
-#include "utils/timestamp.h"
+#include "utils/syscache.h"
+#include "utils/varlena.h"
 
+#include "decoding/json_writer.h"
 #include "decoding/plugin.h"
 #include "base/op_mapping.h"
 
@@ -58,22 +76,420 @@ extern PGDLLEXPORT void _PG_output_plugin_init(OutputPluginCallbacks *cb);
 
 PtfDecodingSink *ptf_decoding_sink = NULL;
 
+/* a name of the tables option: schema NULL matches any schema */
+typedef struct TableName
+{
+	char	   *schema;
+	char	   *relname;
+} TableName;
+
+/* may the consumer read a table's rows? */
+typedef enum ReadVerdict
+{
+	READ_OK,
+	READ_NO_SELECT,
+	READ_RLS
+} ReadVerdict;
+
+/* An entry of the per-relation cache. */
+typedef struct PluginRelation
+{
+	Oid			relid;			/* hash key */
+	bool		valid;			/* false: rebuild at its next change */
+	bool		wanted;			/* named by the tables option */
+	ReadVerdict verdict;
+	bool		identity_only;	/* old images carry the identity's columns */
+	MemoryContext cxt;			/* the table's names and layout */
+	JsonTable	table;
+} PluginRelation;
+
 typedef struct JsonPlugin
 {
 	MemoryContext cxt;			/* reset after every change */
 	bool		in_process;		/* for our change streams: no output */
-	bool		debezium;
-	OpMapping	mapping;
-	List	   *tables;			/* names to emit; NIL: all */
-	char		commit_time[MAXDATELEN + 1];	/* of the transaction being written */
+	JsonFormat	format;
+	List	   *tables;			/* of TableName; NIL: all */
+	JsonTxn		txn;			/* the transaction being written */
+	HTAB	   *relations;		/* Oid -> PluginRelation */
+	MemoryContext cache_cxt;	/* the cache, and everything in it */
+	struct JsonPlugin *next;	/* in live_plugins */
 } JsonPlugin;
+
+/*
+ * The plugins of this backend with a cache, for the invalidation
+ * callbacks, which PostgreSQL cannot unregister: a plugin leaves the list
+ * when its cache's memory goes, by FreeDecodingContext or by an error's
+ * cleanup alike.
+ */
+static JsonPlugin *live_plugins = NULL;
+static bool callbacks_registered = false;
+
+/* ---- options ---- */
+
+/*
+ * The tables option: names split at commas outside double quotes, each
+ * then parsed as a possibly qualified identifier.
+ */
+static List *
+parse_table_names(const char *value)
+{
+	List	   *names = NIL;
+	char	   *copy = pstrdup(value);
+	char	   *start = copy;
+	bool		quoted = false;
+	bool		done = false;
+	char	   *p;
+
+	for (p = copy; !done; p++)
+	{
+		List	   *parts;
+		TableName  *name;
+
+		if (*p == '"')
+			quoted = !quoted;	/* a doubled quote toggles twice */
+		if (*p == '\0')
+		{
+			if (quoted)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_NAME),
+						 errmsg("unterminated quoted name in option \"tables\"")));
+			done = true;
+		}
+		else if (*p != ',' || quoted)
+			continue;
+		*p = '\0';
+		if (!SplitIdentifierString(start, '.', &parts) ||
+			list_length(parts) < 1 || list_length(parts) > 2)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_NAME),
+					 errmsg("invalid table name \"%s\" in option \"tables\"", start),
+					 errhint("Name tables as SQL does, separated by commas: orders, public.\"Line Items\".")));
+		name = palloc0(sizeof(TableName));
+		if (list_length(parts) == 2)
+			name->schema = linitial(parts);
+		name->relname = llast(parts);
+		names = lappend(names, name);
+		start = p + 1;
+	}
+	return names;
+}
+
+static char *
+json_string(const char *s)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	json_append_string(&buf, s, strlen(s));
+	return buf.data;
+}
+
+/* Once per option: a second occurrence is refused, as PostgreSQL does. */
+static void
+option_once(bool *seen, DefElem *elem)
+{
+	if (*seen)
+		ereport(ERROR,
+				(errcode(ERRCODE_SYNTAX_ERROR),
+				 errmsg("conflicting or redundant options"),
+				 errdetail("Option \"%s\" is given more than once.", elem->defname)));
+	*seen = true;
+}
+
+static void
+parse_options(JsonPlugin *p, List *options)
+{
+	bool		format_seen = false,
+				version_seen = false,
+				mapping_seen = false,
+				tables_seen = false,
+				lsn_seen = false,
+				time_seen = false,
+				xid_seen = false;
+	OpMapping	mapping;
+	ListCell   *lc;
+	int			k;
+
+	p->format.include_lsn = true;
+	p->format.include_commit_time = true;
+	p->format.include_xid = true;
+	foreach(lc, options)
+	{
+		DefElem    *elem = lfirst(lc);
+
+		if (strcmp(elem->defname, "format") == 0)
+		{
+			char	   *val = defGetString(elem);
+
+			option_once(&format_seen, elem);
+			if (strcmp(val, "debezium") == 0)
+				p->format.debezium = true;
+			else if (strcmp(val, "changelog") != 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("format must be \"changelog\" or \"debezium\", not \"%s\"", val)));
+		}
+		else if (strcmp(elem->defname, "format_version") == 0)
+		{
+			char	   *val = defGetString(elem);
+
+			option_once(&version_seen, elem);
+			if (strcmp(val, "1") != 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("format_version \"%s\" is not supported", val),
+						 errhint("This version of deduplicate_keep_first writes format_version %d.",
+								 PTF_JSON_FORMAT_VERSION)));
+		}
+		else if (strcmp(elem->defname, "op_mapping") == 0)
+		{
+			char	   *val = defGetString(elem);
+
+			option_once(&mapping_seen, elem);
+			op_mapping_from_jsonb(DatumGetJsonbP(DirectFunctionCall1(jsonb_in,
+																	 CStringGetDatum(val))),
+								  &mapping, "op_mapping");
+		}
+		else if (strcmp(elem->defname, "tables") == 0)
+		{
+			option_once(&tables_seen, elem);
+			p->tables = parse_table_names(defGetString(elem));
+		}
+		else if (strcmp(elem->defname, "include_lsn") == 0)
+		{
+			option_once(&lsn_seen, elem);
+			p->format.include_lsn = defGetBoolean(elem);
+		}
+		else if (strcmp(elem->defname, "include_commit_time") == 0)
+		{
+			option_once(&time_seen, elem);
+			p->format.include_commit_time = defGetBoolean(elem);
+		}
+		else if (strcmp(elem->defname, "include_xid") == 0)
+		{
+			option_once(&xid_seen, elem);
+			p->format.include_xid = defGetBoolean(elem);
+		}
+		else
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("option \"%s\" is unknown", elem->defname),
+					 errhint("Options are format, format_version, op_mapping, tables, include_lsn, include_commit_time and include_xid.")));
+	}
+
+	if (!mapping_seen)
+	{
+		op_mapping_identity(&mapping);
+		if (p->format.debezium)
+		{
+			mapping.mapped[ROWKIND_UPDATE_BEFORE] = false;
+			mapping.code[ROWKIND_INSERT] = "c";
+			mapping.code[ROWKIND_UPDATE_AFTER] = "u";
+			mapping.code[ROWKIND_DELETE] = "d";
+		}
+	}
+	else if (p->format.debezium && mapping.mapped[ROWKIND_UPDATE_BEFORE])
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("op_mapping maps UPDATE_BEFORE, which format \"debezium\" does not write"),
+				 errdetail("A Debezium envelope holds an update's old and new images together."),
+				 errhint("Map UPDATE_AFTER to the code of updates, or use format \"changelog\".")));
+	for (k = 0; k < ROWKIND_COUNT; k++)
+		p->format.code[k] = mapping.mapped[k] ? json_string(mapping.code[k]) : NULL;
+	p->format.database = json_string(get_database_name(MyDatabaseId));
+}
+
+/* ---- the per-relation cache ---- */
+
+static void
+invalidate_all(JsonPlugin *p)
+{
+	HASH_SEQ_STATUS seq;
+	PluginRelation *entry;
+
+	hash_seq_init(&seq, p->relations);
+	while ((entry = hash_seq_search(&seq)) != NULL)
+		entry->valid = false;
+}
+
+static void
+relcache_callback(Datum arg, Oid relid)
+{
+	JsonPlugin *p;
+
+	for (p = live_plugins; p != NULL; p = p->next)
+	{
+		if (OidIsValid(relid))
+		{
+			PluginRelation *entry = hash_search(p->relations, &relid, HASH_FIND, NULL);
+
+			if (entry != NULL)
+				entry->valid = false;
+		}
+		else
+			invalidate_all(p);
+	}
+}
+
+/* roles: a membership or BYPASSRLS changed, and with it verdicts */
+static void
+role_callback(Datum arg, int cacheid, uint32 hashvalue)
+{
+	JsonPlugin *p;
+
+	for (p = live_plugins; p != NULL; p = p->next)
+		invalidate_all(p);
+}
+
+static void
+unlink_plugin(void *arg)
+{
+	JsonPlugin *gone = arg;
+	JsonPlugin **link;
+
+	for (link = &live_plugins; *link != NULL; link = &(*link)->next)
+	{
+		if (*link == gone)
+		{
+			*link = gone->next;
+			return;
+		}
+	}
+}
+
+static void
+cache_create(JsonPlugin *p, MemoryContext parent)
+{
+	HASHCTL		hctl;
+	MemoryContextCallback *cb;
+
+	if (!callbacks_registered)
+	{
+		CacheRegisterRelcacheCallback(relcache_callback, (Datum) 0);
+		CacheRegisterSyscacheCallback(AUTHOID, role_callback, (Datum) 0);
+		CacheRegisterSyscacheCallback(AUTHMEMROLEMEM, role_callback, (Datum) 0);
+		callbacks_registered = true;
+	}
+	p->cache_cxt = AllocSetContextCreate(parent, "ptf decoding relations",
+										 ALLOCSET_DEFAULT_SIZES);
+	hctl.keysize = sizeof(Oid);
+	hctl.entrysize = sizeof(PluginRelation);
+	hctl.hcxt = p->cache_cxt;
+	p->relations = hash_create("ptf decoding relations", 64, &hctl,
+							   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	cb = MemoryContextAlloc(p->cache_cxt, sizeof(MemoryContextCallback));
+	cb->func = unlink_plugin;
+	cb->arg = p;
+	MemoryContextRegisterResetCallback(p->cache_cxt, cb);
+	p->next = live_plugins;
+	live_plugins = p;
+}
+
+static bool
+table_wanted(JsonPlugin *p, const char *schema, const char *relname)
+{
+	ListCell   *lc;
+
+	if (p->tables == NIL)
+		return true;
+	foreach(lc, p->tables)
+	{
+		TableName  *name = lfirst(lc);
+
+		if (strcmp(name->relname, relname) == 0 &&
+			(name->schema == NULL || strcmp(name->schema, schema) == 0))
+			return true;
+	}
+	return false;
+}
+
+/* As the catalog was when the change was made: decoding's snapshot. */
+static ReadVerdict
+read_verdict(Relation rel)
+{
+	Oid			relid = RelationGetRelid(rel);
+
+	if (pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
+		return READ_NO_SELECT;
+	if (check_enable_rls(relid, InvalidOid, false) == RLS_ENABLED)
+		return READ_RLS;
+	return READ_OK;
+}
+
+static void
+build_entry(JsonPlugin *p, PluginRelation *entry, Relation rel)
+{
+	char	   *schema = get_namespace_name(RelationGetNamespace(rel));
+	const char *relname = RelationGetRelationName(rel);
+	MemoryContext old;
+	Bitmapset  *identity = NULL;
+
+	if (entry->cxt != NULL)
+		MemoryContextReset(entry->cxt);
+	else
+		entry->cxt = AllocSetContextCreate(p->cache_cxt, "ptf decoding relation",
+										   ALLOCSET_SMALL_SIZES);
+	memset(&entry->table, 0, sizeof(JsonTable));
+	entry->wanted = table_wanted(p, schema, relname);
+	entry->valid = true;
+	if (!entry->wanted)
+		return;
+	entry->verdict = read_verdict(rel);
+	if (rel->rd_rel->relreplident != REPLICA_IDENTITY_FULL)
+		identity = RelationGetIndexAttrBitmap(rel, INDEX_ATTR_BITMAP_IDENTITY_KEY);
+	entry->identity_only = !bms_is_empty(identity);
+
+	old = MemoryContextSwitchTo(entry->cxt);
+	entry->table.qualified = json_string(quote_qualified_identifier(schema, relname));
+	entry->table.schema = json_string(schema);
+	entry->table.name = json_string(relname);
+	MemoryContextSwitchTo(old);
+	entry->table.layout = json_row_layout(RelationGetDescr(rel), identity, entry->cxt);
+}
+
+/* The cache's entry of a relation, current. */
+static PluginRelation *
+get_relation(JsonPlugin *p, Relation rel)
+{
+	Oid			relid = RelationGetRelid(rel);
+	bool		found;
+	PluginRelation *entry = hash_search(p->relations, &relid, HASH_ENTER, &found);
+
+	if (!found)
+	{
+		entry->cxt = NULL;
+		entry->valid = false;
+	}
+	/* a descriptor that changed without our noticing is rebuilt too */
+	if (!entry->valid ||
+		(entry->wanted && entry->table.layout->natts != RelationGetDescr(rel)->natts))
+		build_entry(p, entry, rel);
+	return entry;
+}
+
+static void
+check_verdict(PluginRelation *entry, Relation rel)
+{
+	if (entry->verdict == READ_NO_SELECT)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied for table %s", RelationGetRelationName(rel)),
+				 errdetail("Decoding through deduplicate_keep_first emits a table's rows only to roles that could SELECT them when the change was made."),
+				 errhint("Grant SELECT, or leave the table out with the tables option.")));
+	if (entry->verdict == READ_RLS)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("table %s has row-level security, which decoding cannot apply",
+						RelationGetRelationName(rel)),
+				 errhint("Decode as the table's owner or a role that bypasses row-level security, or leave the table out with the tables option.")));
+}
+
+/* ---- callbacks ---- */
 
 static void
 plugin_startup(LogicalDecodingContext *ctx, OutputPluginOptions *opt, bool is_init)
 {
 	JsonPlugin *p = palloc0(sizeof(JsonPlugin));
-	ListCell   *lc;
-	bool		mapping_given = false;
 
 	p->cxt = AllocSetContextCreate(ctx->context, "ptf decoding",
 								   ALLOCSET_DEFAULT_SIZES);
@@ -88,66 +504,8 @@ plugin_startup(LogicalDecodingContext *ctx, OutputPluginOptions *opt, bool is_in
 	}
 
 	opt->output_type = OUTPUT_PLUGIN_TEXTUAL_OUTPUT;
-	foreach(lc, ctx->output_plugin_options)
-	{
-		DefElem    *elem = (DefElem *) lfirst(lc);
-		char	   *val = elem->arg ? strVal(elem->arg) : NULL;
-
-		if (val == NULL)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("option \"%s\" needs a value", elem->defname)));
-		if (strcmp(elem->defname, "format") == 0)
-		{
-			if (strcmp(val, "debezium") == 0)
-				p->debezium = true;
-			else if (strcmp(val, "changelog") != 0)
-				ereport(ERROR,
-						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						 errmsg("format must be \"changelog\" or \"debezium\", not \"%s\"", val)));
-		}
-		else if (strcmp(elem->defname, "op_mapping") == 0)
-		{
-			Jsonb	   *j = DatumGetJsonbP(DirectFunctionCall1(jsonb_in,
-															   CStringGetDatum(val)));
-
-			op_mapping_from_jsonb(j, &p->mapping, "op_mapping");
-			mapping_given = true;
-		}
-		else if (strcmp(elem->defname, "tables") == 0)
-		{
-			char	   *copy = pstrdup(val);
-			char	   *tok;
-
-			for (tok = strtok(copy, ","); tok != NULL; tok = strtok(NULL, ","))
-			{
-				char	   *end;
-
-				while (*tok == ' ')
-					tok++;
-				end = tok + strlen(tok);
-				while (end > tok && end[-1] == ' ')
-					*--end = '\0';
-				if (*tok != '\0')
-					p->tables = lappend(p->tables, pstrdup(tok));
-			}
-		}
-		else
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("option \"%s\" is unknown", elem->defname),
-					 errhint("Options are format, op_mapping and tables.")));
-	}
-	if (!mapping_given)
-	{
-		op_mapping_identity(&p->mapping);
-		if (p->debezium)
-		{
-			p->mapping.code[ROWKIND_INSERT] = "c";
-			p->mapping.code[ROWKIND_UPDATE_AFTER] = "u";
-			p->mapping.code[ROWKIND_DELETE] = "d";
-		}
-	}
+	parse_options(p, ctx->output_plugin_options);
+	cache_create(p, ctx->context);
 }
 
 /*
@@ -181,6 +539,8 @@ plugin_shutdown(LogicalDecodingContext *ctx)
 {
 	JsonPlugin *p = ctx->output_plugin_private;
 
+	if (p->cache_cxt != NULL)
+		MemoryContextDelete(p->cache_cxt);
 	MemoryContextDelete(p->cxt);
 }
 
@@ -193,8 +553,7 @@ plugin_begin(LogicalDecodingContext *ctx, ReorderBufferTXN *txn)
 	if (sink)
 		sink->begin(sink->arg, txn);
 	else
-		strlcpy(p->commit_time, timestamptz_to_str(txn->xact_time.commit_time),
-				sizeof(p->commit_time));
+		json_txn_start(&p->txn, txn->xid, txn->xact_time.commit_time);
 }
 
 static void
@@ -208,210 +567,15 @@ plugin_commit(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
 		sink->commit(sink->arg, txn, commit_lsn);
 }
 
-/* ---- JSON for outside consumers ---- */
-
-static bool
-json_number_type(Oid typid)
-{
-	return typid == INT2OID || typid == INT4OID || typid == INT8OID ||
-		typid == OIDOID || typid == FLOAT4OID || typid == FLOAT8OID ||
-		typid == NUMERICOID;
-}
-
-/* A value as JSON: numbers and booleans bare, json as is, the rest strings. */
 static void
-append_value_json(StringInfo out, Oid typid, Datum value)
+write_changelog_row(LogicalDecodingContext *ctx, JsonPlugin *p, JsonTable *table,
+					RowKind kind, HeapTuple tuple, bool key_only, XLogRecPtr lsn)
 {
-	Oid			outfunc;
-	bool		isvarlena;
-	char	   *s;
-
-	if (typid == BOOLOID)
-	{
-		appendStringInfoString(out, DatumGetBool(value) ? "true" : "false");
-		return;
-	}
-	getTypeOutputInfo(typid, &outfunc, &isvarlena);
-	s = OidOutputFunctionCall(outfunc, value);
-	if (typid == JSONOID || typid == JSONBOID)
-		appendStringInfoString(out, s);
-	else if (json_number_type(typid) &&
-			 strcmp(s, "NaN") != 0 && strcmp(s, "Infinity") != 0 &&
-			 strcmp(s, "-Infinity") != 0)
-		appendStringInfoString(out, s);
-	else
-		escape_json(out, s);
-}
-
-/*
- * A row as a JSON object of its columns.  Unchanged TOASTed values of an
- * UPDATE's new image are not in the WAL: they are left out and named in
- * *unchanged_toast, never printed as placeholders.  An old image logged
- * with the replica identity's columns only has just those (key_only, the
- * identity's attribute numbers offset by FirstLowInvalidHeapAttributeNumber):
- * the NULLs of the others are not values.
- */
-static void
-append_row_json(StringInfo out, TupleDesc desc, HeapTuple tuple,
-				Bitmapset *key_only, List **unchanged_toast)
-{
-	Datum	   *values = palloc(sizeof(Datum) * desc->natts);
-	bool	   *nulls = palloc(sizeof(bool) * desc->natts);
-	bool		first = true;
-	int			i;
-
-	heap_deform_tuple(tuple, desc, values, nulls);
-	appendStringInfoChar(out, '{');
-	for (i = 0; i < desc->natts; i++)
-	{
-		Form_pg_attribute att = TupleDescAttr(desc, i);
-
-		if (att->attisdropped)
-			continue;
-		if (key_only != NULL &&
-			!bms_is_member(att->attnum - FirstLowInvalidHeapAttributeNumber, key_only))
-			continue;
-		if (!nulls[i] && att->attlen == -1 &&
-			VARATT_IS_EXTERNAL_ONDISK(DatumGetPointer(values[i])))
-		{
-			if (unchanged_toast)
-				*unchanged_toast = lappend(*unchanged_toast, NameStr(att->attname));
-			continue;
-		}
-		if (!first)
-			appendStringInfoChar(out, ',');
-		first = false;
-		escape_json(out, NameStr(att->attname));
-		appendStringInfoChar(out, ':');
-		if (nulls[i])
-			appendStringInfoString(out, "null");
-		else
-			append_value_json(out, att->atttypid, values[i]);
-	}
-	appendStringInfoChar(out, '}');
-}
-
-static bool
-table_wanted(JsonPlugin *p, Relation rel, const char *qualified)
-{
-	ListCell   *lc;
-
-	if (p->tables == NIL)
-		return true;
-	foreach(lc, p->tables)
-	{
-		const char *name = lfirst(lc);
-
-		if (strcmp(name, qualified) == 0 ||
-			strcmp(name, RelationGetRelationName(rel)) == 0)
-			return true;
-	}
-	return false;
-}
-
-static void
-check_table_privileges(JsonPlugin *p, Relation rel)
-{
-	Oid			relid = RelationGetRelid(rel);
-
-	if (pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("permission denied for table %s", RelationGetRelationName(rel)),
-				 errdetail("Decoding through deduplicate_keep_first emits a table's rows only to roles that could SELECT them when the change was made."),
-				 errhint("Grant SELECT, or leave the table out with the tables option.")));
-	if (check_enable_rls(relid, InvalidOid, false) == RLS_ENABLED)
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("table %s has row-level security, which decoding cannot apply",
-						RelationGetRelationName(rel)),
-				 errhint("Decode as the table's owner or a role that bypasses row-level security, or leave the table out with the tables option.")));
-}
-
-static void
-append_lsn(StringInfo out, XLogRecPtr lsn)
-{
-	appendStringInfo(out, "\"%X/%X\"", LSN_FORMAT_ARGS(lsn));
-}
-
-/* One changelog-format object: a row of one kind. */
-static void
-write_changelog_row(LogicalDecodingContext *ctx, JsonPlugin *p, ReorderBufferTXN *txn,
-					Relation rel, const char *qualified, RowKind kind,
-					HeapTuple tuple, Bitmapset *key_only, XLogRecPtr lsn)
-{
-	StringInfo	out = ctx->out;
-	List	   *unchanged = NIL;
-
-	if (!p->mapping.mapped[kind])
+	if (p->format.code[kind] == NULL)
 		return;
 	OutputPluginPrepareWrite(ctx, true);
-	appendStringInfoString(out, "{\"op\":");
-	escape_json(out, p->mapping.code[kind]);
-	appendStringInfoString(out, ",\"table\":");
-	escape_json(out, qualified);
-	appendStringInfoString(out, ",\"data\":");
-	if (tuple)
-		append_row_json(out, RelationGetDescr(rel), tuple, key_only, &unchanged);
-	else
-		appendStringInfoString(out, "null");
-	if (key_only != NULL)
-		appendStringInfoString(out, ",\"key_only\":true");
-	if (unchanged != NIL)
-	{
-		ListCell   *lc;
-
-		appendStringInfoString(out, ",\"unchanged_toast\":[");
-		foreach(lc, unchanged)
-		{
-			if (lc != list_head(unchanged))
-				appendStringInfoChar(out, ',');
-			escape_json(out, lfirst(lc));
-		}
-		appendStringInfoChar(out, ']');
-	}
-	appendStringInfoString(out, ",\"lsn\":");
-	append_lsn(out, lsn);
-	appendStringInfoString(out, ",\"commit_time\":");
-	escape_json(out, p->commit_time);
-	appendStringInfo(out, ",\"xid\":%u}", txn->xid);
-	OutputPluginWrite(ctx, true);
-}
-
-/* One Debezium-style envelope per change. */
-static void
-write_debezium(LogicalDecodingContext *ctx, JsonPlugin *p, ReorderBufferTXN *txn,
-			   Relation rel, RowKind kind, HeapTuple before, Bitmapset *key_only,
-			   HeapTuple after, XLogRecPtr lsn)
-{
-	StringInfo	out = ctx->out;
-	int64		ts_ms = (txn->xact_time.commit_time / 1000) + INT64CONST(946684800000);
-
-	if (!p->mapping.mapped[kind])
-		return;
-	OutputPluginPrepareWrite(ctx, true);
-	appendStringInfoString(out, "{\"op\":");
-	escape_json(out, p->mapping.code[kind]);
-	appendStringInfoString(out, ",\"before\":");
-	if (before)
-		append_row_json(out, RelationGetDescr(rel), before, key_only, NULL);
-	else
-		appendStringInfoString(out, "null");
-	appendStringInfoString(out, ",\"after\":");
-	if (after)
-		append_row_json(out, RelationGetDescr(rel), after, NULL, NULL);
-	else
-		appendStringInfoString(out, "null");
-	appendStringInfoString(out, ",\"source\":{\"connector\":\"deduplicate_keep_first\",\"db\":");
-	escape_json(out, get_database_name(MyDatabaseId));
-	appendStringInfoString(out, ",\"schema\":");
-	escape_json(out, get_namespace_name(RelationGetNamespace(rel)));
-	appendStringInfoString(out, ",\"table\":");
-	escape_json(out, RelationGetRelationName(rel));
-	appendStringInfoString(out, ",\"lsn\":");
-	append_lsn(out, lsn);
-	appendStringInfo(out, ",\"txId\":%u,\"ts_ms\":" INT64_FORMAT "},\"ts_ms\":" INT64_FORMAT "}",
-					 txn->xid, ts_ms, ts_ms);
+	json_write_changelog_row(ctx->out, &p->format, &p->txn, table, kind, tuple,
+							 key_only, lsn);
 	OutputPluginWrite(ctx, true);
 }
 
@@ -421,20 +585,27 @@ write_debezium(LogicalDecodingContext *ctx, JsonPlugin *p, ReorderBufferTXN *txn
  * UPDATE_BEFORE first.
  */
 static void
-write_change(LogicalDecodingContext *ctx, JsonPlugin *p, ReorderBufferTXN *txn,
-			 Relation rel, const char *qualified, RowKind kind,
-			 HeapTuple before, Bitmapset *key_only, HeapTuple after, XLogRecPtr lsn)
+write_change(LogicalDecodingContext *ctx, JsonPlugin *p, JsonTable *table,
+			 RowKind kind, HeapTuple before, bool key_only, HeapTuple after,
+			 XLogRecPtr lsn)
 {
-	if (p->debezium)
-		write_debezium(ctx, p, txn, rel, kind, before, key_only, after, lsn);
+	if (p->format.debezium)
+	{
+		if (p->format.code[kind] == NULL)
+			return;
+		OutputPluginPrepareWrite(ctx, true);
+		json_write_debezium(ctx->out, &p->format, &p->txn, table, kind, before,
+							key_only, after, lsn);
+		OutputPluginWrite(ctx, true);
+	}
 	else if (kind == ROWKIND_DELETE)
-		write_changelog_row(ctx, p, txn, rel, qualified, kind, before, key_only, lsn);
+		write_changelog_row(ctx, p, table, kind, before, key_only, lsn);
 	else
 	{
 		if (before != NULL)
-			write_changelog_row(ctx, p, txn, rel, qualified, ROWKIND_UPDATE_BEFORE,
-								before, key_only, lsn);
-		write_changelog_row(ctx, p, txn, rel, qualified, kind, after, NULL, lsn);
+			write_changelog_row(ctx, p, table, ROWKIND_UPDATE_BEFORE, before,
+								key_only, lsn);
+		write_changelog_row(ctx, p, table, kind, after, false, lsn);
 	}
 }
 
@@ -443,11 +614,11 @@ plugin_change(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
 			  Relation rel, ReorderBufferChange *change)
 {
 	JsonPlugin *p = ctx->output_plugin_private;
+	PluginRelation *entry;
 	MemoryContext old;
-	char	   *qualified;
 	HeapTuple	newtup;
 	HeapTuple	oldtup;
-	Bitmapset  *key_only = NULL;
+	bool		key_only;
 
 	if (p->in_process)
 	{
@@ -457,36 +628,31 @@ plugin_change(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
 		return;
 	}
 
-	old = MemoryContextSwitchTo(p->cxt);
-	qualified = quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
-										   RelationGetRelationName(rel));
-	if (!table_wanted(p, rel, qualified))
-	{
-		MemoryContextSwitchTo(old);
-		MemoryContextReset(p->cxt);
+	entry = get_relation(p, rel);
+	if (!entry->wanted)
 		return;
-	}
-	check_table_privileges(p, rel);
+	check_verdict(entry, rel);
+	entry->table.desc = RelationGetDescr(rel);
 
 	newtup = change->data.tp.newtuple ? &change->data.tp.newtuple->tuple : NULL;
 	oldtup = change->data.tp.oldtuple ? &change->data.tp.oldtuple->tuple : NULL;
-	if (oldtup && rel->rd_rel->relreplident != REPLICA_IDENTITY_FULL)
-		key_only = RelationGetIndexAttrBitmap(rel, INDEX_ATTR_BITMAP_IDENTITY_KEY);
+	key_only = oldtup != NULL && entry->identity_only;
 
+	old = MemoryContextSwitchTo(p->cxt);
 	switch (change->action)
 	{
 		case REORDER_BUFFER_CHANGE_INSERT:
-			write_change(ctx, p, txn, rel, qualified, ROWKIND_INSERT, NULL, NULL, newtup,
+			write_change(ctx, p, &entry->table, ROWKIND_INSERT, NULL, false, newtup,
 						 change->lsn);
 			break;
 		case REORDER_BUFFER_CHANGE_UPDATE:
-			write_change(ctx, p, txn, rel, qualified, ROWKIND_UPDATE_AFTER, oldtup, key_only,
+			write_change(ctx, p, &entry->table, ROWKIND_UPDATE_AFTER, oldtup, key_only,
 						 newtup, change->lsn);
 			break;
 		case REORDER_BUFFER_CHANGE_DELETE:
 			/* REPLICA IDENTITY NOTHING logs no old image: nothing to say */
 			if (oldtup != NULL)
-				write_change(ctx, p, txn, rel, qualified, ROWKIND_DELETE, oldtup, key_only,
+				write_change(ctx, p, &entry->table, ROWKIND_DELETE, oldtup, key_only,
 							 NULL, change->lsn);
 			break;
 		default:
@@ -501,7 +667,6 @@ plugin_truncate(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
 				int nrelations, Relation relations[], ReorderBufferChange *change)
 {
 	JsonPlugin *p = ctx->output_plugin_private;
-	MemoryContext old;
 	int			i;
 
 	if (p->in_process)
@@ -512,30 +677,17 @@ plugin_truncate(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
 		return;
 	}
 
-	old = MemoryContextSwitchTo(p->cxt);
 	for (i = 0; i < nrelations; i++)
 	{
-		Relation	rel = relations[i];
-		char	   *qualified = quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
-														   RelationGetRelationName(rel));
+		PluginRelation *entry = get_relation(p, relations[i]);
 
-		if (!table_wanted(p, rel, qualified))
+		if (!entry->wanted)
 			continue;
-		check_table_privileges(p, rel);
-		/* a table's truncation is no row kind: written as its own event */
+		check_verdict(entry, relations[i]);
 		OutputPluginPrepareWrite(ctx, true);
-		appendStringInfoString(ctx->out, p->debezium ? "{\"op\":\"t\",\"table\":" :
-							   "{\"op\":\"TRUNCATE\",\"table\":");
-		escape_json(ctx->out, qualified);
-		appendStringInfoString(ctx->out, ",\"lsn\":");
-		append_lsn(ctx->out, change->lsn);
-		appendStringInfoString(ctx->out, ",\"commit_time\":");
-		escape_json(ctx->out, p->commit_time);
-		appendStringInfo(ctx->out, ",\"xid\":%u}", txn->xid);
+		json_write_truncate(ctx->out, &p->format, &p->txn, &entry->table, change->lsn);
 		OutputPluginWrite(ctx, true);
 	}
-	MemoryContextSwitchTo(old);
-	MemoryContextReset(p->cxt);
 }
 
 void
