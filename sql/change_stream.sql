@@ -159,6 +159,19 @@ UPDATE docs SET rev = 3 WHERE id = 2;
 SELECT id, length(body), rev FROM deduplicate_keep_first(NULL::docs, partition_by => '{id}',
     changes => true, uid => 'docs-default');
 \set VERBOSITY default
+-- the way out: the uid starts again from the table's rows, which the stream
+-- then has seen whole (to_changelog keeps their images and completes updates
+-- from them)
+SELECT drop_state('docs-default');
+SELECT id, length(body), rev FROM deduplicate_keep_first(NULL::docs, partition_by => '{id}',
+    changes => true, uid => 'docs-default', snapshot => true) ORDER BY id;
+SELECT count(*) FROM to_changelog(NULL::docs, changes => true, uid => 'docs-log', snapshot => true);
+UPDATE docs SET rev = 4 WHERE id = 2;
+SELECT id, length(body), rev FROM deduplicate_keep_first(NULL::docs, partition_by => '{id}',
+    changes => true, uid => 'docs-default');
+SELECT op, (data).id, length((data).body), (data).rev
+  FROM to_changelog(NULL::docs, changes => true, uid => 'docs-log');
+SELECT drop_state('docs-log');
 
 -- errors, before anything is read
 SELECT * FROM deduplicate_keep_first(NULL::profiles, changes => true);
