@@ -49,5 +49,32 @@ SELECT * FROM deduplicate_keep_first(NULL::events, partition_by => '{user_id}',
     on_time => 'ts', uid => 'old',
     query => $$VALUES ('u4', 'end', timestamptz '2024-01-01 11:00+00')$$);
 
+-- every function, table, view and sequence explains itself in psql's \df+ and
+-- \dv+, after the update as after a fresh install, with the same words
+-- (names described under one search_path in both databases)
+SET search_path = pg_catalog;
+CREATE VIEW public.ext_comments AS
+SELECT pg_describe_object(d.classid, d.objid, 0) AS object,
+       obj_description(d.objid, d.classid::regclass::text) AS comment
+  FROM pg_depend d JOIN pg_extension e ON e.oid = d.refobjid
+ WHERE d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e'
+   AND e.extname = 'deduplicate_keep_first'
+   AND d.classid IN ('pg_proc'::regclass, 'pg_class'::regclass);
+SELECT object FROM public.ext_comments WHERE comment IS NULL;
+SELECT md5(string_agg(object || ': ' || comment, E'\n' ORDER BY object)) AS updated_comments,
+       count(*) AS updated_objects
+  FROM public.ext_comments \gset
+DROP VIEW public.ext_comments;
+
 \c contrib_regression
 DROP DATABASE upgrade_test;
+SET search_path = pg_catalog;
+SELECT md5(string_agg(pg_describe_object(d.classid, d.objid, 0) || ': ' ||
+                      obj_description(d.objid, d.classid::regclass::text), E'\n'
+                      ORDER BY pg_describe_object(d.classid, d.objid, 0))) = :'updated_comments'
+           AS same_comments,
+       count(*) = :updated_objects AS same_objects
+  FROM pg_depend d JOIN pg_extension e ON e.oid = d.refobjid
+ WHERE d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e'
+   AND e.extname = 'deduplicate_keep_first'
+   AND d.classid IN ('pg_proc'::regclass, 'pg_class'::regclass);
