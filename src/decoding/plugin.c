@@ -296,7 +296,6 @@ parse_options(JsonPlugin *p, List *options)
 				 errhint("Map UPDATE_AFTER to the code of updates, or use format \"changelog\".")));
 	for (k = 0; k < ROWKIND_COUNT; k++)
 		p->format.code[k] = mapping.mapped[k] ? json_string(mapping.code[k]) : NULL;
-	p->format.database = json_string(get_database_name(MyDatabaseId));
 }
 
 /* ---- the per-relation cache ---- */
@@ -438,6 +437,15 @@ build_entry(JsonPlugin *p, PluginRelation *entry, Relation rel)
 	if (rel->rd_rel->relreplident != REPLICA_IDENTITY_FULL)
 		identity = RelationGetIndexAttrBitmap(rel, INDEX_ATTR_BITMAP_IDENTITY_KEY);
 	entry->identity_only = !bms_is_empty(identity);
+
+	/*
+	 * The database's name too is looked up here, with the first table: a
+	 * walsender starts the plugin outside any transaction, where the
+	 * catalogs cannot be read.
+	 */
+	if (p->format.database == NULL)
+		p->format.database = MemoryContextStrdup(p->cache_cxt,
+												 json_string(get_database_name(MyDatabaseId)));
 
 	old = MemoryContextSwitchTo(entry->cxt);
 	entry->table.qualified = json_string(quote_qualified_identifier(schema, relname));

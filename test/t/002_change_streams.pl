@@ -312,5 +312,42 @@ is($events[2]{after}{v}, 'c', 'the update envelope carries the new row');
 is($events[0]{source}{table}, 'live', 'the envelope names its table');
 $node->safe_psql('postgres', q{SELECT pg_drop_replication_slot('recv')});
 
+# options over the replication protocol: a walsender starts the plugin
+# outside any transaction; an option without a value is a boolean's true
+$node->safe_psql('postgres', q{
+    SELECT pg_create_logical_replication_slot('recv2', 'deduplicate_keep_first');
+});
+my $file2 = $node->basedir . '/recv2.json';
+$recv = IPC::Run::start(
+    [ 'pg_recvlogical', '-d', $node->connstr('postgres'), '-S', 'recv2', '--start',
+      '-o', 'format_version=1', '-o', 'include_lsn=off', '-o', 'include_xid',
+      '-o', 'tables=public."live"', '-f', $file2, '-F', '0' ],
+    '>', \my $rout2, '2>', \my $rerr2);
+$node->safe_psql('postgres', q{INSERT INTO live VALUES (3, 'd')});
+@events = ();
+for (1 .. 300)
+{
+    if (-e $file2)
+    {
+        open(my $in, '<', $file2) or die;
+        @events = map { decode_json($_) } grep { /\S/ } <$in>;
+        close($in);
+        last if @events >= 1;
+    }
+    select(undef, undef, undef, 0.1);
+}
+$recv->kill_kill;
+is(scalar(@events) . ':' . ($events[0]{table} // '') . ':' . ($events[0]{data}{id} // ''),
+    '1:public.live:3', 'options by the replication protocol: the named table, its row');
+ok(!exists $events[0]{lsn} && $events[0]{xid} > 0,
+    'include_lsn=off leaves out the position, include_xid alone means true');
+IPC::Run::run(
+    [ 'pg_recvlogical', '-d', $node->connstr('postgres'), '-S', 'recv2', '--start',
+      '--no-loop', '-o', 'format_version=2', '-f', '-' ],
+    '>', \my $bad_out, '2>', \my $bad_err, IPC::Run::timeout(60));
+like($bad_err, qr/format_version "2" is not supported/,
+    'a format version the plugin does not write is refused at START_REPLICATION');
+$node->safe_psql('postgres', q{SELECT pg_drop_replication_slot('recv2')});
+
 $node->stop;
 done_testing();
