@@ -81,6 +81,7 @@ SELECT * FROM pg_logical_slot_get_changes('op_slot', NULL, NULL, 'tables', 'item
 SELECT * FROM pg_logical_slot_get_changes('op_slot', NULL, NULL, 'tables', 'a.b.c');
 SELECT * FROM pg_logical_slot_get_changes('op_slot', NULL, NULL, 'tables', '"items');
 SELECT * FROM pg_logical_slot_get_changes('op_slot', NULL, NULL, 'tables', 'my items');
+SELECT * FROM pg_logical_slot_get_changes('op_slot', NULL, NULL, 'tables', 'items, ""');
 SELECT count(*) FROM pg_logical_slot_peek_changes('op_slot', NULL, NULL);
 
 -- a role sees through the plugin only what it may SELECT, and nothing
@@ -143,6 +144,18 @@ SELECT data::jsonb->>'table' AS tbl, data::jsonb->'data'->>'i2' AS i2,
        data::jsonb->'data' ? 'extra' AS has_extra
   FROM pg_logical_slot_get_changes('op_types', NULL, NULL, 'tables', '"Typed", typed_renamed')
  WHERE data::jsonb->'data'->>'i2' IN ('1', '2', '3');
+-- a schema renamed renames its tables, with no invalidation of theirs
+CREATE SCHEMA sa CREATE TABLE r (id int);
+INSERT INTO sa.r VALUES (1);
+ALTER SCHEMA sa RENAME TO sb;
+INSERT INTO sb.r VALUES (2);
+SELECT data::jsonb->>'table' AS tbl, data::jsonb->'data'->>'id' AS id
+  FROM pg_logical_slot_peek_changes('op_types', NULL, NULL, 'tables', 'sa.r, sb.r');
+SELECT data::jsonb->'data'->>'id' AS id
+  FROM pg_logical_slot_peek_changes('op_types', NULL, NULL, 'tables', 'sb.r');
+SELECT data::jsonb->'source'->>'schema' AS schema, data::jsonb->'after'->>'id' AS id
+  FROM pg_logical_slot_get_changes('op_types', NULL, NULL, 'tables', 'r', 'format', 'debezium');
+DROP SCHEMA sb CASCADE;
 GRANT SELECT ON typed_renamed TO op_reader;
 INSERT INTO typed_renamed (i2) VALUES (4);
 REVOKE SELECT ON typed_renamed FROM op_reader;

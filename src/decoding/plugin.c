@@ -41,8 +41,9 @@
  * a per-relation cache, as pgoutput's RelationSyncCache does.  Decoding
  * replays the catalog's invalidations where they happened in the WAL, so a
  * relcache callback drops an entry exactly when the table was altered,
- * renamed, granted or revoked; a role's membership or attributes changing
- * drops them all.
+ * renamed, granted or revoked; a role's membership or attributes changing,
+ * or a schema's name, drops them all.  Entries dropped are swept away
+ * between transactions.
  *
  *-------------------------------------------------------------------------
  */
@@ -96,6 +97,7 @@ typedef struct PluginRelation
 {
 	Oid			relid;			/* hash key */
 	bool		valid;			/* false: rebuild at its next change */
+	bool		built;			/* the last build finished */
 	bool		wanted;			/* named by the tables option */
 	ReadVerdict verdict;
 	bool		identity_only;	/* old images carry the identity's columns */
@@ -111,6 +113,7 @@ typedef struct JsonPlugin
 	List	   *tables;			/* of TableName; NIL: all */
 	JsonTxn		txn;			/* the transaction being written */
 	HTAB	   *relations;		/* Oid -> PluginRelation */
+	bool		stale_entries;	/* some were invalidated: sweep at commit */
 	MemoryContext cache_cxt;	/* the cache, and everything in it */
 	struct JsonPlugin *next;	/* in live_plugins */
 } JsonPlugin;
@@ -144,6 +147,7 @@ parse_table_names(const char *value)
 	{
 		List	   *parts;
 		TableName  *name;
+		char	   *given;
 
 		if (*p == '"')
 			quoted = !quoted;	/* a doubled quote toggles twice */
@@ -158,11 +162,14 @@ parse_table_names(const char *value)
 		else if (*p != ',' || quoted)
 			continue;
 		*p = '\0';
+		/* SplitIdentifierString writes into its input: keep it for errors */
+		given = pstrdup(start);
 		if (!SplitIdentifierString(start, '.', &parts) ||
-			list_length(parts) < 1 || list_length(parts) > 2)
+			list_length(parts) < 1 || list_length(parts) > 2 ||
+			strlen(linitial(parts)) == 0 || strlen(llast(parts)) == 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_NAME),
-					 errmsg("invalid table name \"%s\" in option \"tables\"", start),
+					 errmsg("invalid table name \"%s\" in option \"tables\"", given),
 					 errhint("Name tables as SQL does, separated by commas: orders, public.\"Line Items\".")));
 		name = palloc0(sizeof(TableName));
 		if (list_length(parts) == 2)
@@ -309,6 +316,32 @@ invalidate_all(JsonPlugin *p)
 	hash_seq_init(&seq, p->relations);
 	while ((entry = hash_seq_search(&seq)) != NULL)
 		entry->valid = false;
+	p->stale_entries = true;
+}
+
+/*
+ * Entries invalidated since the last sweep go: a table dropped, or one
+ * seen once, must not hold memory for as long as a walsender runs.  Only
+ * between transactions, when no entry is in use.
+ */
+static void
+sweep_stale_entries(JsonPlugin *p)
+{
+	HASH_SEQ_STATUS seq;
+	PluginRelation *entry;
+
+	if (!p->stale_entries)
+		return;
+	hash_seq_init(&seq, p->relations);
+	while ((entry = hash_seq_search(&seq)) != NULL)
+	{
+		if (entry->valid)
+			continue;
+		if (entry->cxt != NULL)
+			MemoryContextDelete(entry->cxt);
+		hash_search(p->relations, &entry->relid, HASH_REMOVE, NULL);
+	}
+	p->stale_entries = false;
 }
 
 static void
@@ -323,16 +356,23 @@ relcache_callback(Datum arg, Oid relid)
 			PluginRelation *entry = hash_search(p->relations, &relid, HASH_FIND, NULL);
 
 			if (entry != NULL)
+			{
 				entry->valid = false;
+				p->stale_entries = true;
+			}
 		}
 		else
 			invalidate_all(p);
 	}
 }
 
-/* roles: a membership or BYPASSRLS changed, and with it verdicts */
+/*
+ * Roles: a membership or BYPASSRLS changed, and with it verdicts.
+ * Schemas: a renamed schema renames its tables without a relcache
+ * invalidation of any of them.
+ */
 static void
-role_callback(Datum arg, int cacheid, uint32 hashvalue)
+catalog_callback(Datum arg, int cacheid, uint32 hashvalue)
 {
 	JsonPlugin *p;
 
@@ -365,8 +405,9 @@ cache_create(JsonPlugin *p, MemoryContext parent)
 	if (!callbacks_registered)
 	{
 		CacheRegisterRelcacheCallback(relcache_callback, (Datum) 0);
-		CacheRegisterSyscacheCallback(AUTHOID, role_callback, (Datum) 0);
-		CacheRegisterSyscacheCallback(AUTHMEMROLEMEM, role_callback, (Datum) 0);
+		CacheRegisterSyscacheCallback(AUTHOID, catalog_callback, (Datum) 0);
+		CacheRegisterSyscacheCallback(AUTHMEMROLEMEM, catalog_callback, (Datum) 0);
+		CacheRegisterSyscacheCallback(NAMESPACEOID, catalog_callback, (Datum) 0);
 		callbacks_registered = true;
 	}
 	p->cache_cxt = AllocSetContextCreate(parent, "ptf decoding relations",
@@ -429,10 +470,15 @@ build_entry(JsonPlugin *p, PluginRelation *entry, Relation rel)
 		entry->cxt = AllocSetContextCreate(p->cache_cxt, "ptf decoding relation",
 										   ALLOCSET_SMALL_SIZES);
 	memset(&entry->table, 0, sizeof(JsonTable));
-	entry->wanted = table_wanted(p, schema, relname);
+	entry->built = false;
+	/* an invalidation that arrives while this builds wins */
 	entry->valid = true;
+	entry->wanted = table_wanted(p, schema, relname);
 	if (!entry->wanted)
+	{
+		entry->built = true;
 		return;
+	}
 	entry->verdict = read_verdict(rel);
 	if (rel->rd_rel->relreplident != REPLICA_IDENTITY_FULL)
 		identity = RelationGetIndexAttrBitmap(rel, INDEX_ATTR_BITMAP_IDENTITY_KEY);
@@ -453,6 +499,7 @@ build_entry(JsonPlugin *p, PluginRelation *entry, Relation rel)
 	entry->table.name = json_string(relname);
 	MemoryContextSwitchTo(old);
 	entry->table.layout = json_row_layout(RelationGetDescr(rel), identity, entry->cxt);
+	entry->built = true;
 }
 
 /* The cache's entry of a relation, current. */
@@ -467,11 +514,16 @@ get_relation(JsonPlugin *p, Relation rel)
 	{
 		entry->cxt = NULL;
 		entry->valid = false;
+		entry->built = false;
 	}
-	/* a descriptor that changed without our noticing is rebuilt too */
-	if (!entry->valid ||
+	/*
+	 * Rebuilt when invalidated, when a build failed half way, and when its
+	 * descriptor changed without our noticing.
+	 */
+	if (!entry->valid || !entry->built ||
 		(entry->wanted && entry->table.layout->natts != RelationGetDescr(rel)->natts))
 		build_entry(p, entry, rel);
+	Assert(entry->built && (!entry->wanted || entry->table.layout != NULL));
 	return entry;
 }
 
@@ -573,6 +625,8 @@ plugin_commit(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
 
 	if (sink)
 		sink->commit(sink->arg, txn, commit_lsn);
+	else
+		sweep_stale_entries(p);
 }
 
 static void
