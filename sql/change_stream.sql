@@ -226,6 +226,20 @@ SELECT op, (data).id, (data).v FROM to_changelog(NULL::snap_src, changes => true
 SELECT stream_snapshot IS NULL AS forgotten FROM uid_registry WHERE uid = 'snap';
 SELECT count(*) FROM to_changelog(NULL::snap_src, changes => true, uid => 'snap', snapshot => true);
 SELECT drop_state('snap');
+-- Debezium's codes, the snapshot's rows as reads ('r'): op_mapping's READ
+INSERT INTO snap_src VALUES (3, 'v3');
+SELECT op, (data).id, (data).v FROM to_changelog(NULL::snap_src, changes => true,
+    uid => 'snap-dbz', snapshot => true,
+    op_mapping => '{"READ": "r", "INSERT": "c", "UPDATE_AFTER": "u", "DELETE": "d"}') ORDER BY 2;
+INSERT INTO snap_src VALUES (5, 'v5');
+DELETE FROM snap_src WHERE id = 1;
+SELECT op, (data).id, (data).v FROM to_changelog(NULL::snap_src, changes => true,
+    uid => 'snap-dbz', snapshot => true,
+    op_mapping => '{"READ": "r", "INSERT": "c", "UPDATE_AFTER": "u", "DELETE": "d"}');
+SELECT drop_state('snap-dbz');
+-- a table read once is all reads; READ alone keeps only them
+SELECT op, count(*) FROM to_changelog(NULL::snap_src, op_mapping => '{"READ": "r"}') GROUP BY op;
+SELECT * FROM to_changelog(NULL::snap_src, op_mapping => '{"READ": "r", "READ, DELETE": "x"}');
 -- only for a change stream
 SELECT * FROM to_changelog(NULL::snap_src, snapshot => true);
 SELECT * FROM to_changelog(NULL::snap_src, changes => true, snapshot => true);

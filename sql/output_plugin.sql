@@ -75,6 +75,7 @@ SELECT * FROM pg_logical_slot_get_changes('op_slot', NULL, NULL, 'format_version
 SELECT * FROM pg_logical_slot_get_changes('op_slot', NULL, NULL, 'include_xid', 'maybe');
 SELECT * FROM pg_logical_slot_get_changes('op_slot', NULL, NULL, 'format', 'debezium',
        'op_mapping', '{"UPDATE_BEFORE": "b", "UPDATE_AFTER": "u"}');
+SELECT * FROM pg_logical_slot_get_changes('op_slot', NULL, NULL, 'op_mapping', '{"READ": "r"}');
 -- table names as SQL writes them: unquoted names fold to lower case
 SELECT * FROM pg_logical_slot_get_changes('op_slot', NULL, NULL, 'tables', '');
 SELECT * FROM pg_logical_slot_get_changes('op_slot', NULL, NULL, 'tables', 'items,,other');

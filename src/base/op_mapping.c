@@ -140,8 +140,19 @@ op_pair(void *arg, const char *key, int keylen, const char *val, int vallen)
 
 	foreach(lc, split_list(key, keylen))
 	{
-		RowKind		kind = parse_kind_name(lfirst(lc), a->argname);
+		RowKind		kind;
 
+		if (strcmp(lfirst(lc), "READ") == 0)
+		{
+			if (a->m->read_code != NULL)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("duplicate change operation \"READ\" in %s", a->argname),
+						 errdetail("Each operation may be mapped once.")));
+			a->m->read_code = code;
+			continue;
+		}
+		kind = parse_kind_name(lfirst(lc), a->argname);
 		mark_kind(a->m->mapped, kind, a->argname);
 		a->m->code[kind] = code;
 	}

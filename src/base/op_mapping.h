@@ -6,6 +6,9 @@
  *
  * TO_CHANGELOG maps kinds to codes: keys are kind names (a key may list
  * several, comma-separated), values the codes.  Kinds left out are dropped.
+ * The key READ, no kind of Flink's, codes the inserts that were read from a
+ * table rather than decoded from the WAL -- a snapshot's rows -- as
+ * Debezium's op 'r' does; without it they get INSERT's code.
  *
  * FROM_CHANGELOG maps codes to kinds: keys are codes (a key may list
  * several: 'c, r'), values kind names; 'UPDATE_BEFORE, UPDATE_AFTER' makes
@@ -27,6 +30,9 @@ typedef struct OpMapping
 {
 	bool		mapped[ROWKIND_COUNT];
 	char	   *code[ROWKIND_COUNT];	/* the code emitted for each kind */
+	char	   *read_code;		/* key READ: the code of inserts read from a
+								 * table, not from the WAL (Debezium's 'r');
+								 * NULL: INSERT's */
 } OpMapping;
 
 /* the identity: every kind under its own name (INSERT, UPDATE_BEFORE, ...) */

@@ -295,6 +295,12 @@ parse_options(JsonPlugin *p, List *options)
 			mapping.code[ROWKIND_DELETE] = "d";
 		}
 	}
+	else if (mapping.read_code != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("op_mapping maps READ, which the output plugin does not write"),
+				 errdetail("The plugin writes changes decoded from the WAL; rows read from a table are to_changelog's (snapshot => true)."),
+				 errhint("Leave READ out of the plugin's op_mapping.")));
 	else if (p->format.debezium && mapping.mapped[ROWKIND_UPDATE_BEFORE])
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

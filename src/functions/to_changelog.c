@@ -117,15 +117,22 @@ emit_change(void *arg, RowKind kind, TupleTableSlot *row)
 	const PtfRowMeta *meta = frame_current_meta(tc->out.frame);
 	Datum		values[5];
 	bool		nulls[5] = {false, false, false, false, false};
+	const char *code;
 
-	if (!tc->mapping.mapped[kind])
+	/* an insert read from a table (a snapshot's row) has no WAL position */
+	if (kind == ROWKIND_INSERT && tc->mapping.read_code != NULL &&
+		XLogRecPtrIsInvalid(meta->lsn))
+		code = tc->mapping.read_code;
+	else if (tc->mapping.mapped[kind])
+		code = tc->mapping.code[kind];
+	else
 	{
 		tc->unmapped++;
 		return;
 	}
 	ptf_check_row_complete(tc->out.frame, row);
 
-	values[0] = CStringGetTextDatum(tc->mapping.code[kind]);
+	values[0] = CStringGetTextDatum(code);
 	values[1] = row_datum(tc, kind, row);
 	if (XLogRecPtrIsInvalid(meta->lsn))
 		nulls[2] = nulls[3] = nulls[4] = true;
