@@ -6,6 +6,9 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
+use PtfPipelineTest;
 
 my $node = PostgreSQL::Test::Cluster->new('pipelines');
 $node->init(allows_streaming => 'logical');
@@ -110,49 +113,7 @@ sub check_all
         ok($node->poll_query_until('postgres', $expected{$p}, '0'),
             "$label: $p equals its one-shot answer");
     }
-    is($node->safe_psql('postgres', q{
-        SELECT count(*) FROM ptf.state st JOIN pg_replication_slots s USING (slot_name)
-         WHERE s.confirmed_flush_lsn > st.lsn}),
-        '0', "$label: no slot is ahead of its stored position");
-}
-
-sub worker_pid
-{
-    my $pid;
-    $node->poll_query_until('postgres', q{
-        SELECT count(*) > 0 FROM pg_stat_activity WHERE backend_type = 'ptf pipeline worker'})
-      or die 'no pipeline worker';
-    return $node->safe_psql('postgres',
-        q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'ptf pipeline worker'});
-}
-
-sub kill_worker
-{
-    my $pid = worker_pid();
-    kill 'KILL', $pid;
-    # the whole server restarts after a process with shared memory died
-    $node->poll_query_until('postgres', 'SELECT 1', '1') or die 'server did not come back';
-}
-
-sub set_fault
-{
-    my ($point) = @_;
-    $node->safe_psql('postgres', "ALTER SYSTEM SET ptf.debug_fault_point = '$point'");
-    $node->reload;
-}
-
-# a step stopped at a fault point; the setting is reset on disk only:
-# the step stays stopped until it is killed.  A server started again reads
-# the reset; one restarted after a crash keeps the postmaster's settings
-# until reloaded.
-sub stop_at_fault
-{
-    my ($point) = @_;
-    my $offset = -s $node->logfile;
-    set_fault($point);
-    write_batch();
-    $node->wait_for_log(qr/ptf fault point "$point" reached/, $offset);
-    $node->safe_psql('postgres', 'ALTER SYSTEM RESET ptf.debug_fault_point');
+    slots_not_ahead($node, $label);
 }
 
 write_batch();
@@ -160,7 +121,7 @@ check_all('steady');
 is($node->safe_psql('postgres', q{SELECT string_agg(name || ':' || state, ',' ORDER BY name) FROM ptf.pipeline_status}),
     'firsts:running,history:running,mirror:running', 'pipeline_status shows the pipelines running');
 
-kill_worker();
+kill_worker($node);
 write_batch();
 check_all('worker killed between steps');
 
@@ -169,22 +130,22 @@ $node->start;
 write_batch();
 check_all('immediate stop between steps');
 
-stop_at_fault('before_commit');
-kill_worker();
+stop_at_fault($node, 'before_commit', \&write_batch);
+kill_worker($node);
 $node->reload;
 check_all('worker killed inside a step, before commit');
 
-stop_at_fault('before_commit');
+stop_at_fault($node, 'before_commit', \&write_batch);
 $node->stop('immediate');
 $node->start;
 check_all('immediate stop inside a step, before commit');
 
-stop_at_fault('after_commit');
-kill_worker();
+stop_at_fault($node, 'after_commit', \&write_batch);
+kill_worker($node);
 $node->reload;
 check_all('worker killed after commit, before the slot moved');
 
-stop_at_fault('after_commit');
+stop_at_fault($node, 'after_commit', \&write_batch);
 $node->stop('immediate');
 $node->start;
 write_batch();

@@ -8,6 +8,9 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
+use PtfPipelineTest;
 
 my $node = PostgreSQL::Test::Cluster->new('temporal_join');
 $node->init(allows_streaming => 'logical');
@@ -102,42 +105,13 @@ sub check
     my ($label) = @_;
     ok($node->poll_query_until('postgres', $expected, '0'),
         "$label: the sink equals the one-shot answer");
-    is($node->safe_psql('postgres', q{
-        SELECT count(*) FROM ptf.state st JOIN pg_replication_slots s USING (slot_name)
-         WHERE s.confirmed_flush_lsn > st.lsn}),
-        '0', "$label: the slot is not ahead of its stored position");
-}
-
-sub worker_pid
-{
-    $node->poll_query_until('postgres', q{
-        SELECT count(*) > 0 FROM pg_stat_activity WHERE backend_type = 'ptf pipeline worker'})
-      or die 'no pipeline worker';
-    return $node->safe_psql('postgres',
-        q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'ptf pipeline worker'});
-}
-
-sub kill_worker
-{
-    kill 'KILL', worker_pid();
-    $node->poll_query_until('postgres', 'SELECT 1', '1') or die 'server did not come back';
-}
-
-sub stop_at_fault
-{
-    my ($point) = @_;
-    my $offset = -s $node->logfile;
-    $node->safe_psql('postgres', "ALTER SYSTEM SET ptf.debug_fault_point = '$point'");
-    $node->reload;
-    write_batch();
-    $node->wait_for_log(qr/ptf fault point "$point" reached/, $offset);
-    $node->safe_psql('postgres', 'ALTER SYSTEM RESET ptf.debug_fault_point');
+    slots_not_ahead($node, $label);
 }
 
 write_batch();
 check('steady');
 
-kill_worker();
+kill_worker($node);
 write_batch();
 check('worker killed between steps');
 
@@ -146,22 +120,22 @@ $node->start;
 write_batch();
 check('immediate stop between steps');
 
-stop_at_fault('before_commit');
-kill_worker();
+stop_at_fault($node, 'before_commit', \&write_batch);
+kill_worker($node);
 $node->reload;
 check('worker killed inside a step, before commit');
 
-stop_at_fault('before_commit');
+stop_at_fault($node, 'before_commit', \&write_batch);
 $node->stop('immediate');
 $node->start;
 check('immediate stop inside a step, before commit');
 
-stop_at_fault('after_commit');
-kill_worker();
+stop_at_fault($node, 'after_commit', \&write_batch);
+kill_worker($node);
 $node->reload;
 check('worker killed after commit, before the slot moved');
 
-stop_at_fault('after_commit');
+stop_at_fault($node, 'after_commit', \&write_batch);
 $node->stop('immediate');
 $node->start;
 write_batch();

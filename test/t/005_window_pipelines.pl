@@ -10,6 +10,9 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
+use PtfPipelineTest;
 
 my $node = PostgreSQL::Test::Cluster->new('window_pipelines');
 $node->init(allows_streaming => 'logical');
@@ -120,43 +123,14 @@ sub check_all
                                        UNION ALL (TABLE $sink{$p} EXCEPT ALL ($expected{$p}))) d";
         ok($node->poll_query_until('postgres', $q, '0'), "$label: $p equals its GROUP BY");
     }
-    is($node->safe_psql('postgres', q{
-        SELECT count(*) FROM ptf.state st JOIN pg_replication_slots s USING (slot_name)
-         WHERE s.confirmed_flush_lsn > st.lsn}),
-        '0', "$label: no slot is ahead of its stored position");
-}
-
-sub worker_pid
-{
-    $node->poll_query_until('postgres', q{
-        SELECT count(*) > 0 FROM pg_stat_activity WHERE backend_type = 'ptf pipeline worker'})
-      or die 'no pipeline worker';
-    return $node->safe_psql('postgres',
-        q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'ptf pipeline worker'});
-}
-
-sub kill_worker
-{
-    kill 'KILL', worker_pid();
-    $node->poll_query_until('postgres', 'SELECT 1', '1') or die 'server did not come back';
-}
-
-sub stop_at_fault
-{
-    my ($point) = @_;
-    my $offset = -s $node->logfile;
-    $node->safe_psql('postgres', "ALTER SYSTEM SET ptf.debug_fault_point = '$point'");
-    $node->reload;
-    write_batch();
-    $node->wait_for_log(qr/ptf fault point "$point" reached/, $offset);
-    $node->safe_psql('postgres', 'ALTER SYSTEM RESET ptf.debug_fault_point');
+    slots_not_ahead($node, $label);
 }
 
 write_batch();
 write_batch();
 check_all('steady');
 
-kill_worker();
+kill_worker($node);
 write_batch();
 check_all('worker killed between steps');
 
@@ -165,12 +139,12 @@ $node->start;
 write_batch();
 check_all('immediate stop between steps');
 
-stop_at_fault('before_commit');
-kill_worker();
+stop_at_fault($node, 'before_commit', \&write_batch);
+kill_worker($node);
 $node->reload;
 check_all('worker killed inside a step, before commit');
 
-stop_at_fault('after_commit');
+stop_at_fault($node, 'after_commit', \&write_batch);
 $node->stop('immediate');
 $node->start;
 write_batch();

@@ -1,0 +1,59 @@
+# PtfPipelineTest: what the pipeline TAP tests (003, 004, 005) share --
+# finding and killing the pipeline worker, stopping a step at one of its
+# fault points, checking that no slot got ahead of its stored position.
+#
+# Fault points: ptf.debug_fault_point makes a step wait at a named point
+# and log 'ptf fault point "<point>" reached'.  stop_at_fault resets the
+# setting on disk only, so the step stays stopped until it is killed; a
+# server started again reads the reset, one restarted after a crash keeps
+# the postmaster's settings until reloaded.
+package PtfPipelineTest;
+
+use strict;
+use warnings;
+use Exporter 'import';
+use Test::More;
+
+our @EXPORT = qw(worker_pid kill_worker stop_at_fault slots_not_ahead);
+
+sub worker_pid
+{
+    my ($node) = @_;
+    $node->poll_query_until('postgres', q{
+        SELECT count(*) > 0 FROM pg_stat_activity WHERE backend_type = 'ptf pipeline worker'})
+      or die 'no pipeline worker';
+    return $node->safe_psql('postgres',
+        q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'ptf pipeline worker'});
+}
+
+# the whole server restarts after a process with shared memory died
+sub kill_worker
+{
+    my ($node) = @_;
+    kill 'KILL', worker_pid($node);
+    $node->poll_query_until('postgres', 'SELECT 1', '1') or die 'server did not come back';
+}
+
+# write (a code ref) makes the changes whose step is to stop at $point
+sub stop_at_fault
+{
+    my ($node, $point, $write) = @_;
+    my $offset = -s $node->logfile;
+    $node->safe_psql('postgres', "ALTER SYSTEM SET ptf.debug_fault_point = '$point'");
+    $node->reload;
+    $write->();
+    $node->wait_for_log(qr/ptf fault point "$point" reached/, $offset);
+    $node->safe_psql('postgres', 'ALTER SYSTEM RESET ptf.debug_fault_point');
+}
+
+# a slot confirmed past the position stored with its uid would lose changes
+sub slots_not_ahead
+{
+    my ($node, $label) = @_;
+    is($node->safe_psql('postgres', q{
+        SELECT count(*) FROM ptf.state st JOIN pg_replication_slots s USING (slot_name)
+         WHERE s.confirmed_flush_lsn > st.lsn}),
+        '0', "$label: no slot is ahead of its stored position");
+}
+
+1;
