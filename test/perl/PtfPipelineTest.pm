@@ -1,6 +1,7 @@
 # PtfPipelineTest: what the pipeline TAP tests (003, 004, 005) share --
 # finding and killing the pipeline worker, stopping a step at one of its
-# fault points, checking that no slot got ahead of its stored position.
+# fault points, checking that no slot got ahead of its stored position,
+# and the schedule of kills every pipeline must survive exactly once.
 #
 # Fault points: ptf.debug_fault_point makes a step wait at a named point
 # and log 'ptf fault point "<point>" reached'.  stop_at_fault resets the
@@ -14,7 +15,7 @@ use warnings;
 use Exporter 'import';
 use Test::More;
 
-our @EXPORT = qw(worker_pid kill_worker stop_at_fault slots_not_ahead);
+our @EXPORT = qw(worker_pid kill_worker stop_at_fault slots_not_ahead survive_kills);
 
 sub worker_pid
 {
@@ -54,6 +55,46 @@ sub slots_not_ahead
         SELECT count(*) FROM ptf.state st JOIN pg_replication_slots s USING (slot_name)
          WHERE s.confirmed_flush_lsn > st.lsn}),
         '0', "$label: no slot is ahead of its stored position");
+}
+
+# The kill schedule every pipeline must survive exactly once: the worker
+# killed and the server stopped immediately, between steps, inside a step
+# before its commit, and after the commit before the slot moved.  $write
+# makes a batch of changes; $check waits for the sinks to catch up and
+# compares them with what was written, under the label it is given.
+sub survive_kills
+{
+    my ($node, $write, $check) = @_;
+
+    kill_worker($node);
+    $write->();
+    $check->('worker killed between steps');
+
+    $node->stop('immediate');
+    $node->start;
+    $write->();
+    $check->('immediate stop between steps');
+
+    stop_at_fault($node, 'before_commit', $write);
+    kill_worker($node);
+    $node->reload;
+    $check->('worker killed inside a step, before commit');
+
+    stop_at_fault($node, 'before_commit', $write);
+    $node->stop('immediate');
+    $node->start;
+    $check->('immediate stop inside a step, before commit');
+
+    stop_at_fault($node, 'after_commit', $write);
+    kill_worker($node);
+    $node->reload;
+    $check->('worker killed after commit, before the slot moved');
+
+    stop_at_fault($node, 'after_commit', $write);
+    $node->stop('immediate');
+    $node->start;
+    $write->();
+    $check->('immediate stop after commit, before the slot moved');
 }
 
 1;

@@ -121,35 +121,7 @@ check_all('steady');
 is($node->safe_psql('postgres', q{SELECT string_agg(name || ':' || state, ',' ORDER BY name) FROM ptf.pipeline_status}),
     'firsts:running,history:running,mirror:running', 'pipeline_status shows the pipelines running');
 
-kill_worker($node);
-write_batch();
-check_all('worker killed between steps');
-
-$node->stop('immediate');
-$node->start;
-write_batch();
-check_all('immediate stop between steps');
-
-stop_at_fault($node, 'before_commit', \&write_batch);
-kill_worker($node);
-$node->reload;
-check_all('worker killed inside a step, before commit');
-
-stop_at_fault($node, 'before_commit', \&write_batch);
-$node->stop('immediate');
-$node->start;
-check_all('immediate stop inside a step, before commit');
-
-stop_at_fault($node, 'after_commit', \&write_batch);
-kill_worker($node);
-$node->reload;
-check_all('worker killed after commit, before the slot moved');
-
-stop_at_fault($node, 'after_commit', \&write_batch);
-$node->stop('immediate');
-$node->start;
-write_batch();
-check_all('immediate stop after commit, before the slot moved');
+survive_kills($node, \&write_batch, \&check_all);
 
 cmp_ok($node->safe_psql('postgres', 'SELECT count(*) FROM first_events'), '>', 300,
     'keep-first saw many keys');

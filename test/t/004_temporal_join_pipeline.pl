@@ -111,35 +111,7 @@ sub check
 write_batch();
 check('steady');
 
-kill_worker($node);
-write_batch();
-check('worker killed between steps');
-
-$node->stop('immediate');
-$node->start;
-write_batch();
-check('immediate stop between steps');
-
-stop_at_fault($node, 'before_commit', \&write_batch);
-kill_worker($node);
-$node->reload;
-check('worker killed inside a step, before commit');
-
-stop_at_fault($node, 'before_commit', \&write_batch);
-$node->stop('immediate');
-$node->start;
-check('immediate stop inside a step, before commit');
-
-stop_at_fault($node, 'after_commit', \&write_batch);
-kill_worker($node);
-$node->reload;
-check('worker killed after commit, before the slot moved');
-
-stop_at_fault($node, 'after_commit', \&write_batch);
-$node->stop('immediate');
-$node->start;
-write_batch();
-check('immediate stop after commit, before the slot moved');
+survive_kills($node, \&write_batch, \&check);
 
 cmp_ok($node->safe_psql('postgres', 'SELECT count(*) FROM enriched'), '>', 3000,
     'many orders enriched');

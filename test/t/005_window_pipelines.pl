@@ -130,25 +130,7 @@ write_batch();
 write_batch();
 check_all('steady');
 
-kill_worker($node);
-write_batch();
-check_all('worker killed between steps');
-
-$node->stop('immediate');
-$node->start;
-write_batch();
-check_all('immediate stop between steps');
-
-stop_at_fault($node, 'before_commit', \&write_batch);
-kill_worker($node);
-$node->reload;
-check_all('worker killed inside a step, before commit');
-
-stop_at_fault($node, 'after_commit', \&write_batch);
-$node->stop('immediate');
-$node->start;
-write_batch();
-check_all('immediate stop after commit, before the slot moved');
+survive_kills($node, \&write_batch, \&check_all);
 
 cmp_ok($node->safe_psql('postgres', 'SELECT count(*) FROM per_minute'), '>', 500,
     'many windows closed');
