@@ -217,7 +217,7 @@ check_pipeline_owner(const char *name, Oid owner)
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("must be owner of pipeline \"%s\"", name),
-				 errdetail("The pipeline belongs to role %s.", GetUserNameFromId(owner, false))));
+				 errdetail("Pipelines are named per database, and another role made this one.")));
 }
 
 static void
@@ -309,15 +309,29 @@ ptf_create_pipeline(PG_FUNCTION_ARGS)
 	if (find_pipeline(name, &id, &owner, NULL))
 		ereport(ERROR,
 				(errcode(ERRCODE_DUPLICATE_OBJECT),
-				 errmsg("pipeline \"%s\" already exists", name)));
+				 errmsg("pipeline \"%s\" already exists", name),
+				 has_privs_of_role(GetUserId(), owner) ? 0 :
+				 errdetail("Pipelines are named per database, and another role made this one.")));
 	args[0] = CStringGetTextDatum(uid);
-	ptf_spi_exec_as_owner("SELECT name FROM ptf.pipeline_registry WHERE uid OPERATOR(pg_catalog.=) $1",
+	ptf_spi_exec_as_owner("SELECT name, owner FROM ptf.pipeline_registry WHERE uid OPERATOR(pg_catalog.=) $1",
 						  1, argtypes, args, NULL, SPI_OK_SELECT);
 	if (SPI_processed > 0)
+	{
+		Oid			other = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
+														   SPI_tuptable->tupdesc, 2, &isnull));
+
+		/* another role's pipeline is not named: names say what roles do */
+		if (!has_privs_of_role(GetUserId(), other))
+			ereport(ERROR,
+					(errcode(ERRCODE_DUPLICATE_OBJECT),
+					 errmsg("uid \"%s\" is already in use", uid),
+					 errdetail("Uids are named per database, and another role made this one."),
+					 errhint("Choose another uid.")));
 		ereport(ERROR,
 				(errcode(ERRCODE_DUPLICATE_OBJECT),
 				 errmsg("uid \"%s\" is already the state of pipeline \"%s\"", uid,
 						SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1))));
+	}
 
 	/* the rows must fit the sink */
 	if (changelog)
@@ -357,7 +371,8 @@ ptf_create_pipeline(PG_FUNCTION_ARGS)
 			ereport(ERROR,
 					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 					 errmsg("permission denied for the state of uid \"%s\"", uid),
-					 errdetail("The state belongs to role %s.", GetUserNameFromId(uid_owner, false))));
+					 errdetail("Uids are named per database, and another role made this one."),
+					 errhint("Choose another uid.")));
 	}
 	else
 	{

@@ -740,8 +740,8 @@ check_owner(const char *uid, Oid owner)
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("permission denied for the state of uid \"%s\"", uid),
-				 errdetail("The state belongs to role %s.",
-						   GetUserNameFromId(owner, false))));
+				 errdetail("Uids are named per database, and another role made this one."),
+				 errhint("Choose another uid.")));
 }
 
 /*

@@ -195,6 +195,26 @@ for my $sql (q{SELECT ptf.pause_pipeline('alices')}, q{SELECT ptf.drop_pipeline(
     my ($ret, $out, $err) = $node->psql('postgres', $sql, extra_params => [ '-U', 'bob' ]);
     like($err, qr/must be owner of pipeline|permission denied/, "another role cannot: $sql");
 }
+# names are per database, but whose they are is not said
+$node->safe_psql('postgres', q{CREATE TABLE bob_events (id int, k int); CREATE TABLE bob_firsts (id int, k int)},
+    extra_params => [ '-U', 'bob' ]);
+for my $case (
+    [ q{SELECT ptf.drop_state('alices')}, qr/permission denied for the state of uid "alices"/ ],
+    [ q{SELECT ptf.create_pipeline('alices', $q$SELECT * FROM ptf.deduplicate_keep_first(
+        NULL::bob_events, partition_by => '{k}', changes => true, uid => 'bobs')$q$, 'bob_firsts')},
+      qr/pipeline "alices" already exists/ ],
+    [ q{SELECT ptf.create_pipeline('bobs', $q$SELECT * FROM ptf.deduplicate_keep_first(
+        NULL::bob_events, partition_by => '{k}', changes => true, uid => 'alices')$q$, 'bob_firsts')},
+      qr/uid "alices" is already in use/ ])
+{
+    my ($ret, $out, $err) = $node->psql('postgres', $case->[0], extra_params => [ '-U', 'bob' ]);
+    like($err, $case->[1], "another role is refused: $case->[0]");
+    like($err, qr/another role made this one/, 'saying another role made it');
+    unlike($err, qr/role alice|state of pipeline|belongs/, 'without saying whose it is or what uses it');
+}
+is($node->safe_psql('postgres', q{SELECT count(*) FROM pg_replication_slots WHERE slot_name LIKE 'ptf\_%'}) + 0,
+    $node->safe_psql('postgres', q{SELECT count(*) FROM ptf.state WHERE slot_name IS NOT NULL}) + 0,
+    'the refused calls left no slot behind');
 my ($ret, $out, $err) = $node->psql('postgres', q{SELECT ptf.drop_state('alices')},
     extra_params => [ '-U', 'alice' ]);
 like($err, qr/is the state of pipeline "alices"/, 'the owner cannot take a pipeline\'s state from under it');
