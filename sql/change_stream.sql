@@ -269,6 +269,45 @@ SELECT * FROM deduplicate_keep_first(NULL::profiles, changes => true, uid => 'cs
 RESET ROLE;
 ALTER TABLE profiles DISABLE ROW LEVEL SECURITY;
 
+-- and as of each change: what was changed while the reader could not read
+-- the table is never delivered, even once the right is back (the output
+-- plugin's rule); changes before are.  (Terse: the detail names an LSN.)
+SET ROLE regress_ptf_cs;
+SELECT * FROM to_changelog(NULL::profiles, changes => true, uid => 'cs-revoked');
+RESET ROLE;
+INSERT INTO profiles VALUES (100, 'seen');
+SET ROLE regress_ptf_cs;
+SELECT op, (data).id, (data).name FROM to_changelog(NULL::profiles, changes => true, uid => 'cs-revoked');
+RESET ROLE;
+REVOKE SELECT ON profiles FROM regress_ptf_cs;
+INSERT INTO profiles VALUES (101, 'hidden');
+DELETE FROM profiles WHERE id = 101;
+GRANT SELECT ON profiles TO regress_ptf_cs;
+INSERT INTO profiles VALUES (102, 'after');
+SET ROLE regress_ptf_cs;
+\set VERBOSITY terse
+SELECT op, (data).id, (data).name FROM to_changelog(NULL::profiles, changes => true, uid => 'cs-revoked');
+-- and again: the stream ends there
+SELECT op, (data).id, (data).name FROM to_changelog(NULL::profiles, changes => true, uid => 'cs-revoked');
+\set VERBOSITY default
+SELECT * FROM to_changelog(NULL::profiles, changes => true, uid => 'cs-rls');
+RESET ROLE;
+ALTER TABLE profiles ENABLE ROW LEVEL SECURITY;
+INSERT INTO profiles VALUES (103, 'under rls');
+ALTER TABLE profiles DISABLE ROW LEVEL SECURITY;
+SET ROLE regress_ptf_cs;
+\set VERBOSITY terse
+SELECT op, (data).id, (data).name FROM to_changelog(NULL::profiles, changes => true, uid => 'cs-rls');
+\set VERBOSITY default
+RESET ROLE;
+-- a stream of the owner, who never lost the right, goes on
+SELECT op, (data).id, (data).name FROM to_changelog(NULL::profiles, changes => true, uid => 'cs-owner')
+ WHERE (data).id >= 100;
+INSERT INTO profiles VALUES (104, 'owner');
+SELECT op, (data).id, (data).name FROM to_changelog(NULL::profiles, changes => true, uid => 'cs-owner');
+DELETE FROM profiles WHERE id >= 100;
+SELECT drop_state('cs-revoked'), drop_state('cs-rls'), drop_state('cs-owner');
+
 -- drop_state drops the slot with the state
 SELECT count(*) AS slots FROM pg_replication_slots WHERE slot_name LIKE 'ptf\_%';
 SELECT drop_state(uid) FROM state ORDER BY uid;

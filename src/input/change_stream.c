@@ -26,6 +26,11 @@
  * old image; otherwise the row is marked incomplete, and whoever would emit
  * or keep it must complete it from state or fail (never a placeholder).
  *
+ * Rights: the reader must be able to read every row of a table when the
+ * stream starts, and again as of each change read (the historic catalog
+ * decoding replays), as the output plugin asks: a change made while the
+ * reader could not read its table ends the stream there.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -57,6 +62,7 @@
 #include "utils/resowner.h"
 #include "utils/rel.h"
 #include "utils/rls.h"
+#include "utils/syscache.h"
 
 #include "base/kept.h"
 #include "catalog.h"
@@ -74,6 +80,7 @@ typedef struct StreamTable
 {
 	ChangeStreamTable t;
 	TupleDesc	checked_desc;	/* the historic descriptor last found compatible */
+	bool		rights_checked; /* the reader's rights, as of the changes read */
 	TupleTableSlot *old_slot;
 	TupleTableSlot *new_slot;
 } StreamTable;
@@ -368,6 +375,14 @@ remember_new_slot(const char *name)
 }
 
 
+/* decoding shows every row: the caller must be able to read every row */
+static bool
+may_read_every_row(Oid relid)
+{
+	return pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) == ACLCHECK_OK ||
+		pg_attribute_aclcheck_all(relid, GetUserId(), ACL_SELECT, ACLMASK_ALL) == ACLCHECK_OK;
+}
+
 /* a table whose changes the caller may read */
 static void
 check_stream_table(Oid relid)
@@ -382,9 +397,7 @@ check_stream_table(Oid relid)
 				 relkind == RELKIND_PARTITIONED_TABLE ?
 				 errhint("The changes of a partitioned table arrive per partition; read a partition.") : 0));
 
-	/* decoding shows every row: the caller must be able to read every row */
-	if (pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) != ACLCHECK_OK &&
-		pg_attribute_aclcheck_all(relid, GetUserId(), ACL_SELECT, ACLMASK_ALL) != ACLCHECK_OK)
+	if (!may_read_every_row(relid))
 		aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_TABLE, get_rel_name(relid));
 	if (check_enable_rls(relid, InvalidOid, false) == RLS_ENABLED)
 		ereport(ERROR,
@@ -691,6 +704,70 @@ hand_over(PtfChangeStream *cs, StreamTable *st, RowKind kind, TupleTableSlot *sl
 	cs->txn_handed_over = true;
 }
 
+/*
+ * The reader's rights as of each change, the output plugin's rule: what
+ * check_stream_table() asked when the stream started is asked again under
+ * decoding's historic catalog, so that a change made while the reader
+ * could not read its table -- SELECT revoked, or row-level security in
+ * force, and later undone -- is never delivered.  A verdict holds until an
+ * invalidation replayed with the changes says that the table or a role
+ * changed; a stream that meets such a change ends there, every time, until
+ * its state is dropped.
+ */
+static PtfChangeStream *decoding_stream;	/* the stream being decoded */
+static bool rights_callbacks;	/* registered, once per backend */
+
+static void
+forget_rights(PtfChangeStream *cs, Oid relid)
+{
+	int			i;
+
+	for (i = 0; i < cs->ntables; i++)
+		if (!OidIsValid(relid) || cs->tables[i].t.relid == relid)
+			cs->tables[i].rights_checked = false;
+}
+
+static void
+rights_relcache_callback(Datum arg, Oid relid)
+{
+	if (decoding_stream != NULL)
+		forget_rights(decoding_stream, relid);
+}
+
+/* memberships and BYPASSRLS */
+static void
+rights_role_callback(Datum arg, int cacheid, uint32 hashvalue)
+{
+	if (decoding_stream != NULL)
+		forget_rights(decoding_stream, InvalidOid);
+}
+
+static void
+check_rights_then(PtfChangeStream *cs, StreamTable *st, Relation rel)
+{
+	Oid			relid = RelationGetRelid(rel);
+
+	if (st->rights_checked)
+		return;
+	if (!may_read_every_row(relid))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied for table %s when one of its changes was made",
+						RelationGetRelationName(rel)),
+				 errdetail("The reader could not SELECT every row of it when its change at %X/%X was made. A change stream delivers only changes its reader could read when they were made, as the output plugin does.",
+						   LSN_FORMAT_ARGS(cs->meta.lsn)),
+				 errhint("The stream cannot go on past this change: ptf.drop_state() forgets the uid, and a first call with snapshot => true starts it again from the table's rows.")));
+	if (check_enable_rls(relid, InvalidOid, false) == RLS_ENABLED)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("table %s had row-level security in force for this reader when one of its changes was made",
+						RelationGetRelationName(rel)),
+				 errdetail("The change is at %X/%X. A change stream cannot apply row-level security, and delivers no change made under it.",
+						   LSN_FORMAT_ARGS(cs->meta.lsn)),
+				 errhint("The stream cannot go on past this change: ptf.drop_state() forgets the uid, and a first call with snapshot => true starts it again from the table's rows.")));
+	st->rights_checked = true;
+}
+
 static void
 cs_change(void *arg, ReorderBufferTXN *txn, Relation rel, ReorderBufferChange *change)
 {
@@ -708,6 +785,7 @@ cs_change(void *arg, ReorderBufferTXN *txn, Relation rel, ReorderBufferChange *c
 	old = MemoryContextSwitchTo(cs->rowcxt);
 	cs->meta.lsn = change->lsn;
 	check_descriptor(cs, st, rel);
+	check_rights_then(cs, st, rel);
 	full = (rel->rd_rel->relreplident == REPLICA_IDENTITY_FULL);
 	newtup = change->data.tp.newtuple ? &change->data.tp.newtuple->tuple : NULL;
 	oldtup = change->data.tp.oldtuple ? &change->data.tp.oldtuple->tuple : NULL;
@@ -864,6 +942,14 @@ change_stream_run(PtfChangeStream *cs, XLogRecPtr resume_after, bool resume_comm
 
 	CheckLogicalDecodingRequirements();
 	check_slot_usable(cs->slot_name, resume_after);
+	if (!rights_callbacks)
+	{
+		CacheRegisterRelcacheCallback(rights_relcache_callback, (Datum) 0);
+		CacheRegisterSyscacheCallback(AUTHOID, rights_role_callback, (Datum) 0);
+		CacheRegisterSyscacheCallback(AUTHMEMROLEMEM, rights_role_callback, (Datum) 0);
+		rights_callbacks = true;
+	}
+	forget_rights(cs, InvalidOid);
 	end_of_wal = GetFlushRecPtr(NULL);
 	ReplicationSlotAcquire(cs->slot_name, true);
 
@@ -891,6 +977,7 @@ change_stream_run(PtfChangeStream *cs, XLogRecPtr resume_after, bool resume_comm
 		}
 
 		ptf_decoding_sink = &dsink;
+		decoding_stream = cs;
 		if (kd != NULL)
 			ctx = kept_decoder(kd)->ctx;
 		else
@@ -956,6 +1043,7 @@ change_stream_run(PtfChangeStream *cs, XLogRecPtr resume_after, bool resume_comm
 		else if (ctx != NULL)
 			FreeDecodingContext(ctx);
 		ptf_decoding_sink = NULL;
+		decoding_stream = NULL;
 		ReplicationSlotRelease();
 		InvalidateSystemCaches();
 	}
@@ -964,6 +1052,7 @@ change_stream_run(PtfChangeStream *cs, XLogRecPtr resume_after, bool resume_comm
 		CurrentResourceOwner = cs->outer_owner;
 		MemoryContextSwitchTo(cs->outer_cxt);
 		ptf_decoding_sink = NULL;
+		decoding_stream = NULL;
 		/* a context that failed midway is not to be trusted again */
 		if (kd != NULL)
 			ptf_kept_forget(kd);
