@@ -13,6 +13,14 @@
  * Pipelines belong to the role that made them; other roles cannot see,
  * pause or drop them.
  *
+ * The query is bound when the pipeline is made, as a view's is: it is
+ * stored as PostgreSQL prints its analysis, every name qualified but
+ * pg_catalog's, and runs -- with everything it calls -- under the
+ * search_path "pg_catalog, pg_temp" (as PostgreSQL 17 runs maintenance
+ * commands).  A function or operator created later in a schema of the
+ * maker's search_path cannot change what the pipeline calls, nor run as
+ * its owner.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -36,6 +44,7 @@
 #include "utils/pg_lsn.h"
 #include "utils/timestamp.h"
 #include "utils/regproc.h"
+#include "utils/ruleutils.h"
 #include "utils/tuplestore.h"
 #include "utils/typcache.h"
 
@@ -127,8 +136,33 @@ pipeline_function(const char *name)
  * SELECT [columns] FROM ptf.f(..., changes => true, uid => '...') [WHERE ...]
  * with f one of ours; returns f's name and the uid.
  */
+/* what every pipeline made by this version runs under; see the header */
+#define PIPELINE_SEARCH_PATH "pg_catalog, pg_temp"
+
+/* The search_path pipelines run under, until the transaction's end or AtEOXact_GUC. */
+static int
+enter_pipeline_search_path(void)
+{
+	int			nest = NewGUCNestLevel();
+
+	(void) set_config_option("search_path", PIPELINE_SEARCH_PATH,
+							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	return nest;
+}
+
+/* The analyzed query as text that means the same under PIPELINE_SEARCH_PATH. */
+static char *
+bind_query(Query *q)
+{
+	int			nest = enter_pipeline_search_path();
+	char	   *bound = pg_get_querydef(q, false);
+
+	AtEOXact_GUC(true, nest);
+	return bound;
+}
+
 static void
-check_pipeline_query(const char *query, char **function, char **uid)
+check_pipeline_query(const char *query, char **function, char **uid, char **bound)
 {
 	List	   *raw = pg_parse_query(query);
 	Query	   *q;
@@ -188,6 +222,7 @@ check_pipeline_query(const char *query, char **function, char **uid)
 	if (*uid == NULL || (*uid)[0] == '\0')
 		bad_query("It must name its state: uid => '...'.");
 	*function = name;
+	*bound = bind_query(q);
 }
 
 /* The pipeline's row, as the caller may see it; false when there is none. */
@@ -279,6 +314,8 @@ ptf_create_pipeline(PG_FUNCTION_ARGS)
 	bool		isnull;
 	char	   *origin_name;
 	RepOriginId origin;
+	char	   *bound;
+	int			nest;
 
 	if (!ptf_shmem_available())
 		ereport(ERROR,
@@ -302,7 +339,11 @@ ptf_create_pipeline(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
 				 errmsg("the sink of a pipeline must be a table")));
 	check_sink_privileges(sink, changelog);
-	check_pipeline_query(query, &function, &uid);
+	check_pipeline_query(query, &function, &uid, &bound);
+
+	/* from here on the query is the bound one, as the worker will run it */
+	query = bound;
+	nest = enter_pipeline_search_path();
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
@@ -397,12 +438,13 @@ ptf_create_pipeline(PG_FUNCTION_ARGS)
 	args[5] = CStringGetTextDatum(mode);
 	args[6] = CStringGetTextDatum(function);
 	args[7] = CStringGetTextDatum(uid);
-	args[8] = CStringGetTextDatum(GetConfigOptionByName("search_path", NULL, false));
+	args[8] = CStringGetTextDatum(PIPELINE_SEARCH_PATH);
 	ptf_spi_exec_as_owner("INSERT INTO ptf.pipeline_registry "
 						  "(id, name, owner, query, sink, sink_mode, function, uid, search_path) "
 						  "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
 						  9, iargtypes, args, NULL, SPI_OK_INSERT);
 	SPI_finish();
+	AtEOXact_GUC(true, nest);
 	wake_worker_at_commit();
 	PG_RETURN_VOID();
 }
