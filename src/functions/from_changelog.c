@@ -62,6 +62,7 @@ typedef struct FromChangelogCall
 	PtfOutput	out;
 	Datum		kind_text[ROWKIND_COUNT];
 	uint64		cleanup;		/* deletes of landing rows passed over */
+	uint64		updated;		/* updates of landing rows passed over */
 } FromChangelogCall;
 
 static void
@@ -95,10 +96,16 @@ from_changelog_skipped(PtfCall *call, PtfOperator *op)
 {
 	FromChangelogCall *fc = (FromChangelogCall *) call;
 
-	return cdc_rows_skipped(fc->cdc) + normalize_dropped(op) + fc->cleanup;
+	return cdc_rows_skipped(fc->cdc) + normalize_dropped(op) + fc->cleanup + fc->updated;
 }
 
-/* a change record: a row of the relation or query, or a landing table's insert */
+/*
+ * A change record: a row of the relation or query, or a landing table's
+ * insert.  A landing table's records are read once, as inserted: deleting
+ * them is clean-up, and so is updating them (marking them done, say) --
+ * the insert was read already, or came before the stream and is not
+ * wanted.  Neither stops the stream; updates are said (a NOTICE).
+ */
 static void
 cdc_row(void *arg, RowKind kind, TupleTableSlot *row, const PtfRowMeta *meta)
 {
@@ -107,13 +114,8 @@ cdc_row(void *arg, RowKind kind, TupleTableSlot *row, const PtfRowMeta *meta)
 	if (meta == NULL || kind == ROWKIND_INSERT)
 		cdc_rows_decode(fc->cdc, row, meta, frame_push, fc->call.inputs[0].handle);
 	else if (kind == ROWKIND_UPDATE_AFTER)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("a row of %s was updated, and from_changelog reads append-only input",
-						get_rel_name(fc->input.relid)),
-				 errdetail("The update is at %X/%X.", LSN_FORMAT_ARGS(meta->lsn)),
-				 errhint("Change records are inserted once; deleting them when done is fine.")));
-	else
+		fc->updated++;
+	else if (kind != ROWKIND_UPDATE_BEFORE)
 		fc->cleanup++;
 }
 
@@ -250,6 +252,12 @@ ptf_from_changelog(PG_FUNCTION_ARGS)
 				(errmsg_plural("from_changelog skipped " UINT64_FORMAT " row with a NULL or unmapped op code",
 							   "from_changelog skipped " UINT64_FORMAT " rows with a NULL or unmapped op code",
 							   cdc_rows_skipped(fc.cdc), cdc_rows_skipped(fc.cdc))));
+	if (fc.updated > 0)
+		ereport(NOTICE,
+				(errmsg_plural("from_changelog passed over " UINT64_FORMAT " update of a record of %s",
+							   "from_changelog passed over " UINT64_FORMAT " updates of records of %s",
+							   fc.updated, fc.updated, get_rel_name(fc.input.relid)),
+				 errdetail("A record is read once, as it was inserted.")));
 	MemoryContextDelete(call->cxt);
 	return (Datum) 0;
 }
