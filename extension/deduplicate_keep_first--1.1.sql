@@ -333,7 +333,7 @@ CREATE FUNCTION ptf._pipeline_status(
     OUT name text, OUT state text, OUT pid int, OUT rows_in bigint, OUT rows_out bigint,
     OUT rows_late bigint, OUT rows_skipped bigint, OUT lsn pg_lsn, OUT lag_bytes bigint,
     OUT lag_seconds double precision, OUT last_step_at timestamptz, OUT failures int,
-    OUT last_error text)
+    OUT last_error text, OUT pending_bytes bigint)
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'ptf_pipeline_status_rows'
 LANGUAGE C VOLATILE;

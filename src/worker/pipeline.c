@@ -285,6 +285,7 @@ record_success(Pipeline *p, const StepResult *r)
 		if (r->stored > st->position)
 			st->position = r->stored;
 		st->read_upto = rep->end_of_wal;
+		st->read_at = r->started_at;
 		st->caught_up = rep->reached_end;
 		st->wake_at = r->wake_at;
 		st->last_step_at = GetCurrentTimestamp();
@@ -460,6 +461,15 @@ step_over_time(TimestampTz started_at)
 								   ptf_pipeline_step_timeout_ms);
 }
 
+/* Which pipeline's step the worker is in, for the status of the others. */
+static void
+set_stepping(int32 id)
+{
+	ptf_shmem_lock(true);
+	me->stepping = id;
+	ptf_shmem_unlock();
+}
+
 /* The worker's own lock: one worker per database. */
 static bool
 take_worker_lock(void)
@@ -503,6 +513,7 @@ run_step(Pipeline *p)
 	memset(&change_stream_last_report, 0, sizeof(change_stream_last_report));
 	change_stream_last_report.reached_end = true;
 	result.started_at = GetCurrentTimestamp();
+	set_stepping(p->id);
 
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
@@ -627,6 +638,7 @@ run_step(Pipeline *p)
 		more = false;
 	}
 	PG_END_TRY();
+	set_stepping(0);
 	release_session_locks();
 	return more;
 }

@@ -1,6 +1,7 @@
 # Pipelines that misbehave do not harm the worker or other pipelines: the
-# owner's session-level advisory locks end with each step, and a step has a
-# time limit.
+# owner's session-level advisory locks end with each step, a step has a
+# time limit, and the status says when changes wait behind another
+# pipeline's step.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -69,6 +70,32 @@ is($node->safe_psql('postgres', qq{
        AND granted}),
     '1', 'the worker still holds its own lock, one worker per database');
 $node->safe_psql('postgres', q{UPDATE slow_control SET unlock_all = false});
+
+# ---- (c) changes waiting behind another pipeline's step are not shown as caught up
+$node->safe_psql('postgres', q{INSERT INTO quick_src VALUES (1, 'q1')});
+ok($node->poll_query_until('postgres', q{
+    SELECT state = 'running' AND lag_seconds = 0 AND pending_bytes = 0
+      FROM ptf.pipeline_status WHERE name = 'quick'}), 'quick is caught up');
+$node->safe_psql('postgres', q{
+    UPDATE slow_control SET hold = true;
+    INSERT INTO slow_src VALUES (3, 'held');
+});
+ok($node->poll_query_until('postgres', qq{
+    SELECT wait_event = 'PgSleep' FROM pg_stat_activity WHERE pid = $worker}),
+    'slow\'s step is held');
+$node->safe_psql('postgres', q{INSERT INTO quick_src VALUES (2, 'q2')});
+sleep(1);
+is($node->safe_psql('postgres', q{
+    SELECT state || ' ' || (pending_bytes > 0) || ' ' || (lag_seconds >= 1)
+      FROM ptf.pipeline_status WHERE name = 'quick'}),
+    'waiting true true', 'a pipeline behind another\'s step is waiting, with WAL pending and a lag');
+is($node->safe_psql('postgres', q{SELECT state FROM ptf.pipeline_status WHERE name = 'slow'}),
+    'running', 'the pipeline in its step is running');
+$node->safe_psql('postgres', q{UPDATE slow_control SET hold = false});
+ok($node->poll_query_until('postgres', q{SELECT count(*) FROM quick_sink}, '2'), 'released, quick catches up');
+ok($node->poll_query_until('postgres', q{
+    SELECT state = 'running' AND lag_seconds = 0 AND pending_bytes = 0
+      FROM ptf.pipeline_status WHERE name = 'quick'}), 'and is caught up again');
 
 # ---- (b) a step over ptf.pipeline_step_timeout is cancelled, and retried
 $node->safe_psql('postgres', q{
