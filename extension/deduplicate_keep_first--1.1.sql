@@ -300,6 +300,16 @@ REVOKE ALL ON SEQUENCE ptf.pipeline_registry_id_seq FROM PUBLIC;
 SELECT pg_catalog.pg_extension_config_dump('ptf.pipeline_registry', '');
 SELECT pg_catalog.pg_extension_config_dump('ptf.pipeline_registry_id_seq', '');
 
+-- Rows put in the registry otherwise than by create_pipeline (pg_restore)
+-- ask for the database's pipeline worker, as create_pipeline does.
+CREATE FUNCTION ptf._wake_pipeline_worker() RETURNS trigger
+AS 'MODULE_PATHNAME', 'ptf_wake_pipeline_worker'
+LANGUAGE C;
+COMMENT ON FUNCTION ptf._wake_pipeline_worker() IS
+    'Internal: trigger asking for the database''s pipeline worker when pipelines are restored';
+CREATE TRIGGER wake_pipeline_worker AFTER INSERT ON ptf.pipeline_registry
+    FOR EACH STATEMENT EXECUTE FUNCTION ptf._wake_pipeline_worker();
+
 CREATE VIEW ptf.pipelines WITH (security_barrier) AS
 SELECT name, owner, query, sink, sink_mode, function, uid, paused, created_at
   FROM ptf.pipeline_registry

@@ -22,6 +22,7 @@
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
+#include "commands/trigger.h"
 #include "executor/spi.h"
 #include "funcapi.h"
 #include "miscadmin.h"
@@ -53,6 +54,7 @@ PG_FUNCTION_INFO_V1(ptf_drop_pipeline);
 PG_FUNCTION_INFO_V1(ptf_pause_pipeline);
 PG_FUNCTION_INFO_V1(ptf_resume_pipeline);
 PG_FUNCTION_INFO_V1(ptf_pipeline_status_rows);
+PG_FUNCTION_INFO_V1(ptf_wake_pipeline_worker);
 
 
 /* ---- waking the worker once the change is committed ---- */
@@ -79,6 +81,23 @@ wake_worker_at_commit(void)
 		xact_callback_registered = true;
 	}
 	wake_at_commit = true;
+}
+
+/*
+ * Trigger after rows are put in ptf.pipeline_registry by anything but
+ * create_pipeline -- pg_restore, a plain dump run by psql: the database's
+ * worker is asked for as create_pipeline asks for it, or the pipelines would
+ * wait for something else to wake the launcher.
+ */
+Datum
+ptf_wake_pipeline_worker(PG_FUNCTION_ARGS)
+{
+	if (!CALLED_AS_TRIGGER(fcinfo))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("ptf._wake_pipeline_worker() is called by a trigger only")));
+	wake_worker_at_commit();
+	return PointerGetDatum(NULL);
 }
 
 /* ---- arguments ---- */

@@ -1,7 +1,7 @@
 # Pipelines that misbehave do not harm the worker or other pipelines: the
 # owner's session-level advisory locks end with each step, a step has a
-# time limit, and the status says when changes wait behind another
-# pipeline's step.
+# time limit, the status says when changes wait behind another pipeline's
+# step, and pipelines of a restored or copied database are taken up.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -127,6 +127,50 @@ $node->safe_psql('postgres', q{
     ALTER SYSTEM RESET ptf.pipeline_step_timeout;
     SELECT pg_reload_conf();
 });
+
+# ---- (d) pipelines of a restored database, or of one made from a template, are taken up
+$node->safe_psql('postgres', q{CREATE DATABASE orig});
+$node->safe_psql('orig', q{
+    CREATE EXTENSION deduplicate_keep_first;
+    CREATE TABLE src (id int PRIMARY KEY);
+    CREATE TABLE sink (id int);
+    SELECT ptf.create_pipeline('copied', $q$SELECT * FROM ptf.deduplicate_keep_first(
+        NULL::src, partition_by => '{id}', changes => true, uid => 'copied')$q$, 'sink');
+    INSERT INTO src VALUES (1);
+});
+ok($node->poll_query_until('orig', q{SELECT count(*) FROM sink}, '1'), 'the original runs');
+
+sub taken_up
+{
+    my ($db) = @_;
+    return $node->poll_query_until($db, q{
+        SELECT state <> 'waiting' AND last_error LIKE '%replication slot%'
+          FROM ptf.pipeline_status WHERE name = 'copied'});
+}
+
+my $dump = $node->basedir . '/orig.dump';
+$node->command_ok([ 'pg_dump', '-Fc', '-d', $node->connstr('orig'), '-f', $dump ], 'pg_dump');
+$node->safe_psql('postgres', q{CREATE DATABASE restored});
+$node->command_ok([ 'pg_restore', '-d', $node->connstr('restored'), $dump ], 'pg_restore');
+ok(taken_up('restored'),
+    'a restored pipeline is taken up by a worker (and says its slot is not its own)');
+
+# a copy: the original must have no connection, its worker included
+$node->safe_psql('postgres', q{
+    ALTER DATABASE orig ALLOW_CONNECTIONS false;
+    SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = 'orig';
+    CREATE DATABASE copy TEMPLATE orig;
+    ALTER DATABASE orig ALLOW_CONNECTIONS true;
+});
+ok(taken_up('copy'), 'a pipeline of a database made from a template is taken up');
+
+# the way out: drop them; the original's slot and pipeline are not touched
+for my $db ('restored', 'copy')
+{
+    is($node->safe_psql($db, q{SELECT ptf.drop_pipeline('copied')}), 't', "the pipeline of $db is dropped");
+}
+$node->safe_psql('orig', q{INSERT INTO src VALUES (2)});
+ok($node->poll_query_until('orig', q{SELECT count(*) FROM sink}, '2'), 'the original goes on');
 
 $node->stop;
 done_testing();
