@@ -206,6 +206,37 @@ COMMENT ON FUNCTION ptf.temporal_join(anyelement, anycompatible, text, text, tex
     'Each probe row joined with the build version valid at its event time (Flink FOR SYSTEM_TIME AS OF, INNER or LEFT)';
 
 -------------------------------------------------------------------------------
+-- Pipelines: ptf.pipeline_status shows the WAL a pipeline has not read yet;
+-- pipelines restored into a database wake its worker.
+-------------------------------------------------------------------------------
+
+DROP VIEW ptf.pipeline_status;
+DROP FUNCTION ptf._pipeline_status();
+CREATE FUNCTION ptf._pipeline_status(
+    OUT name text, OUT state text, OUT pid int, OUT rows_in bigint, OUT rows_out bigint,
+    OUT rows_late bigint, OUT rows_skipped bigint, OUT lsn pg_lsn, OUT lag_bytes bigint,
+    OUT lag_seconds double precision, OUT last_step_at timestamptz, OUT failures int,
+    OUT last_error text, OUT pending_bytes bigint)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'ptf_pipeline_status_rows'
+LANGUAGE C VOLATILE;
+
+CREATE VIEW ptf.pipeline_status AS SELECT * FROM ptf._pipeline_status();
+COMMENT ON VIEW ptf.pipeline_status IS
+    'Live status of the current user''s pipelines, from the pipeline workers'' shared memory';
+GRANT SELECT ON ptf.pipeline_status TO PUBLIC;
+
+-- Rows put in the registry otherwise than by create_pipeline (pg_restore)
+-- ask for the database's pipeline worker, as create_pipeline does.
+CREATE FUNCTION ptf._wake_pipeline_worker() RETURNS trigger
+AS 'MODULE_PATHNAME', 'ptf_wake_pipeline_worker'
+LANGUAGE C;
+COMMENT ON FUNCTION ptf._wake_pipeline_worker() IS
+    'Internal: trigger asking for the database''s pipeline worker when pipelines are restored';
+CREATE TRIGGER wake_pipeline_worker AFTER INSERT ON ptf.pipeline_registry
+    FOR EACH STATEMENT EXECUTE FUNCTION ptf._wake_pipeline_worker();
+
+-------------------------------------------------------------------------------
 -- Comments on every function and catalog, for \df+ and \d+
 -------------------------------------------------------------------------------
 

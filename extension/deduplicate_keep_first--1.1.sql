@@ -300,6 +300,16 @@ REVOKE ALL ON SEQUENCE ptf.pipeline_registry_id_seq FROM PUBLIC;
 SELECT pg_catalog.pg_extension_config_dump('ptf.pipeline_registry', '');
 SELECT pg_catalog.pg_extension_config_dump('ptf.pipeline_registry_id_seq', '');
 
+-- Rows put in the registry otherwise than by create_pipeline (pg_restore)
+-- ask for the database's pipeline worker, as create_pipeline does.
+CREATE FUNCTION ptf._wake_pipeline_worker() RETURNS trigger
+AS 'MODULE_PATHNAME', 'ptf_wake_pipeline_worker'
+LANGUAGE C;
+COMMENT ON FUNCTION ptf._wake_pipeline_worker() IS
+    'Internal: trigger asking for the database''s pipeline worker when pipelines are restored';
+CREATE TRIGGER wake_pipeline_worker AFTER INSERT ON ptf.pipeline_registry
+    FOR EACH STATEMENT EXECUTE FUNCTION ptf._wake_pipeline_worker();
+
 CREATE VIEW ptf.pipelines WITH (security_barrier) AS
 SELECT name, owner, query, sink, sink_mode, function, uid, paused, created_at
   FROM ptf.pipeline_registry
@@ -333,7 +343,7 @@ CREATE FUNCTION ptf._pipeline_status(
     OUT name text, OUT state text, OUT pid int, OUT rows_in bigint, OUT rows_out bigint,
     OUT rows_late bigint, OUT rows_skipped bigint, OUT lsn pg_lsn, OUT lag_bytes bigint,
     OUT lag_seconds double precision, OUT last_step_at timestamptz, OUT failures int,
-    OUT last_error text)
+    OUT last_error text, OUT pending_bytes bigint)
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'ptf_pipeline_status_rows'
 LANGUAGE C VOLATILE;

@@ -30,12 +30,15 @@
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
+#include "commands/trigger.h"
 #include "executor/spi.h"
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "nodes/nodeFuncs.h"
 #include "parser/analyze.h"
 #include "replication/origin.h"
+#include "replication/slot.h"
+#include "storage/spin.h"
 #include "tcop/tcopprot.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
@@ -60,6 +63,7 @@ PG_FUNCTION_INFO_V1(ptf_drop_pipeline);
 PG_FUNCTION_INFO_V1(ptf_pause_pipeline);
 PG_FUNCTION_INFO_V1(ptf_resume_pipeline);
 PG_FUNCTION_INFO_V1(ptf_pipeline_status_rows);
+PG_FUNCTION_INFO_V1(ptf_wake_pipeline_worker);
 
 
 /* ---- waking the worker once the change is committed ---- */
@@ -86,6 +90,23 @@ wake_worker_at_commit(void)
 		xact_callback_registered = true;
 	}
 	wake_at_commit = true;
+}
+
+/*
+ * Trigger after rows are put in ptf.pipeline_registry by anything but
+ * create_pipeline -- pg_restore, a plain dump run by psql: the database's
+ * worker is asked for as create_pipeline asks for it, or the pipelines would
+ * wait for something else to wake the launcher.
+ */
+Datum
+ptf_wake_pipeline_worker(PG_FUNCTION_ARGS)
+{
+	if (!CALLED_AS_TRIGGER(fcinfo))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("ptf._wake_pipeline_worker() is called by a trigger only")));
+	wake_worker_at_commit();
+	return PointerGetDatum(NULL);
 }
 
 /* ---- arguments ---- */
@@ -544,6 +565,31 @@ state_name(PipelineState s)
 	}
 }
 
+/* Where this database's slot of that name is confirmed to; invalid if none. */
+static XLogRecPtr
+slot_confirmed(const char *slot_name)
+{
+	ReplicationSlot *slot;
+	XLogRecPtr	confirmed = InvalidXLogRecPtr;
+
+	if (slot_name == NULL)
+		return InvalidXLogRecPtr;
+	LWLockAcquire(ReplicationSlotControlLock, LW_SHARED);
+	slot = SearchNamedReplicationSlot(slot_name, false);
+	if (slot != NULL)
+	{
+		SpinLockAcquire(&slot->mutex);
+		if (slot->data.database == MyDatabaseId)
+			confirmed = slot->data.confirmed_flush;
+		SpinLockRelease(&slot->mutex);
+	}
+	LWLockRelease(ReplicationSlotControlLock);
+	return confirmed;
+}
+
+/* ptf._pipeline_status()'s columns (1.0 declared the first 13) */
+#define STATUS_COLUMNS 14
+
 /* The live status of the caller's pipelines, from the worker's shared memory. */
 Datum
 ptf_pipeline_status_rows(PG_FUNCTION_ARGS)
@@ -552,15 +598,20 @@ ptf_pipeline_status_rows(PG_FUNCTION_ARGS)
 	Oid			argtypes[1] = {OIDOID};
 	Datum		args[1] = {ObjectIdGetDatum(GetUserId())};
 	TimestampTz now = GetCurrentTimestamp();
-	XLogRecPtr	flush = RecoveryInProgress() ? InvalidXLogRecPtr : GetFlushRecPtr(NULL);
+	bool		in_recovery = RecoveryInProgress();
+	XLogRecPtr	flush = in_recovery ? InvalidXLogRecPtr : GetFlushRecPtr(NULL);
+	XLogRecPtr	insert = in_recovery ? InvalidXLogRecPtr : GetXLogInsertRecPtr();
 	bool		worker_alive = false;
+	int32		stepping = 0;
 	uint64		i;
 
 	InitMaterializedSRF(fcinfo, 0);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	ptf_spi_exec_as_owner("SELECT id, name, paused FROM ptf.pipeline_registry "
-						  "WHERE pg_catalog.pg_has_role($1, owner, 'USAGE') ORDER BY name",
+	ptf_spi_exec_as_owner("SELECT p.id, p.name, p.paused, u.slot_name "
+						  "FROM ptf.pipeline_registry p LEFT JOIN ptf.uid_registry u "
+						  "  ON u.uid OPERATOR(pg_catalog.=) p.uid "
+						  "WHERE pg_catalog.pg_has_role($1, p.owner, 'USAGE') ORDER BY p.name",
 						  1, argtypes, args, NULL, SPI_OK_SELECT);
 
 	if (ptf_shmem_available())
@@ -570,6 +621,8 @@ ptf_pipeline_status_rows(PG_FUNCTION_ARGS)
 		ptf_shmem_lock(false);
 		w = ptf_database_worker(MyDatabaseId, false);
 		worker_alive = (w != NULL && w->pid != 0);
+		if (worker_alive)
+			stepping = w->stepping;
 		ptf_shmem_unlock();
 	}
 
@@ -582,8 +635,10 @@ ptf_pipeline_status_rows(PG_FUNCTION_ARGS)
 		bool		paused = DatumGetBool(SPI_getbinval(tup, desc, 3, &isnull));
 		PipelineStatus st;
 		bool		have = false;
-		Datum		values[13];
-		bool		nulls[13];
+		XLogRecPtr	read_upto = InvalidXLogRecPtr;
+		bool		pending;
+		Datum		values[STATUS_COLUMNS];
+		bool		nulls[STATUS_COLUMNS];
 
 		memset(nulls, 0, sizeof(nulls));
 		if (ptf_shmem_available())
@@ -600,11 +655,26 @@ ptf_pipeline_status_rows(PG_FUNCTION_ARGS)
 			ptf_shmem_unlock();
 		}
 
+		/*
+		 * WAL written after what it read last (or, never stepped, after its
+		 * slot) may hold changes for it: it is not caught up, whatever its
+		 * last step found.
+		 */
+		if (have && !XLogRecPtrIsInvalid(st.read_upto))
+			read_upto = st.read_upto;
+		else
+			read_upto = slot_confirmed(SPI_getvalue(tup, desc, 4));
+		pending = !XLogRecPtrIsInvalid(read_upto) && insert > read_upto;
+		values[13] = Int64GetDatum(pending ? (int64) (insert - read_upto) : 0);
+		nulls[13] = XLogRecPtrIsInvalid(read_upto) || XLogRecPtrIsInvalid(insert);
+
 		values[0] = CStringGetTextDatum(SPI_getvalue(tup, desc, 2));
 		if (paused)
 			values[1] = CStringGetTextDatum("paused");
 		else if (!have || !worker_alive)
 			values[1] = CStringGetTextDatum("waiting");
+		else if (st.state == PIPELINE_RUNNING && pending && stepping != 0 && stepping != id)
+			values[1] = CStringGetTextDatum("waiting");	/* behind another's step */
 		else
 			values[1] = CStringGetTextDatum(state_name(st.state));
 		if (!have)
@@ -626,9 +696,16 @@ ptf_pipeline_status_rows(PG_FUNCTION_ARGS)
 			nulls[7] = XLogRecPtrIsInvalid(st.position);
 			values[8] = Int64GetDatum(flush > st.position ? (int64) (flush - st.position) : 0);
 			nulls[8] = nulls[7] || XLogRecPtrIsInvalid(flush);
-			/* how old the newest change it has written is, unless it is caught up */
-			if (st.state == PIPELINE_RUNNING && st.caught_up)
+			/*
+			 * How old the newest change it has written is, unless it is
+			 * caught up.  When its last step read all there was, what was
+			 * written since is younger than that step: its age is at most
+			 * the time since the step began.
+			 */
+			if (st.state == PIPELINE_RUNNING && st.caught_up && !pending)
 				values[9] = Float8GetDatum(0.0);
+			else if (st.state == PIPELINE_RUNNING && st.caught_up && st.read_at != 0)
+				values[9] = Float8GetDatum((double) Max(now - st.read_at, 0) / 1000000.0);
 			else if (st.last_change_at != 0)
 				values[9] = Float8GetDatum((double) (now - st.last_change_at) / 1000000.0);
 			else
@@ -639,6 +716,8 @@ ptf_pipeline_status_rows(PG_FUNCTION_ARGS)
 			values[12] = CStringGetTextDatum(st.last_error);
 			nulls[12] = (st.last_error[0] == '\0');
 		}
+		/* under 1.0's declaration, until ALTER EXTENSION ... UPDATE, its first 13 */
+		Assert(rsinfo->setDesc->natts <= STATUS_COLUMNS);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	SPI_finish();

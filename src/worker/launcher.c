@@ -8,10 +8,13 @@
  * A worker can connect to one database only, so the launcher connects to
  * none.  At start it looks at every database once (a worker started there
  * finds out whether it has pipelines, and leaves if not); afterwards a
- * database asks for a worker when a pipeline is created in it
- * (ptf_request_worker).  A worker that dies is started again after a
- * pause; one that leaves because its database has no pipelines left is
- * not.
+ * database asks for a worker when a pipeline is created in it, or rows are
+ * put in its ptf.pipeline_registry otherwise, as pg_restore does
+ * (ptf_request_worker).  A database made as a copy of another (CREATE
+ * DATABASE ... TEMPLATE) arrives with its pipelines and nobody to ask: the
+ * launcher reads pg_database every few seconds and looks at the databases
+ * it had not seen.  A worker that dies is started again after a pause; one
+ * that leaves because its database has no pipelines left is not.
  *
  *-------------------------------------------------------------------------
  */
@@ -41,9 +44,13 @@ PGDLLEXPORT void ptf_launcher_main(Datum arg);
 
 #define RESTART_PAUSE_MS	5000	/* before starting a dead worker again */
 #define LAUNCHER_NAP_MS		10000
+#define RESCAN_MS			5000	/* pg_database read again for new databases */
 
 /* databases not looked at yet */
 static List *unprobed = NIL;
+
+/* the databases a worker may connect to, as pg_database was last read */
+static List *known = NIL;
 
 void
 ptf_register_launcher(void)
@@ -61,13 +68,21 @@ ptf_register_launcher(void)
 	RegisterBackgroundWorker(&bgw);
 }
 
+/*
+ * Databases to look at: every one, or those that were not there (or did
+ * not allow connections) when pg_database was last read.  Reading it costs
+ * a scan of a small catalog; a database is looked at (a worker started
+ * there, which leaves at once when it has no pipelines) once, when it
+ * appears, not again every time.
+ */
 static void
-probe_all_databases(void)
+probe_databases(bool all)
 {
 	Relation	rel;
 	TableScanDesc scan;
 	HeapTuple	tup;
 	MemoryContext outer = CurrentMemoryContext;
+	List	   *now_known = NIL;
 
 	StartTransactionCommand();
 	(void) GetTransactionSnapshot();
@@ -81,12 +96,16 @@ probe_all_databases(void)
 		if (!db->datallowconn || db->datistemplate)
 			continue;
 		old = MemoryContextSwitchTo(outer);
-		unprobed = lappend_oid(unprobed, db->oid);
+		now_known = lappend_oid(now_known, db->oid);
+		if ((all || !list_member_oid(known, db->oid)) && !list_member_oid(unprobed, db->oid))
+			unprobed = lappend_oid(unprobed, db->oid);
 		MemoryContextSwitchTo(old);
 	}
 	table_endscan(scan);
 	table_close(rel, AccessShareLock);
 	CommitTransactionCommand();
+	list_free(known);
+	known = now_known;
 }
 
 static bool
@@ -124,6 +143,7 @@ ptf_launcher_main(Datum arg)
 	BackgroundWorkerHandle **handles;
 	Oid		   *to_start;
 	MemoryContext cxt;
+	TimestampTz next_scan;
 
 	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
@@ -135,7 +155,8 @@ ptf_launcher_main(Datum arg)
 	handles = palloc0(sizeof(BackgroundWorkerHandle *) * ptf_max_workers);
 	to_start = palloc0(sizeof(Oid) * ptf_max_workers);
 	ptf_shmem_set_launcher(MyLatch);
-	probe_all_databases();
+	probe_databases(true);
+	next_scan = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), RESCAN_MS);
 
 	while (!ShutdownRequestPending)
 	{
@@ -153,8 +174,14 @@ ptf_launcher_main(Datum arg)
 		{
 			list_free(unprobed);
 			unprobed = NIL;
-			probe_all_databases();
+			probe_databases(true);
 		}
+		if (now >= next_scan)
+		{
+			probe_databases(false);
+			next_scan = TimestampTzPlusMilliseconds(now, RESCAN_MS);
+		}
+		nap = Min(nap, (long) ((next_scan - now) / 1000) + 1);
 
 		ptf_shmem_lock(true);
 		/* databases not yet looked at take free places */

@@ -41,6 +41,7 @@
 #include "replication/slot.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
+#include "storage/lock.h"
 #include "tcop/tcopprot.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
@@ -64,6 +65,7 @@ PGDLLEXPORT void ptf_pipeline_worker_main(Datum arg);
 int			ptf_pipeline_batch_size = 100000;
 int			ptf_pipeline_idle_ms = 100;
 int			ptf_pipeline_max_backoff_ms = 60000;
+int			ptf_pipeline_step_timeout_ms = 60000;
 int			ptf_debug_fault_point = PTF_FAULT_NONE;
 
 typedef struct Pipeline
@@ -231,6 +233,7 @@ typedef struct StepResult
 	uint64		rows_late;
 	uint64		rows_skipped;
 	TimestampTz wake_at;		/* ptf_wake_at of the step's call */
+	TimestampTz started_at;
 	XLogRecPtr	stored;			/* the uid's stored position */
 	char	   *slot_name;
 } StepResult;
@@ -282,6 +285,7 @@ record_success(Pipeline *p, const StepResult *r)
 		if (r->stored > st->position)
 			st->position = r->stored;
 		st->read_upto = rep->end_of_wal;
+		st->read_at = r->started_at;
 		st->caught_up = rep->reached_end;
 		st->wake_at = r->wake_at;
 		st->last_step_at = GetCurrentTimestamp();
@@ -445,6 +449,58 @@ run_as_owner(Pipeline *p)
 	SetUserIdAndSecContext(save_user, save_sec);
 }
 
+/*
+ * Has the step run past ptf.pipeline_step_timeout?  Told by the clock: the
+ * cancel resets the timeout's indicator as it reports it.
+ */
+static bool
+step_over_time(TimestampTz started_at)
+{
+	return ptf_pipeline_step_timeout_ms > 0 &&
+		TimestampDifferenceExceeds(started_at, GetCurrentTimestamp(),
+								   ptf_pipeline_step_timeout_ms);
+}
+
+/* Which pipeline's step the worker is in, for the status of the others. */
+static void
+set_stepping(int32 id)
+{
+	ptf_shmem_lock(true);
+	me->stepping = id;
+	ptf_shmem_unlock();
+}
+
+/* The worker's own lock: one worker per database. */
+static bool
+take_worker_lock(void)
+{
+	return ptf_lock(PTF_LOCK_WORKER, (uint32) MyDatabaseId, ExclusiveLock, true, false);
+}
+
+/*
+ * Session-level advisory locks the owner's code took (pg_advisory_lock)
+ * end with its step, as they would with its session: the worker must not
+ * keep them for every later step of every pipeline.  There is no way to
+ * release them but all at once (pg_advisory_unlock_all), which releases
+ * the worker's own lock too -- as the owner's code may have done already --
+ * so it is taken again.  Who got it meanwhile is another worker of this
+ * database, started by a launcher that did not know this one: that one
+ * goes on, this one leaves.  Steps are serialized by their pipeline's and
+ * uid's locks whatever happens, so two workers never run one step twice.
+ */
+static void
+release_session_locks(void)
+{
+	LockReleaseSession(USER_LOCKMETHOD);
+	if (!take_worker_lock())
+	{
+		ereport(LOG,
+				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+				 errmsg("another pipeline worker took over database %u", MyDatabaseId)));
+		proc_exit(0);
+	}
+}
+
 /* One step of one pipeline; true when it may have more to do at once. */
 static bool
 run_step(Pipeline *p)
@@ -456,6 +512,8 @@ run_step(Pipeline *p)
 	memset(&result, 0, sizeof(result));
 	memset(&change_stream_last_report, 0, sizeof(change_stream_last_report));
 	change_stream_last_report.reached_end = true;
+	result.started_at = GetCurrentTimestamp();
+	set_stepping(p->id);
 
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
@@ -466,6 +524,13 @@ run_step(Pipeline *p)
 		bool		isnull;
 		RepOriginId origin;
 
+		/*
+		 * The whole step, reading the changes included, is cancelled as
+		 * statement_timeout cancels a statement: a slow one must not hold up
+		 * the worker's other pipelines for long.
+		 */
+		if (ptf_pipeline_step_timeout_ms > 0)
+			enable_timeout_after(STATEMENT_TIMEOUT, ptf_pipeline_step_timeout_ms);
 		if (SPI_connect() != SPI_OK_CONNECT)
 			elog(ERROR, "SPI_connect failed");
 		PushActiveSnapshot(GetTransactionSnapshot());
@@ -511,6 +576,16 @@ run_step(Pipeline *p)
 		}
 
 		fault_point(PTF_FAULT_BEFORE_COMMIT, "before_commit");
+
+		/*
+		 * Code of the owner's that caught the cancel (an exception block
+		 * naming query_canceled) must not make a step over its time commit.
+		 */
+		disable_timeout(STATEMENT_TIMEOUT, false);
+		if (step_over_time(result.started_at))
+			ereport(ERROR,
+					(errcode(ERRCODE_QUERY_CANCELED),
+					 errmsg("canceling statement due to statement timeout")));
 		SPI_finish();
 		PopActiveSnapshot();
 		CommitTransactionCommand();
@@ -523,6 +598,7 @@ run_step(Pipeline *p)
 	PG_CATCH();
 	{
 		ErrorData  *edata;
+		bool		timed_out;
 
 		/* as PostgresMain recovers: no timeout or cancel left pending */
 		HOLD_INTERRUPTS();
@@ -536,15 +612,34 @@ run_step(Pipeline *p)
 			ReplicationSlotRelease();
 		end_step_session();
 		RESUME_INTERRUPTS();
-		ereport(LOG,
-				(errmsg("pipeline \"%s\" failed: %s", p->name, edata->message),
-				 edata->detail ? errdetail_internal("%s", edata->detail) : 0,
-				 edata->hint ? errhint("%s", edata->hint) : 0));
-		record_failure(p, edata->message);
+		timed_out = (edata->sqlerrcode == ERRCODE_QUERY_CANCELED &&
+					 step_over_time(result.started_at));
+		if (timed_out)
+		{
+			char	   *message = psprintf("step cancelled: it ran longer than ptf.pipeline_step_timeout (%d ms); nothing of it was written",
+										   ptf_pipeline_step_timeout_ms);
+
+			ereport(LOG,
+					(errcode(ERRCODE_QUERY_CANCELED),
+					 errmsg("pipeline \"%s\" failed: %s", p->name, message),
+					 errhint("Raise ptf.pipeline_step_timeout, lower ptf.pipeline_batch_size, or make the pipeline's query and its sink's triggers faster.")));
+			record_failure(p, message);
+		}
+		else
+		{
+			ereport(LOG,
+					(errcode(edata->sqlerrcode),
+					 errmsg("pipeline \"%s\" failed: %s", p->name, edata->message),
+					 edata->detail ? errdetail_internal("%s", edata->detail) : 0,
+					 edata->hint ? errhint("%s", edata->hint) : 0));
+			record_failure(p, edata->message);
+		}
 		FreeErrorData(edata);
 		more = false;
 	}
 	PG_END_TRY();
+	set_stepping(0);
+	release_session_locks();
 	return more;
 }
 
@@ -581,7 +676,7 @@ only_worker(Oid dboid)
 	bool		got;
 
 	StartTransactionCommand();
-	got = ptf_lock(PTF_LOCK_WORKER, (uint32) dboid, ExclusiveLock, true, false);
+	got = take_worker_lock();
 	CommitTransactionCommand();
 	return got;
 }
@@ -735,6 +830,13 @@ ptf_worker_init(void)
 							"The pause starts at a second and doubles with each failure.",
 							&ptf_pipeline_max_backoff_ms,
 							60000, 1000, INT_MAX,
+							PGC_SIGHUP, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("ptf.pipeline_step_timeout",
+							"The longest a pipeline step may run; 0: no limit.",
+							"A step over it is cancelled, as statement_timeout cancels a statement, and tried again later.",
+							&ptf_pipeline_step_timeout_ms,
+							60000, 0, INT_MAX,
 							PGC_SIGHUP, GUC_UNIT_MS,
 							NULL, NULL, NULL);
 	DefineCustomEnumVariable("ptf.debug_fault_point",

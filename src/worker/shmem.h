@@ -39,6 +39,7 @@ typedef struct PipelineStatus
 	uint64		rows_skipped;
 	XLogRecPtr	position;		/* end of the last transaction it processed */
 	XLogRecPtr	read_upto;		/* its last step read the WAL up to here */
+	TimestampTz read_at;		/* ... and began then */
 	TimestampTz last_change_at; /* commit time of the newest change it processed */
 	TimestampTz last_step_at;
 	bool		caught_up;		/* its last step read all that had committed */
@@ -59,6 +60,7 @@ typedef struct DatabaseWorker
 	uint64		generation;		/* bumped whenever its pipelines change */
 	bool		left_cleanly;	/* its last worker found nothing to run */
 	TimestampTz retry_at;		/* after a worker failed to start or died */
+	int32		stepping;		/* the pipeline whose step runs now, 0: none */
 } DatabaseWorker;
 
 extern int	ptf_max_workers;	/* GUCs, fixed at server start */

@@ -13,6 +13,7 @@
 extern int	ptf_pipeline_batch_size;	/* changes per step, at most */
 extern int	ptf_pipeline_idle_ms;	/* nap when nothing is new */
 extern int	ptf_pipeline_max_backoff_ms;	/* after failures, at most */
+extern int	ptf_pipeline_step_timeout_ms;	/* a step is cancelled after it */
 extern int	ptf_debug_fault_point;	/* tests: where a step stops */
 
 typedef enum PtfFaultPoint
