@@ -178,6 +178,9 @@ LANGUAGE C CALLED ON NULL INPUT VOLATILE;
 COMMENT ON FUNCTION ptf.window_aggregate(anyelement, anycompatible, text, text, interval, interval, interval, text[], text, boolean, text, text, boolean, interval, interval, text, boolean) IS
     'Aggregates per key and TUMBLE, HOP, CUMULATE or SESSION window, fired by the watermark (Flink window aggregation)';
 
+-- A NULL target or query is an error (22004), not a row of NULL counts.
+ALTER FUNCTION ptf.apply_changelog(regclass, text) CALLED ON NULL INPUT;
+
 -------------------------------------------------------------------------------
 -- TEMPORAL JOIN
 -------------------------------------------------------------------------------

@@ -272,7 +272,7 @@ CREATE FUNCTION ptf.apply_changelog(
     OUT superseded     bigint)   -- changes overtaken by a later change of their key
 RETURNS record
 AS 'MODULE_PATHNAME', 'ptf_apply_changelog'
-LANGUAGE C STRICT VOLATILE;
+LANGUAGE C CALLED ON NULL INPUT VOLATILE;
 COMMENT ON FUNCTION ptf.apply_changelog(regclass, text) IS
     'Apply the (kind, data) rows of a query to a table: upserts and deletes by its key';
 
