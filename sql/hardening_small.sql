@@ -23,4 +23,22 @@ CREATE TABLE mirror (id int PRIMARY KEY, name text);
 SELECT err($$SELECT * FROM apply_changelog(NULL, 'SELECT 1 WHERE hs.noisy()')$$);
 SELECT err($$SELECT * FROM apply_changelog('mirror', NULL)$$);
 
+-- ---- input => a row value: only its type is used, so a value is an error
+CREATE TABLE ev (k text, ts timestamp, v int);
+SELECT err($$SELECT * FROM deduplicate_keep_first(ROW('a', NULL, 1)::hs.ev, partition_by => '{k}',
+    query => 'SELECT * FROM hs.ev WHERE hs.noisy()')$$);
+SELECT err($$SELECT * FROM to_changelog(ROW('a', NULL, 1)::hs.ev)$$);
+SELECT err($$SELECT * FROM tumble(ROW('a', NULL, 1)::hs.ev, 'ts', '1 minute')$$);
+SELECT err($$SELECT * FROM window_aggregate(ROW('a', NULL, 1)::hs.ev, NULL::hs.ev, 'TUMBLE', 'ts', '1 minute')$$);
+SELECT err($$SELECT * FROM temporal_join(NULL::hs.ev, ROW('a', NULL, 1)::hs.ev, 'ts', 'ts', '{k}')$$);
+SELECT err($$SELECT * FROM window_aggregate(NULL::hs.ev, ROW('a', NULL, 1)::hs.ev, 'TUMBLE', 'ts', '1 minute')$$);
+SELECT err($$SELECT * FROM from_changelog(ROW('a', NULL, 1)::hs.ev, NULL::hs.ev)$$);
+SELECT err($$SELECT * FROM from_changelog(NULL::hs.ev, ROW('a', NULL, 1)::hs.ev)$$);
+-- the message says what to write instead
+SELECT * FROM to_changelog(ROW('a', NULL, 1)::hs.ev);
+-- the typed NULL goes on working, the inlined tumble included
+INSERT INTO ev VALUES ('a', '2024-01-01 10:00:30', 1);
+SELECT (data).k, window_start FROM tumble(NULL::ev, 'ts', '1 minute');
+SELECT k FROM deduplicate_keep_first(NULL::ev, partition_by => '{k}');
+
 DROP SCHEMA hs CASCADE;
