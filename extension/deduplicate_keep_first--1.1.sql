@@ -132,6 +132,14 @@ CREATE POLICY owner_writes ON ptf.watermarks FOR ALL
     USING (pg_catalog.pg_has_role((SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid = relid), 'USAGE'))
     WITH CHECK (pg_catalog.pg_has_role((SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid = relid), 'USAGE'));
 
+-- An interval in microseconds as calls count it: set_watermark refuses a
+-- delay that every call would.
+CREATE FUNCTION ptf._interval_us(delay interval, what text) RETURNS bigint
+AS 'MODULE_PATHNAME', 'ptf_interval_us'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION ptf._interval_us(interval, text) IS
+    'Internal: an interval in microseconds as the functions count it (months of 30 days); an error when out of range';
+
 CREATE FUNCTION ptf.set_watermark(tbl regclass, on_time text, delay interval)
 RETURNS void
 LANGUAGE plpgsql VOLATILE
@@ -164,6 +172,8 @@ BEGIN
             USING ERRCODE = 'datatype_mismatch',
                   HINT = 'Time columns are timestamp, timestamptz, or bigint milliseconds since 1970.';
     END IF;
+    -- 22015 now rather than at every call that would use it
+    PERFORM ptf._interval_us(delay, 'watermark delay');
     INSERT INTO ptf.watermarks AS w (relid, on_time, delay) VALUES (tbl, on_time, delay)
         ON CONFLICT (relid) DO UPDATE SET on_time = excluded.on_time, delay = excluded.delay;
 END

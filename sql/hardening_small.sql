@@ -41,4 +41,16 @@ INSERT INTO ev VALUES ('a', '2024-01-01 10:00:30', 1);
 SELECT (data).k, window_start FROM tumble(NULL::ev, 'ts', '1 minute');
 SELECT k FROM deduplicate_keep_first(NULL::ev, partition_by => '{k}');
 
+-- ---- set_watermark refuses a delay no call could use
+SELECT err($$SELECT set_watermark('ev', 'ts', interval '110000000 days')$$);
+-- (the same interval given to a call is refused by the call)
+SELECT err($$SELECT * FROM deduplicate_keep_first(NULL::hs.ev, partition_by => '{k}', on_time => 'ts',
+    watermark_delay => interval '110000000 days')$$);
+SELECT err($$SELECT set_watermark('ev', 'ts', interval '300000 years')$$);
+SELECT count(*) FROM watermarks WHERE relid = 'ev'::regclass;
+-- a long delay that fits is taken, and used
+SELECT set_watermark('ev', 'ts', interval '100000 years');
+SELECT k FROM deduplicate_keep_first(NULL::ev, partition_by => '{k}', on_time => 'ts');
+SELECT drop_watermark('ev');
+
 DROP SCHEMA hs CASCADE;
