@@ -228,6 +228,27 @@ BEGIN
 END
 $$;
 
+-- Times shown exactly to the end of the timestamp range.
+CREATE OR REPLACE FUNCTION ptf._time_text(us bigint, time_type regtype) RETURNS text
+LANGUAGE sql STABLE PARALLEL SAFE AS $$
+    SELECT CASE
+        WHEN us IS NULL THEN NULL
+        WHEN us = 9223372036854775807 THEN 'infinity'
+        WHEN us = -9223372036854775808 THEN '-infinity'
+        -- epoch milliseconds, floored as the functions floor them
+        WHEN time_type = 'pg_catalog.int8'::pg_catalog.regtype
+            THEN pg_catalog.floor((us::pg_catalog.numeric + 946684800000000) / 1000)::pg_catalog.int8::pg_catalog.text
+        -- interval * number is float8 arithmetic: exact only for a number of
+        -- at most 53 bits, so whole days, then the microseconds left; UTC
+        -- days are exact for timestamptz too
+        WHEN time_type = 'pg_catalog.timestamp'::pg_catalog.regtype
+            THEN (timestamp '2000-01-01 00:00:00' + (us / 86400000000) * interval '1 day'
+                  + (us % 86400000000) * interval '1 microsecond')::pg_catalog.text
+        ELSE ((timestamp '2000-01-01 00:00:00' + (us / 86400000000) * interval '1 day'
+               + (us % 86400000000) * interval '1 microsecond') AT TIME ZONE 'UTC')::pg_catalog.text
+    END
+$$;
+
 -------------------------------------------------------------------------------
 -- TEMPORAL JOIN
 -------------------------------------------------------------------------------

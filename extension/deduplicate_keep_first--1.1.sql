@@ -62,11 +62,17 @@ LANGUAGE sql STABLE PARALLEL SAFE AS $$
         WHEN us IS NULL THEN NULL
         WHEN us = 9223372036854775807 THEN 'infinity'
         WHEN us = -9223372036854775808 THEN '-infinity'
+        -- epoch milliseconds, floored as the functions floor them
         WHEN time_type = 'pg_catalog.int8'::pg_catalog.regtype
-            THEN ((us + 946684800000000) / 1000)::pg_catalog.text
+            THEN pg_catalog.floor((us::pg_catalog.numeric + 946684800000000) / 1000)::pg_catalog.int8::pg_catalog.text
+        -- interval * number is float8 arithmetic: exact only for a number of
+        -- at most 53 bits, so whole days, then the microseconds left; UTC
+        -- days are exact for timestamptz too
         WHEN time_type = 'pg_catalog.timestamp'::pg_catalog.regtype
-            THEN (timestamp '2000-01-01 00:00:00' + us * interval '1 microsecond')::pg_catalog.text
-        ELSE (timestamptz '2000-01-01 00:00:00+00' + us * interval '1 microsecond')::pg_catalog.text
+            THEN (timestamp '2000-01-01 00:00:00' + (us / 86400000000) * interval '1 day'
+                  + (us % 86400000000) * interval '1 microsecond')::pg_catalog.text
+        ELSE ((timestamp '2000-01-01 00:00:00' + (us / 86400000000) * interval '1 day'
+               + (us % 86400000000) * interval '1 microsecond') AT TIME ZONE 'UTC')::pg_catalog.text
     END
 $$;
 

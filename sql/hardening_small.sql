@@ -53,4 +53,20 @@ SELECT set_watermark('ev', 'ts', interval '100000 years');
 SELECT k FROM deduplicate_keep_first(NULL::ev, partition_by => '{k}', on_time => 'ts');
 SELECT drop_watermark('ev');
 
+-- ---- watermarks are shown exactly, to the end of the timestamp range
+SELECT count(*) FROM deduplicate_keep_first(NULL::ev, partition_by => '{k}', on_time => 'ts',
+    uid => 'hs-end', query => $$VALUES ('a', timestamp '294276-12-31 23:59:59.999999', 1)$$);
+SELECT watermark FROM state WHERE uid = 'hs-end';
+SELECT drop_state('hs-end');
+-- 9999-12-31 23:59:59.999999 and 0001-01-01 in each type; epoch
+-- milliseconds floored, as the functions floor them (1 µs before 1970 is -1)
+SELECT t, _time_text(252455615999999999, t) AS last, _time_text(-63082281600000000, t) AS first
+  FROM unnest('{timestamp,timestamptz,bigint}'::regtype[]) t;
+SELECT _time_text(-946684800000001, 'bigint') AS before_1970,
+       _time_text(9223371331199999999, 'timestamptz') AS end_of_range;
+-- timestamptz in the session's zone: 2024-07-01 12:00 UTC, summer time in New York
+SET TIME ZONE 'America/New_York';
+SELECT _time_text(773150400000000, 'timestamptz');
+SET TIME ZONE 'UTC';
+
 DROP SCHEMA hs CASCADE;
