@@ -23,6 +23,29 @@ CREATE TABLE mirror (id int PRIMARY KEY, name text);
 SELECT err($$SELECT * FROM apply_changelog(NULL, 'SELECT 1 WHERE hs.noisy()')$$);
 SELECT err($$SELECT * FROM apply_changelog('mirror', NULL)$$);
 
+-- ---- apply_changelog: deleted counts rows that were in the table
+INSERT INTO mirror VALUES (1, 'there');
+-- key 2 is added and retracted in one batch: the table never had it
+SELECT inserted, updated, deleted, missing, superseded FROM apply_changelog('mirror', $$VALUES
+    ('+I', ROW(2, 'new')::hs.mirror), ('-D', ROW(2, 'new')::hs.mirror)$$);
+-- key 1 was there: replaced then deleted in one batch, one row deleted
+SELECT inserted, updated, deleted, missing, superseded FROM apply_changelog('mirror', $$VALUES
+    ('+I', ROW(1, 'again')::hs.mirror), ('-D', ROW(1, 'again')::hs.mirror)$$);
+TABLE mirror;
+-- several batches (work_mem 64kB), 1500 keys there before, every key added
+-- and retracted: each row the table ever held is deleted once, so deleted
+-- = 1500 + inserted (keys whose addition and retraction fell in two
+-- batches), and every change is accounted for
+INSERT INTO mirror SELECT g, 'old' FROM generate_series(1, 3000, 2) g;
+SET work_mem = '64kB';
+SELECT inserts + updates_before + updates_after + deletes AS received,
+       inserted + updated + deleted + missing + superseded AS accounted,
+       deleted = 1500 + inserted AS deleted_rows_there, missing
+  FROM apply_changelog('mirror', $$SELECT k, ROW(g, 'v')::hs.mirror FROM generate_series(1, 3000) g,
+                                          LATERAL (VALUES ('+I', 1), ('-D', 2)) c(k, o) ORDER BY g, o$$);
+RESET work_mem;
+SELECT count(*) FROM mirror;
+
 -- ---- input => a row value: only its type is used, so a value is an error
 CREATE TABLE ev (k text, ts timestamp, v int);
 SELECT err($$SELECT * FROM deduplicate_keep_first(ROW('a', NULL, 1)::hs.ev, partition_by => '{k}',
