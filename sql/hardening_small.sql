@@ -64,6 +64,33 @@ INSERT INTO ev VALUES ('a', '2024-01-01 10:00:30', 1);
 SELECT (data).k, window_start FROM tumble(NULL::ev, 'ts', '1 minute');
 SELECT k FROM deduplicate_keep_first(NULL::ev, partition_by => '{k}');
 
+-- ---- a first call of a change stream after a call that only read: the
+-- error says which call wrote, and the way out
+BEGIN;
+SELECT count(*) FROM deduplicate_keep_first(NULL::ev, partition_by => '{k}', uid => 'hs-reads');
+SELECT * FROM deduplicate_keep_first(NULL::ev, changes => true, uid => 'hs-stream');
+ROLLBACK;
+-- two first calls of change streams in one transaction: the same
+BEGIN;
+SELECT * FROM deduplicate_keep_first(NULL::ev, changes => true, uid => 'hs-stream');
+SELECT * FROM deduplicate_keep_first(NULL::ev, changes => true, uid => 'hs-stream2');
+ROLLBACK;
+-- the way out: the stream's first call alone; later calls go with others
+SELECT * FROM deduplicate_keep_first(NULL::ev, changes => true, uid => 'hs-stream');
+BEGIN;
+SELECT count(*) FROM deduplicate_keep_first(NULL::ev, partition_by => '{k}', uid => 'hs-reads');
+INSERT INTO ev VALUES ('b', '2024-01-01 10:01', 2);
+SELECT * FROM deduplicate_keep_first(NULL::ev, changes => true, uid => 'hs-stream');
+COMMIT;
+SELECT * FROM deduplicate_keep_first(NULL::ev, changes => true, uid => 'hs-stream');
+SELECT uid FROM state WHERE uid LIKE 'hs-%' ORDER BY uid;
+SELECT drop_state('hs-stream'), drop_state('hs-reads');
+-- a transaction that wrote by itself gets the plain message
+BEGIN;
+INSERT INTO ev VALUES ('c', '2024-01-01 10:02', 3);
+SELECT * FROM deduplicate_keep_first(NULL::ev, changes => true, uid => 'hs-stream3');
+ROLLBACK;
+
 -- ---- set_watermark refuses a delay no call could use
 SELECT err($$SELECT set_watermark('ev', 'ts', interval '110000000 days')$$);
 -- (the same interval given to a call is refused by the call)
