@@ -178,6 +178,77 @@ LANGUAGE C CALLED ON NULL INPUT VOLATILE;
 COMMENT ON FUNCTION ptf.window_aggregate(anyelement, anycompatible, text, text, interval, interval, interval, text[], text, boolean, text, text, boolean, interval, interval, text, boolean) IS
     'Aggregates per key and TUMBLE, HOP, CUMULATE or SESSION window, fired by the watermark (Flink window aggregation)';
 
+-- A NULL target or query is an error (22004), not a row of NULL counts.
+ALTER FUNCTION ptf.apply_changelog(regclass, text) CALLED ON NULL INPUT;
+
+-- An interval in microseconds as calls count it: set_watermark refuses a
+-- delay that every call would.
+CREATE FUNCTION ptf._interval_us(delay interval, what text) RETURNS bigint
+AS 'MODULE_PATHNAME', 'ptf_interval_us'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION ptf._interval_us(interval, text) IS
+    'Internal: an interval in microseconds as the functions count it (months of 30 days); an error when out of range';
+
+CREATE OR REPLACE FUNCTION ptf.set_watermark(tbl regclass, on_time text, delay interval)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    coltype regtype;
+BEGIN
+    IF tbl IS NULL OR on_time IS NULL OR delay IS NULL THEN
+        RAISE EXCEPTION 'set_watermark needs tbl, on_time and delay'
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF delay < interval '0' THEN
+        RAISE EXCEPTION 'watermark delay must not be negative'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF NOT pg_has_role((SELECT relowner FROM pg_class WHERE oid = tbl), 'USAGE') THEN
+        RAISE EXCEPTION 'must be owner of table % to declare its watermark', tbl
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    SELECT a.atttypid INTO coltype
+      FROM pg_attribute a
+     WHERE a.attrelid = tbl AND a.attname = on_time AND a.attnum > 0 AND NOT a.attisdropped;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'column "%" of table % does not exist', on_time, tbl
+            USING ERRCODE = 'undefined_column';
+    END IF;
+    IF coltype NOT IN ('timestamp'::regtype, 'timestamptz'::regtype, 'bigint'::regtype) THEN
+        RAISE EXCEPTION 'column "%" has type %, not a time type', on_time, coltype
+            USING ERRCODE = 'datatype_mismatch',
+                  HINT = 'Time columns are timestamp, timestamptz, or bigint milliseconds since 1970.';
+    END IF;
+    -- 22015 now rather than at every call that would use it
+    PERFORM ptf._interval_us(delay, 'watermark delay');
+    INSERT INTO ptf.watermarks AS w (relid, on_time, delay) VALUES (tbl, on_time, delay)
+        ON CONFLICT (relid) DO UPDATE SET on_time = excluded.on_time, delay = excluded.delay;
+END
+$$;
+
+-- Times shown exactly to the end of the timestamp range.
+CREATE OR REPLACE FUNCTION ptf._time_text(us bigint, time_type regtype) RETURNS text
+LANGUAGE sql STABLE PARALLEL SAFE AS $$
+    SELECT CASE
+        WHEN us IS NULL THEN NULL
+        WHEN us = 9223372036854775807 THEN 'infinity'
+        WHEN us = -9223372036854775808 THEN '-infinity'
+        -- epoch milliseconds, floored as the functions floor them
+        WHEN time_type = 'pg_catalog.int8'::pg_catalog.regtype
+            THEN pg_catalog.floor((us::pg_catalog.numeric + 946684800000000) / 1000)::pg_catalog.int8::pg_catalog.text
+        -- interval * number is float8 arithmetic: exact only for a number of
+        -- at most 53 bits, so whole days, then the microseconds left; UTC
+        -- days are exact for timestamptz too
+        WHEN time_type = 'pg_catalog.timestamp'::pg_catalog.regtype
+            THEN (timestamp '2000-01-01 00:00:00' + (us / 86400000000) * interval '1 day'
+                  + (us % 86400000000) * interval '1 microsecond')::pg_catalog.text
+        ELSE ((timestamp '2000-01-01 00:00:00' + (us / 86400000000) * interval '1 day'
+               + (us % 86400000000) * interval '1 microsecond') AT TIME ZONE 'UTC')::pg_catalog.text
+    END
+$$;
+
 -------------------------------------------------------------------------------
 -- TEMPORAL JOIN
 -------------------------------------------------------------------------------

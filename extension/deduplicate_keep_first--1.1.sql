@@ -62,11 +62,17 @@ LANGUAGE sql STABLE PARALLEL SAFE AS $$
         WHEN us IS NULL THEN NULL
         WHEN us = 9223372036854775807 THEN 'infinity'
         WHEN us = -9223372036854775808 THEN '-infinity'
+        -- epoch milliseconds, floored as the functions floor them
         WHEN time_type = 'pg_catalog.int8'::pg_catalog.regtype
-            THEN ((us + 946684800000000) / 1000)::pg_catalog.text
+            THEN pg_catalog.floor((us::pg_catalog.numeric + 946684800000000) / 1000)::pg_catalog.int8::pg_catalog.text
+        -- interval * number is float8 arithmetic: exact only for a number of
+        -- at most 53 bits, so whole days, then the microseconds left; UTC
+        -- days are exact for timestamptz too
         WHEN time_type = 'pg_catalog.timestamp'::pg_catalog.regtype
-            THEN (timestamp '2000-01-01 00:00:00' + us * interval '1 microsecond')::pg_catalog.text
-        ELSE (timestamptz '2000-01-01 00:00:00+00' + us * interval '1 microsecond')::pg_catalog.text
+            THEN (timestamp '2000-01-01 00:00:00' + (us / 86400000000) * interval '1 day'
+                  + (us % 86400000000) * interval '1 microsecond')::pg_catalog.text
+        ELSE ((timestamp '2000-01-01 00:00:00' + (us / 86400000000) * interval '1 day'
+               + (us % 86400000000) * interval '1 microsecond') AT TIME ZONE 'UTC')::pg_catalog.text
     END
 $$;
 
@@ -132,6 +138,14 @@ CREATE POLICY owner_writes ON ptf.watermarks FOR ALL
     USING (pg_catalog.pg_has_role((SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid = relid), 'USAGE'))
     WITH CHECK (pg_catalog.pg_has_role((SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid = relid), 'USAGE'));
 
+-- An interval in microseconds as calls count it: set_watermark refuses a
+-- delay that every call would.
+CREATE FUNCTION ptf._interval_us(delay interval, what text) RETURNS bigint
+AS 'MODULE_PATHNAME', 'ptf_interval_us'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION ptf._interval_us(interval, text) IS
+    'Internal: an interval in microseconds as the functions count it (months of 30 days); an error when out of range';
+
 CREATE FUNCTION ptf.set_watermark(tbl regclass, on_time text, delay interval)
 RETURNS void
 LANGUAGE plpgsql VOLATILE
@@ -164,6 +178,8 @@ BEGIN
             USING ERRCODE = 'datatype_mismatch',
                   HINT = 'Time columns are timestamp, timestamptz, or bigint milliseconds since 1970.';
     END IF;
+    -- 22015 now rather than at every call that would use it
+    PERFORM ptf._interval_us(delay, 'watermark delay');
     INSERT INTO ptf.watermarks AS w (relid, on_time, delay) VALUES (tbl, on_time, delay)
         ON CONFLICT (relid) DO UPDATE SET on_time = excluded.on_time, delay = excluded.delay;
 END
@@ -272,7 +288,7 @@ CREATE FUNCTION ptf.apply_changelog(
     OUT superseded     bigint)   -- changes overtaken by a later change of their key
 RETURNS record
 AS 'MODULE_PATHNAME', 'ptf_apply_changelog'
-LANGUAGE C STRICT VOLATILE;
+LANGUAGE C CALLED ON NULL INPUT VOLATILE;
 COMMENT ON FUNCTION ptf.apply_changelog(regclass, text) IS
     'Apply the (kind, data) rows of a query to a table: upserts and deletes by its key';
 

@@ -27,14 +27,23 @@ put(void *arg, RowKind kind, TupleTableSlot *row, const PtfRowMeta *meta)
 Datum
 ptf_apply_changelog(PG_FUNCTION_ARGS)
 {
-	Oid			relid = PG_GETARG_OID(0);
-	char	   *query = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	Oid			relid;
+	char	   *query;
 	TupleDesc	resdesc;
 	ApplySink  *sink;
 	PtfSqlInput in;
 	ApplyCounts c;
 	Datum		values[9];
 	bool		nulls[9] = {false};
+
+	/* a row of NULL counts would read as "nothing to apply": refuse instead */
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("%s of apply_changelog must not be NULL",
+						PG_ARGISNULL(0) ? "target" : "query")));
+	relid = PG_GETARG_OID(0);
+	query = text_to_cstring(PG_GETARG_TEXT_PP(1));
 
 	if (get_call_result_type(fcinfo, NULL, &resdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");

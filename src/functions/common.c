@@ -96,8 +96,27 @@ ptf_common_define_gucs(void)
 							   check_state_ttl, assign_state_ttl, NULL);
 }
 
+/*
+ * Rows come from the table or the query, never from the argument: a row
+ * value given there would be ignored, which the caller cannot have meant.
+ */
 void
-ptf_input_arg(FunctionCallInfo fcinfo, int argno, PtfInputArg *in)
+ptf_type_only_arg(FunctionCallInfo fcinfo, int argno, const char *name)
+{
+	Oid			type = get_fn_expr_argtype(fcinfo->flinfo, argno);
+
+	if (!PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must be NULL of a row type, not a row value", name),
+				 errdetail("Only the type of %s is used; its value would be ignored.", name),
+				 OidIsValid(type) ?
+				 errhint("Write NULL::%s, and give the rows in the table or in a query.",
+						 format_type_be(type)) : 0));
+}
+
+void
+ptf_input_arg(FunctionCallInfo fcinfo, int argno, const char *name, PtfInputArg *in)
 {
 	Oid			rowtype = get_fn_expr_argtype(fcinfo->flinfo, argno);
 	char		relkind;
@@ -111,6 +130,7 @@ ptf_input_arg(FunctionCallInfo fcinfo, int argno, PtfInputArg *in)
 				(errcode(ERRCODE_DATATYPE_MISMATCH),
 				 errmsg("input must be a table's row type, such as NULL::tablename, not %s",
 						format_type_be(rowtype))));
+	ptf_type_only_arg(fcinfo, argno, name);
 
 	in->rowtype = rowtype;
 	in->rowdesc = lookup_rowtype_tupdesc_copy(rowtype, -1);

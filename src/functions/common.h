@@ -29,7 +29,10 @@ typedef struct PtfInputArg
 } PtfInputArg;
 
 /* input => NULL::tbl: the row type, and its relation when it has one */
-extern void ptf_input_arg(FunctionCallInfo fcinfo, int argno, PtfInputArg *in);
+extern void ptf_input_arg(FunctionCallInfo fcinfo, int argno, const char *name,
+						  PtfInputArg *in);
+/* an argument that gives only a row type (NULL::tbl) must be NULL */
+extern void ptf_type_only_arg(FunctionCallInfo fcinfo, int argno, const char *name);
 
 /* NULL is an error for arguments that need a value (22004) */
 extern bool ptf_bool_arg(FunctionCallInfo fcinfo, int argno, const char *name);

@@ -99,7 +99,7 @@ ptf_deduplicate_keep_first(PG_FUNCTION_ARGS)
 	ptf_call_init(call, "deduplicate_keep_first");
 
 	/* ---- arguments, before anything is read ---- */
-	ptf_input_arg(fcinfo, ARG_INPUT, &input);
+	ptf_input_arg(fcinfo, ARG_INPUT, "input", &input);
 	query = ptf_text_arg(fcinfo, ARG_QUERY);
 	in = ptf_call_add_input(call, "input", &input, query);
 	in->frame.keys = ptf_keys_arg(fcinfo, ARG_PARTITION_BY, input.rowdesc, "partition_by");

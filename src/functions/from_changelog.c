@@ -141,6 +141,7 @@ target_arg(FunctionCallInfo fcinfo)
 				(errcode(ERRCODE_DATATYPE_MISMATCH),
 				 errmsg("target must be a row type, such as NULL::tablename, not %s",
 						OidIsValid(type) ? format_type_be(type) : "unknown")));
+	ptf_type_only_arg(fcinfo, ARG_TARGET, "target");
 	return lookup_rowtype_tupdesc_copy(type, -1);
 }
 
@@ -162,7 +163,7 @@ ptf_from_changelog(PG_FUNCTION_ARGS)
 	ptf_call_init(call, "from_changelog");
 
 	/* ---- arguments, before anything is read ---- */
-	ptf_input_arg(fcinfo, ARG_INPUT, &fc.input);
+	ptf_input_arg(fcinfo, ARG_INPUT, "input", &fc.input);
 	fc.target = target_arg(fcinfo);
 	if (PG_ARGISNULL(ARG_OP))
 		ereport(ERROR,

@@ -2,7 +2,8 @@
  *
  * state_functions.c
  *	  SQL entry points about state: ptf.drop_state() forgets a uid's durable
- *	  state, ptf.last_call_stats() tells what the last call did in memory.
+ *	  state, ptf.last_call_stats() tells what the last call did in memory,
+ *	  ptf._interval_us() checks a declared watermark delay as calls will.
  *
  *-------------------------------------------------------------------------
  */
@@ -15,6 +16,7 @@
 #include "utils/lsyscache.h"
 #include "utils/typcache.h"
 
+#include "base/ptf_time.h"
 #include "catalog.h"
 #include "functions/common.h"
 #include "input/change_stream.h"
@@ -23,6 +25,7 @@
 PG_FUNCTION_INFO_V1(ptf_drop_state);
 PG_FUNCTION_INFO_V1(ptf_last_call_stats);
 PG_FUNCTION_INFO_V1(ptf_state_row);
+PG_FUNCTION_INFO_V1(ptf_interval_us);
 
 /*
  * ptf.state_row(image, NULL::t): a row image of a state table (a bytea
@@ -93,4 +96,16 @@ ptf_last_call_stats(PG_FUNCTION_ARGS)
 	values[6] = Int64GetDatum((int64) st->frame.rows_spilled);
 	values[7] = Int32GetDatum(st->frame.spill_partitions);
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(desc), values, nulls)));
+}
+
+/*
+ * ptf._interval_us(delay, what): an interval in microseconds, as every
+ * call converts it.  ptf.set_watermark checks a delay with it, so that a
+ * declaration no call could use is refused when it is made.
+ */
+Datum
+ptf_interval_us(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_INT64(ptf_interval_to_us(PG_GETARG_DATUM(0),
+									   text_to_cstring(PG_GETARG_TEXT_PP(1))));
 }

@@ -420,8 +420,8 @@ ptf_temporal_join(PG_FUNCTION_ARGS)
 	ptf_call_init(call, "temporal_join");
 
 	/* ---- arguments, before anything is read ---- */
-	ptf_input_arg(fcinfo, ARG_PROBE, &probe_arg);
-	ptf_input_arg(fcinfo, ARG_BUILD, &build_arg);
+	ptf_input_arg(fcinfo, ARG_PROBE, "probe", &probe_arg);
+	ptf_input_arg(fcinfo, ARG_BUILD, "build", &build_arg);
 	probe_query = ptf_text_arg(fcinfo, ARG_PROBE_QUERY);
 	build_query = ptf_text_arg(fcinfo, ARG_BUILD_QUERY);
 	/* bounded inputs are read in this order: every version before the first probe */

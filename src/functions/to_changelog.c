@@ -224,7 +224,7 @@ ptf_to_changelog(PG_FUNCTION_ARGS)
 	ptf_call_init(call, "to_changelog");
 
 	/* ---- arguments, before anything is read ---- */
-	ptf_input_arg(fcinfo, ARG_INPUT, &tc.input);
+	ptf_input_arg(fcinfo, ARG_INPUT, "input", &tc.input);
 	partition_by = ptf_keys_arg(fcinfo, ARG_PARTITION_BY, tc.input.rowdesc,
 								"partition_by");
 	if (PG_ARGISNULL(ARG_OP_MAPPING))

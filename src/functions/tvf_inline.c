@@ -273,7 +273,8 @@ inline_sql(List *args)
 	const char *bound_fn;
 	int			i;
 
-	if (input == NULL || on_time == NULL || on_time->constisnull ||
+	/* a row value is refused by the function: let it run and say so */
+	if (input == NULL || !input->constisnull || on_time == NULL || on_time->constisnull ||
 		uid == NULL || !uid->constisnull || query == NULL || !query->constisnull ||
 		changes == NULL || changes->constisnull || DatumGetBool(changes->constvalue) ||
 		snapshot == NULL || snapshot->constisnull || DatumGetBool(snapshot->constvalue) ||

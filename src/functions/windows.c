@@ -181,7 +181,7 @@ run_tvf(FunctionCallInfo fcinfo, WindowKind kind, const char *name)
 	memset(&tc, 0, sizeof(tc));
 	ptf_call_init(call, name);
 
-	ptf_input_arg(fcinfo, TVF_INPUT, &input);
+	ptf_input_arg(fcinfo, TVF_INPUT, "input", &input);
 	if (kind == WINDOW_TUMBLE)
 	{
 		size = length_arg(fcinfo, TVF_LEN1, "size");
@@ -602,13 +602,14 @@ ptf_window_aggregate(PG_FUNCTION_ARGS)
 	ptf_call_init(call, "window_aggregate");
 
 	/* ---- arguments, before anything is read ---- */
-	ptf_input_arg(fcinfo, WA_INPUT, &input);
+	ptf_input_arg(fcinfo, WA_INPUT, "input", &input);
 	target_type = get_fn_expr_argtype(fcinfo->flinfo, WA_TARGET);
 	if (!OidIsValid(target_type) || !type_is_rowtype(target_type) || target_type == RECORDOID)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATATYPE_MISMATCH),
 				 errmsg("target must be a row type, such as NULL::tablename, not %s",
 						OidIsValid(target_type) ? format_type_be(target_type) : "unknown")));
+	ptf_type_only_arg(fcinfo, WA_TARGET, "target");
 	target = lookup_rowtype_tupdesc_copy(target_type, -1);
 	kind = window_kind_arg(fcinfo);
 	size = length_arg(fcinfo, WA_SIZE, kind == WINDOW_SESSION ? "size (the session gap)" : "size");

@@ -69,6 +69,7 @@
 #include "decoding/plugin.h"
 #include "input/change_stream.h"
 #include "input/input.h"
+#include "state/durable.h"
 #include "utils/guc.h"
 
 int			ptf_max_changes_per_call = 1000000;
@@ -438,12 +439,31 @@ change_stream_prepare(const char *uid, const Oid *relids, int nrelids)
 	/* the uid's first call: its stream starts with its slot */
 	slot = slot_name_for(uid);
 	if (GetTopTransactionIdIfAny() != InvalidTransactionId)
+	{
+		/*
+		 * PostgreSQL makes a logical slot only in a transaction without an
+		 * xid (its start waits for every transaction that has one).  The
+		 * caller may not have written anything: a call with a uid writes
+		 * its state even when it only reads, so name the one that did.
+		 */
+		const char *writer = durable_xid_writer();
+
+		if (writer != NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
+					 errmsg("the first call of uid \"%s\" cannot run in a transaction that has already written",
+							uid),
+					 errdetail("The call of uid \"%s\" earlier in this transaction wrote its state, as every call with a uid does, even one that only reads; the first call of a change stream creates its replication slot, which needs a transaction without writes.",
+							   writer),
+					 errhint("Make the first call of uid \"%s\" in a transaction of its own: a transaction can start one change stream, before anything in it writes.",
+							 uid)));
 		ereport(ERROR,
 				(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
 				 errmsg("the first call of uid \"%s\" cannot run in a transaction that has already written",
 						uid),
 				 errdetail("It creates the uid's replication slot, which needs a transaction without writes."),
 				 errhint("Make the first call of the uid in a transaction of its own.")));
+	}
 	/* left over by a first call whose backend died: start afresh */
 	change_stream_drop_slot(slot);
 	values[0] = CStringGetTextDatum(slot);

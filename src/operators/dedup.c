@@ -410,7 +410,8 @@ dedup_create(const DedupOptions *opts, const PtfOperatorEnv *env)
 	d->event_time = opts->event_time;
 	d->reset_ttl = opts->reset_ttl_on_duplicate;
 	d->live_timers = opts->live_timers;
-	d->pool = tuple_pool_create(keyed_state_context(d->base.state));
+	d->pool = tuple_pool_create(keyed_state_context(d->base.state),
+								 keyed_state_block_size(d->base.state));
 	d->emit_slot = MakeSingleTupleTableSlot(opts->rowdesc, &TTSOpsMinimalTuple);
 	d->next_seq = 0;
 	MemoryContextSwitchTo(old);

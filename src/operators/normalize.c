@@ -332,7 +332,8 @@ normalize_create(const NormalizeOptions *opts, const PtfOperatorEnv *env)
 	n->base.codec.restore = normalize_restore;
 	n->mode = opts->mode;
 	n->rowdesc = opts->rowdesc;
-	n->pool = tuple_pool_create(keyed_state_context(n->base.state));
+	n->pool = tuple_pool_create(keyed_state_context(n->base.state),
+								 keyed_state_block_size(n->base.state));
 	n->image_slot = MakeSingleTupleTableSlot(opts->rowdesc, &TTSOpsMinimalTuple);
 	n->done_slot = MakeSingleTupleTableSlot(opts->rowdesc, &TTSOpsVirtual);
 	n->values = palloc(sizeof(Datum) * Max(natts, 1));

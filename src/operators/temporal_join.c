@@ -838,7 +838,8 @@ temporal_join_create(const TemporalJoinOptions *opts, const PtfOperatorEnv *env)
 	j->cleaning = opts->retention_us > TJ_MIN_CLEANING_RETENTION_US;
 	j->min_retention = opts->retention_us;
 	j->max_retention = opts->retention_us * 3 / 2;
-	j->pool = tuple_pool_create(keyed_state_context(j->base.state));
+	j->pool = tuple_pool_create(keyed_state_context(j->base.state),
+								 keyed_state_block_size(j->base.state));
 	j->probe_slot = MakeSingleTupleTableSlot(opts->probe_desc, &TTSOpsMinimalTuple);
 	j->build_slot = MakeSingleTupleTableSlot(opts->build_desc, &TTSOpsMinimalTuple);
 	j->out_slot = MakeSingleTupleTableSlot(j->opts.out_desc, &TTSOpsVirtual);

@@ -63,7 +63,7 @@ struct ApplySink
 	KeyedState *pending;		/* key -> index of its last change */
 	Datum	   *rows;
 	char	   *action;			/* 'U' upsert, 'D' delete, 'd' delete of a
-								 * row added in the batch, 'X' superseded */
+								 * key added in the batch, 'X' superseded */
 	int			n;
 	int			max;			/* room in rows and action */
 	ApplyCounts counts;
@@ -365,12 +365,19 @@ flush(ApplySink *s)
 			s->counts.deleted += deleted;
 			s->counts.missing += n - deleted;
 		}
-		/* rows added earlier in the batch: deleted, whether written or not */
+		/*
+		 * Keys added earlier in the batch: the addition was never written,
+		 * so only a row the table had before is deleted.  A retraction that
+		 * merely cancels the addition changed no row of the table: it is
+		 * folded with it (superseded), not counted as a deletion.
+		 */
 		arr = batch_array(s, 'd', &n);
 		if (n > 0)
 		{
-			execute(s->delete_plan, arr, NULL);
-			s->counts.deleted += n;
+			uint64		deleted = execute(s->delete_plan, arr, NULL);
+
+			s->counts.deleted += deleted;
+			s->counts.superseded += n - deleted;
 		}
 		arr = batch_array(s, 'U', &n);
 		if (n > 0)

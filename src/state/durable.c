@@ -51,6 +51,7 @@
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "parser/parse_type.h"
+#include "storage/proc.h"
 #include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
@@ -75,6 +76,7 @@ struct DurableState
 	int64		version;		/* the registry's, changed by every write */
 	Oid			state_filenode; /* the state table's storage, for TIDs */
 	bool		must_write;		/* the table was converted by this call */
+	bool		had_xid;		/* the transaction had an xid when it began */
 	int			nkeys;
 	int			nspaces;
 	Oid			time_type;		/* of SF_TIME fields */
@@ -715,6 +717,36 @@ leave_uid(const char *uid)
 	}
 }
 
+/*
+ * The uid whose call gave the current transaction its xid, if a uid's call
+ * did.  Every such call writes (registry rows, state), even one that only
+ * reads its input; a change stream's first call, which cannot make its
+ * slot once the transaction has an xid, then names it.
+ */
+static char *xid_writer = NULL;	/* in TopMemoryContext */
+static LocalTransactionId xid_writer_lxid = InvalidLocalTransactionId;
+
+static void
+note_xid_writer(DurableState *ds)
+{
+	if (ds->had_xid || !TransactionIdIsValid(GetTopTransactionIdIfAny()))
+		return;
+	ds->had_xid = true;
+	if (xid_writer != NULL)
+		pfree(xid_writer);
+	xid_writer = MemoryContextStrdup(TopMemoryContext, ds->uid);
+	xid_writer_lxid = MyProc->lxid;
+}
+
+const char *
+durable_xid_writer(void)
+{
+	if (xid_writer == NULL || xid_writer_lxid != MyProc->lxid ||
+		!TransactionIdIsValid(GetTopTransactionIdIfAny()))
+		return NULL;
+	return xid_writer;
+}
+
 /* ---- who may use a uid ---- */
 
 /* the pipeline whose state a uid is, as a column of a query over uid_registry r */
@@ -914,6 +946,7 @@ durable_open(const DurableIdentity *id, DurableProgress *progress)
 
 	Assert(id->ninputs >= 1 && id->ninputs <= DURABLE_MAX_INPUTS);
 	ds->uid = pstrdup(id->uid);
+	ds->had_xid = TransactionIdIsValid(GetTopTransactionIdIfAny());
 	ds->row_types = row_types;
 	ds->time_type = OidIsValid(id->time_type) ? id->time_type : TIMESTAMPTZOID;
 	set_layout(ds, id);
@@ -1006,6 +1039,7 @@ durable_open(const DurableIdentity *id, DurableProgress *progress)
 			convert_layout_1(id, ds, ds->state_relid);
 	}
 	check_state_table(id, ds);
+	note_xid_writer(ds);
 	return ds;
 }
 
@@ -1547,6 +1581,7 @@ durable_commit(DurableState *ds, KeyedState *ks, const StateCodec *codec,
 	CommandCounterIncrement();
 	write_progress(ds, ks, progress);
 	ds->must_write = false;
+	note_xid_writer(ds);
 	leave_uid(ds->uid);
 }
 

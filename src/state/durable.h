@@ -107,4 +107,7 @@ extern Datum durable_image_datum(bytea *image, TupleDesc desc);
 /* Refusals that name the uid and the way out. */
 extern void durable_refuse_pipeline_uid(const char *uid, const char *pipeline);
 
+/* the uid whose call gave the current transaction its xid, or NULL */
+extern const char *durable_xid_writer(void);
+
 #endif							/* PTF_DURABLE_H */

@@ -38,6 +38,7 @@
 
 #include "common/hashfn.h"
 #include "nodes/pg_list.h"
+#include "port/pg_bitutils.h"
 #include "utils/memutils.h"
 
 #include "base/ptf_time.h"
@@ -58,6 +59,8 @@ typedef struct StateEntry
 } StateEntry;
 
 #define ARENA_BLOCK_SIZE	(64 * 1024)
+#define MIN_BLOCK_SIZE		(4 * 1024)	/* room for the largest pooled image */
+#define HASH_INITIAL_SIZE	1024
 
 /* ---- inline layout: slots of (key datum, value) ---- */
 
@@ -128,6 +131,7 @@ struct KeyedState
 	int64		ttl_us;			/* 0: keep forever */
 	Size		mem_limit;		/* 0: unbounded */
 	bool		full;			/* once full, no new key until the end */
+	Size		block_size;		/* of the arena and the image pools */
 
 	bool		is_inline;
 	InlineMap	map;
@@ -136,7 +140,7 @@ struct KeyedState
 	struct keyed_hash *hash;
 	char	   *block;			/* arena */
 	Size		block_used;
-	Size		block_size;
+	Size		block_end;
 
 	/*
 	 * Removed records wait here until nothing points at them (timers,
@@ -443,12 +447,12 @@ arena_alloc(KeyedState *ks, Size size)
 	void	   *p;
 
 	size = MAXALIGN(size);
-	if (ks->block == NULL || ks->block_used + size > ks->block_size)
+	if (ks->block == NULL || ks->block_used + size > ks->block_end)
 	{
-		Size		bsize = Max(ARENA_BLOCK_SIZE, size);
+		Size		bsize = Max(ks->block_size, size);
 
 		ks->block = MemoryContextAllocHuge(ks->cxt, bsize);
-		ks->block_size = bsize;
+		ks->block_end = bsize;
 		ks->block_used = 0;
 	}
 	p = ks->block + ks->block_used;
@@ -932,6 +936,35 @@ keyed_state_ns_entry(KeyedState *ks, StateRecord *rec, int space, int64 ns)
 
 /* ---- the interface ---- */
 
+/*
+ * Blocks of the arena and of image pools are at most 1/16 of the budget, as
+ * nodeAgg.c bounds the blocks of its hash tables, and the hash table starts
+ * at most at 1/32 of it.  Otherwise a small budget (work_mem = 64kB) is
+ * spent by the first key's blocks: every replayed partition then keeps a
+ * handful of keys and spills the others again, down to a partition per key.
+ */
+static Size
+budget_block_size(Size mem_limit)
+{
+	Size		size;
+
+	if (mem_limit == 0)
+		return ARENA_BLOCK_SIZE;
+	size = pg_prevpower2_size_t(Max(mem_limit / 16, 1));
+	return Max(Min(size, ARENA_BLOCK_SIZE), MIN_BLOCK_SIZE);
+}
+
+static uint32
+budget_hash_size(Size mem_limit)
+{
+	Size		n;
+
+	if (mem_limit == 0)
+		return HASH_INITIAL_SIZE;
+	n = mem_limit / 32 / sizeof(StateEntry);
+	return (uint32) Max(Min(n, HASH_INITIAL_SIZE), 64);
+}
+
 KeyedState *
 keyed_state_create(const KeyedStateSpec *spec, MemoryContext parent)
 {
@@ -953,6 +986,7 @@ keyed_state_create(const KeyedStateSpec *spec, MemoryContext parent)
 		ks->ns_value_size[i] = MAXALIGN(Max(spec->ns_value_size[i], 1));
 	ks->ttl_us = spec->ttl_us;
 	ks->mem_limit = spec->mem_limit;
+	ks->block_size = budget_block_size(spec->mem_limit);
 	ks->inline_record.expires_at = PTF_TIME_MAX;
 	ItemPointerSetInvalid(&ks->inline_record.tid);
 
@@ -972,7 +1006,7 @@ keyed_state_create(const KeyedStateSpec *spec, MemoryContext parent)
 		inline_alloc(ks, INLINE_MIN_SIZE);
 	}
 	else
-		ks->hash = keyed_create(cxt, 1024, ks);
+		ks->hash = keyed_create(cxt, budget_hash_size(spec->mem_limit), ks);
 	return ks;
 }
 
@@ -1241,6 +1275,12 @@ MemoryContext
 keyed_state_context(KeyedState *ks)
 {
 	return ks->cxt;
+}
+
+Size
+keyed_state_block_size(KeyedState *ks)
+{
+	return ks->block_size;
 }
 
 Size

@@ -154,6 +154,8 @@ extern int	keyed_state_ns_lower_bound(KeyedState *ks, StateRecord *rec, int spac
 
 /* memory the state holds, including what operators allocate in its context */
 extern MemoryContext keyed_state_context(KeyedState *ks);
+/* the block size for memory kept in that context (a share of the budget) */
+extern Size keyed_state_block_size(KeyedState *ks);
 extern Size keyed_state_memory(KeyedState *ks);
 extern uint64 keyed_state_count(KeyedState *ks);
 extern KeySpec *keyed_state_keys(KeyedState *ks);

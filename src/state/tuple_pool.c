@@ -15,7 +15,6 @@
 
 #define POOL_MIN_SHIFT	5		/* smallest class: 32 bytes */
 #define POOL_CLASSES	7		/* up to 2kB */
-#define POOL_BLOCK		(64 * 1024)
 #define POOL_PALLOC		0		/* capacity of an image that was palloc'd */
 
 typedef struct FreeStack
@@ -31,17 +30,19 @@ struct TuplePool
 	char	   *block;
 	Size		used;
 	Size		size;
+	Size		block_size;		/* of new blocks: holds the largest class */
 	FreeStack	free[POOL_CLASSES];
 };
 
 TuplePool *
-tuple_pool_create(MemoryContext parent)
+tuple_pool_create(MemoryContext parent, Size block_size)
 {
 	MemoryContext cxt = AllocSetContextCreate(parent, "ptf row images",
 											  ALLOCSET_DEFAULT_SIZES);
 	TuplePool  *pool = MemoryContextAllocZero(cxt, sizeof(TuplePool));
 
 	pool->cxt = cxt;
+	pool->block_size = Max(block_size, (Size) 1 << (POOL_MIN_SHIFT + POOL_CLASSES - 1));
 	return pool;
 }
 
@@ -74,8 +75,8 @@ pool_alloc(TuplePool *pool, Size len, uint32 *capacity)
 		return pool->free[c].items[--pool->free[c].n];
 	if (pool->block == NULL || pool->used + size > pool->size)
 	{
-		pool->block = MemoryContextAlloc(pool->cxt, POOL_BLOCK);
-		pool->size = POOL_BLOCK;
+		pool->block = MemoryContextAlloc(pool->cxt, pool->block_size);
+		pool->size = pool->block_size;
 		pool->used = 0;
 	}
 	p = pool->block + pool->used;

@@ -26,7 +26,8 @@ typedef struct PooledTuple
 	uint32		capacity;
 } PooledTuple;
 
-extern TuplePool *tuple_pool_create(MemoryContext parent);
+/* block_size: of the blocks images are cut from (keyed_state_block_size) */
+extern TuplePool *tuple_pool_create(MemoryContext parent, Size block_size);
 
 /* Copy the slot's row (or an image) into the pool, replacing *pt's image. */
 extern void tuple_pool_store_slot(TuplePool *pool, PooledTuple *pt,
