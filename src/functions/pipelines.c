@@ -14,12 +14,14 @@
  * pause or drop them.
  *
  * The query is bound when the pipeline is made, as a view's is: it is
- * stored as PostgreSQL prints its analysis, every name qualified but
- * pg_catalog's, and runs -- with everything it calls -- under the
- * search_path "pg_catalog, pg_temp" (as PostgreSQL 17 runs maintenance
- * commands).  A function or operator created later in a schema of the
- * maker's search_path cannot change what the pipeline calls, nor run as
- * its owner.
+ * stored as PostgreSQL prints its analysis -- every name qualified but
+ * pg_catalog's, every implicit cast of an argument written out -- and
+ * runs under the maker's search_path with pg_catalog first.  So a
+ * function or operator created later in a schema of that path, of the
+ * same signature or a better match, cannot change what the query calls,
+ * nor run as the pipeline's owner; code the query calls (functions,
+ * triggers on the sink) resolves its own names under that path, as it
+ * would in the maker's session.
  *
  *-------------------------------------------------------------------------
  */
@@ -157,25 +159,26 @@ pipeline_function(const char *name)
  * SELECT [columns] FROM ptf.f(..., changes => true, uid => '...') [WHERE ...]
  * with f one of ours; returns f's name and the uid.
  */
-/* what every pipeline made by this version runs under; see the header */
-#define PIPELINE_SEARCH_PATH "pg_catalog, pg_temp"
-
-/* The search_path pipelines run under, until the transaction's end or AtEOXact_GUC. */
+/* search_path set until AtEOXact_GUC(true, nest) or the transaction's end */
 static int
-enter_pipeline_search_path(void)
+enter_search_path(const char *path)
 {
 	int			nest = NewGUCNestLevel();
 
-	(void) set_config_option("search_path", PIPELINE_SEARCH_PATH,
+	(void) set_config_option("search_path", path,
 							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 	return nest;
 }
 
-/* The analyzed query as text that means the same under PIPELINE_SEARCH_PATH. */
+/*
+ * The analyzed query as text that names what it named now on any path
+ * that puts pg_catalog first: printed with pg_catalog alone on the path,
+ * all else comes out qualified.
+ */
 static char *
 bind_query(Query *q)
 {
-	int			nest = enter_pipeline_search_path();
+	int			nest = enter_search_path("pg_catalog");
 	char	   *bound = pg_get_querydef(q, false);
 
 	AtEOXact_GUC(true, nest);
@@ -336,6 +339,7 @@ ptf_create_pipeline(PG_FUNCTION_ARGS)
 	char	   *origin_name;
 	RepOriginId origin;
 	char	   *bound;
+	char	   *search_path;
 	int			nest;
 
 	if (!ptf_shmem_available())
@@ -362,9 +366,10 @@ ptf_create_pipeline(PG_FUNCTION_ARGS)
 	check_sink_privileges(sink, changelog);
 	check_pipeline_query(query, &function, &uid, &bound);
 
-	/* from here on the query is the bound one, as the worker will run it */
+	/* from here on the query is the bound one, under the path the worker will use */
 	query = bound;
-	nest = enter_pipeline_search_path();
+	search_path = psprintf("pg_catalog, %s", GetConfigOptionByName("search_path", NULL, false));
+	nest = enter_search_path(search_path);
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
@@ -459,7 +464,7 @@ ptf_create_pipeline(PG_FUNCTION_ARGS)
 	args[5] = CStringGetTextDatum(mode);
 	args[6] = CStringGetTextDatum(function);
 	args[7] = CStringGetTextDatum(uid);
-	args[8] = CStringGetTextDatum(PIPELINE_SEARCH_PATH);
+	args[8] = CStringGetTextDatum(search_path);
 	ptf_spi_exec_as_owner("INSERT INTO ptf.pipeline_registry "
 						  "(id, name, owner, query, sink, sink_mode, function, uid, search_path) "
 						  "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
