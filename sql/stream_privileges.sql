@@ -127,6 +127,27 @@ RESET ROLE;
 SELECT count(*) AS uids FROM uid_registry WHERE uid = 'sp-own';
 SELECT slots_of('sp-own') AS slots;
 DROP ROLE regress_ptf_own;
+-- REASSIGN OWNED gives them to another role, which keeps them
+CREATE ROLE regress_ptf_old;
+CREATE ROLE regress_ptf_new;
+GRANT ptf_stream TO regress_ptf_old;
+CREATE SCHEMA sp_old AUTHORIZATION regress_ptf_old;
+SET ROLE regress_ptf_old;
+CREATE TABLE sp_old.t (id int PRIMARY KEY);
+CREATE TABLE sp_old.sink (id int);
+SELECT * FROM ptf.to_changelog(NULL::sp_old.t, changes => true, uid => 'sp-old');
+SELECT ptf.create_pipeline('sp-old-pipe', $$SELECT * FROM ptf.deduplicate_keep_first(
+    NULL::sp_old.t, changes => true, uid => 'sp-old-pipe')$$, 'sp_old.sink');
+RESET ROLE;
+REASSIGN OWNED BY regress_ptf_old TO regress_ptf_new;
+DROP OWNED BY regress_ptf_old;
+DROP ROLE regress_ptf_old;
+SELECT uid, owner FROM ptf.state WHERE uid LIKE 'sp-old%' ORDER BY uid;
+SELECT name, owner FROM ptf.pipelines WHERE name = 'sp-old-pipe';
+SELECT slots_of('sp-old') + slots_of('sp-old-pipe') AS slots;
+DROP OWNED BY regress_ptf_new;
+SELECT slots_of('sp-old') + slots_of('sp-old-pipe') AS slots;
+DROP ROLE regress_ptf_new;
 
 -- ---- item 10: DROP EXTENSION and DROP DATABASE leave no slot or origin
 CREATE DATABASE regress_ptf_sp;

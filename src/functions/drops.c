@@ -9,10 +9,10 @@
  * tracks, so DROP OWNED and DROP ROLE cannot see them by themselves.
  * DROP OWNED and DROP EXTENSION fire an event trigger of the extension
  * (ptf_drop_streams, at ddl_command_start, so it runs while the registry
- * is still there -- and without the library preloaded).  DROP ROLE and
- * DROP DATABASE fire no event trigger: they go through a ProcessUtility
- * hook, which needs the library loaded (pipelines, which own the origins,
- * need it preloaded anyway).
+ * is still there -- and without the library preloaded).  DROP ROLE,
+ * REASSIGN OWNED and DROP DATABASE fire no event trigger: they go through
+ * a ProcessUtility hook, which needs the library loaded (pipelines, which
+ * own the origins, need it preloaded anyway).
  *
  * Slots are not transactional: those of dropped streams go only when the
  * drop commits (change_stream_drop_slot_at_commit).  Origins are rows of
@@ -21,6 +21,8 @@
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
+
+#include <signal.h>
 
 #include "access/genam.h"
 #include "access/htup_details.h"
@@ -37,6 +39,7 @@
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
 #include "replication/origin.h"
+#include "replication/slot.h"
 #include "tcop/utility.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
@@ -48,6 +51,7 @@
 #include "functions/pipelines.h"
 #include "input/change_stream.h"
 #include "state/durable.h"
+#include "worker/shmem.h"
 
 PG_FUNCTION_INFO_V1(ptf_drop_streams);
 
@@ -251,6 +255,39 @@ refuse_dropping_stream_owners(DropRoleStmt *stmt)
 }
 
 /*
+ * REASSIGN OWNED BY old TO new: the uids and pipelines of old in this
+ * database become new's, as its objects there do (and a later DROP OWNED
+ * BY old leaves them).  After PostgreSQL's own checks and changes.
+ */
+static void
+reassign_streams(ReassignOwnedStmt *stmt)
+{
+	Oid			newrole;
+	ListCell   *lc;
+
+	if (!OidIsValid(get_extension_oid(PTF_EXTENSION_NAME, true)))
+		return;
+	newrole = get_rolespec_oid(stmt->newrole, false);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	foreach(lc, stmt->roles)
+	{
+		Oid			argtypes[2] = {REGROLEOID, REGROLEOID};
+		Datum		args[2];
+
+		args[0] = ObjectIdGetDatum(get_rolespec_oid(lfirst(lc), false));
+		args[1] = ObjectIdGetDatum(newrole);
+		ptf_spi_exec_as_owner("UPDATE ptf.uid_registry SET owner = $2 "
+							  "WHERE owner OPERATOR(pg_catalog.=) $1",
+							  2, argtypes, args, NULL, SPI_OK_UPDATE);
+		ptf_spi_exec_as_owner("UPDATE ptf.pipeline_registry SET owner = $2 "
+							  "WHERE owner OPERATOR(pg_catalog.=) $1",
+							  2, argtypes, args, NULL, SPI_OK_UPDATE);
+	}
+	SPI_finish();
+}
+
+/*
  * DROP DATABASE: PostgreSQL drops the database's slots; the replication
  * origins of its pipelines are server-wide and named after it.
  */
@@ -284,6 +321,69 @@ drop_origins_of_database(Oid dboid)
 	table_close(rel, AccessShareLock);
 	foreach(lc, names)
 		replorigin_drop_by_name(lfirst(lc), true, false);
+
+	/*
+	 * Its worker's place is free at once (the launcher would keep it for
+	 * its restart pause, taken for a worker that failed), and its
+	 * pipelines' statuses go.
+	 */
+	if (ptf_shmem_available())
+	{
+		DatabaseWorker *w;
+
+		ptf_shmem_lock(true);
+		w = ptf_database_worker(dboid, false);
+		if (w != NULL)
+			w->wanted = false;
+		ptf_forget_database(dboid);
+		ptf_shmem_unlock();
+		ptf_wake_launcher();
+	}
+}
+
+/*
+ * DROP DATABASE ... WITH (FORCE) checks for active slots before it ends
+ * the database's sessions: a pipeline worker in the middle of a step
+ * would make it fail now and then.  So a superuser (only one may end
+ * the worker, a superuser's process) has the worker stopped first, and
+ * its slots waited for.
+ */
+static void
+stop_worker_before_drop(DropdbStmt *stmt, Oid dboid)
+{
+	ListCell   *lc;
+	bool		force = false;
+	DatabaseWorker *w;
+	int			pid = 0;
+	int			i;
+
+	foreach(lc, stmt->options)
+		if (strcmp(((DefElem *) lfirst(lc))->defname, "force") == 0)
+			force = true;
+	if (!force || !superuser() || !ptf_shmem_available())
+		return;
+	ptf_shmem_lock(true);
+	w = ptf_database_worker(dboid, false);
+	if (w != NULL)
+	{
+		w->wanted = false;		/* not started again */
+		pid = w->pid;
+	}
+	ptf_shmem_unlock();
+	if (pid == 0)
+		return;
+	(void) kill(pid, SIGTERM);
+	for (i = 0; i < 1000; i++)
+	{
+		int			nslots;
+		int			nactive;
+
+		(void) ReplicationSlotsCountDBSlots(dboid, &nslots, &nactive);
+		if (nactive == 0)
+			break;
+		CHECK_FOR_INTERRUPTS();
+		pg_usleep(10000L);
+	}
 }
 
 static void
@@ -298,7 +398,11 @@ ptf_process_utility(PlannedStmt *pstmt, const char *queryString,
 	if (IsA(stmt, DropRoleStmt))
 		refuse_dropping_stream_owners((DropRoleStmt *) stmt);
 	else if (IsA(stmt, DropdbStmt))
+	{
 		dropped_db = get_database_oid(((DropdbStmt *) stmt)->dbname, true);
+		if (OidIsValid(dropped_db))
+			stop_worker_before_drop((DropdbStmt *) stmt, dropped_db);
+	}
 
 	if (prev_process_utility)
 		prev_process_utility(pstmt, queryString, readOnlyTree, context,
@@ -309,6 +413,8 @@ ptf_process_utility(PlannedStmt *pstmt, const char *queryString,
 
 	if (OidIsValid(dropped_db))
 		drop_origins_of_database(dropped_db);
+	else if (IsA(stmt, ReassignOwnedStmt))
+		reassign_streams((ReassignOwnedStmt *) stmt);
 }
 
 void
