@@ -493,8 +493,10 @@ check_streams_per_role(void)
 	if (streams >= ptf_max_streams_per_role)
 		ereport(ERROR,
 				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-				 errmsg("role %s has %lld change streams in this database, as many as ptf.max_streams_per_role allows",
-						quote_identifier(GetUserNameFromId(user, false)), (long long) streams),
+				 errmsg_plural("role %s has %lld change stream in this database, as many as ptf.max_streams_per_role allows",
+							   "role %s has %lld change streams in this database, as many as ptf.max_streams_per_role allows",
+							   (unsigned long) streams,
+							   quote_identifier(GetUserNameFromId(user, false)), (long long) streams),
 				 errhint("Drop the streams no longer read (ptf.drop_state, ptf.drop_pipeline), or have a superuser raise ptf.max_streams_per_role.")));
 }
 
