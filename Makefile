@@ -23,6 +23,7 @@ OBJS = \
 	src/functions/call.o \
 	src/functions/common.o \
 	src/functions/deduplicate_keep_first.o \
+	src/functions/drops.o \
 	src/functions/from_changelog.o \
 	src/functions/pipelines.o \
 	src/functions/state_functions.o \

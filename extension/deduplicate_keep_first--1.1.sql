@@ -512,3 +512,38 @@ COMMENT ON FUNCTION ptf._forget_dropped_tables() IS
 COMMENT ON SEQUENCE ptf.pipeline_registry_id_seq IS 'Internal: pipeline ids';
 COMMENT ON SEQUENCE ptf.state_table_seq IS 'Internal: numbers of state tables (ptf.state_N)';
 COMMENT ON SEQUENCE ptf.state_version_seq IS 'Internal: versions of stored states, to know a kept operator is current';
+
+-------------------------------------------------------------------------------
+-- Who may start a change stream.  A stream holds a replication slot, which
+-- PostgreSQL lets only REPLICATION roles make; the extension makes slots as
+-- its owner, so a uid's first call asks the caller for superuser,
+-- REPLICATION, or the privileges of ptf_stream: a role a DBA grants on
+-- purpose (GRANT ptf_stream TO ...).  Roles are server-wide and not members
+-- of an extension: made by the first installation, kept by DROP EXTENSION.
+-------------------------------------------------------------------------------
+
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname OPERATOR(pg_catalog.=) 'ptf_stream') THEN
+        CREATE ROLE ptf_stream NOLOGIN;
+        COMMENT ON ROLE ptf_stream IS
+            'Members may start change streams of deduplicate_keep_first (each holds a replication slot)';
+    END IF;
+END
+$$;
+
+-- DROP OWNED drops the role's uids and pipelines (state, slots, origins);
+-- DROP EXTENSION the slots and origins of all (functions/drops.c).  At
+-- ddl_command_start: the registry is still there, and the trigger fires
+-- for the drop of its own extension.
+CREATE FUNCTION ptf._drop_streams() RETURNS event_trigger
+AS 'MODULE_PATHNAME', 'ptf_drop_streams'
+LANGUAGE C;
+REVOKE ALL ON FUNCTION ptf._drop_streams() FROM PUBLIC;
+COMMENT ON FUNCTION ptf._drop_streams() IS
+    'Internal: DROP OWNED drops the role''s uids and pipelines, DROP EXTENSION the slots and origins of all (event trigger)';
+CREATE EVENT TRIGGER ptf_drop_streams ON ddl_command_start
+    WHEN TAG IN ('DROP OWNED', 'DROP EXTENSION')
+    EXECUTE FUNCTION ptf._drop_streams();
+COMMENT ON EVENT TRIGGER ptf_drop_streams IS
+    'Slots and replication origins of uids and pipelines go with their owner (DROP OWNED) or the extension';

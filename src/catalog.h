@@ -113,7 +113,8 @@ typedef enum PtfLockClass
 {
 	PTF_LOCK_UID = 1,			/* calls of one uid (id: hash of the uid) */
 	PTF_LOCK_PIPELINE = 2,		/* a pipeline's changes vs its steps (id) */
-	PTF_LOCK_WORKER = 3			/* the one pipeline worker of a database */
+	PTF_LOCK_WORKER = 3,		/* the one pipeline worker of a database */
+	PTF_LOCK_ROLE_STREAMS = 4	/* first calls of one role (id: role OID) */
 } PtfLockClass;
 
 extern uint32 ptf_lock_id_of_name(const char *name);

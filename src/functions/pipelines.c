@@ -54,6 +54,7 @@
 #include "utils/typcache.h"
 
 #include "catalog.h"
+#include "functions/pipelines.h"
 #include "input/change_stream.h"
 #include "input/input.h"
 #include "state/durable.h"
@@ -316,6 +317,91 @@ start_stream(const char *query)
 	PG_END_TRY();
 }
 
+/*
+ * A pipeline goes with its state, slot and origin.  The slot goes at once
+ * (drop_pipeline), or once the transaction commits (DROP OWNED, which may
+ * still fail after this).
+ */
+static void
+drop_pipeline_by_id(int32 id, const char *uid, bool slot_at_commit)
+{
+	Oid			argtypes[1] = {INT4OID};
+	Datum		args[1] = {Int32GetDatum(id)};
+	char	   *slot_name;
+
+	/* a step in progress finishes first */
+	(void) ptf_lock(PTF_LOCK_PIPELINE, (uint32) id, ExclusiveLock, false, true);
+	ptf_spi_exec_as_owner("DELETE FROM ptf.pipeline_registry WHERE id OPERATOR(pg_catalog.=) $1",
+						  1, argtypes, args, NULL, SPI_OK_DELETE);
+	if (durable_drop(uid, true, &slot_name) && slot_name != NULL)
+	{
+		if (slot_at_commit)
+			change_stream_drop_slot_at_commit(slot_name);
+		else
+			change_stream_drop_slot(slot_name);
+	}
+	/* waits for a worker that has just committed a step to let it go */
+	replorigin_drop_by_name(ptf_pipeline_origin_name(MyDatabaseId, id), true, false);
+	wake_worker_at_commit();
+}
+
+/* ids and uids of the pipelines of owner (all of them: InvalidOid) */
+static void
+list_pipelines(Oid owner, List **ids, List **uids)
+{
+	Oid			argtypes[1] = {REGROLEOID};
+	Datum		args[1] = {ObjectIdGetDatum(owner)};
+	uint64		i;
+
+	ptf_spi_exec_as_owner(OidIsValid(owner) ?
+						  "SELECT id, uid FROM ptf.pipeline_registry "
+						  "WHERE owner OPERATOR(pg_catalog.=) $1 ORDER BY id" :
+						  "SELECT id, uid FROM ptf.pipeline_registry ORDER BY id",
+						  OidIsValid(owner) ? 1 : 0, argtypes, args, NULL, SPI_OK_SELECT);
+	*ids = NIL;
+	*uids = NIL;
+	for (i = 0; i < SPI_processed; i++)
+	{
+		bool		isnull;
+
+		*ids = lappend_int(*ids, DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i],
+															 SPI_tuptable->tupdesc, 1, &isnull)));
+		*uids = lappend(*uids, SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2));
+	}
+}
+
+void
+ptf_drop_pipelines_of(Oid owner)
+{
+	List	   *ids;
+	List	   *uids;
+	ListCell   *lc1,
+			   *lc2;
+
+	list_pipelines(owner, &ids, &uids);
+	forboth(lc1, ids, lc2, uids)
+		drop_pipeline_by_id(lfirst_int(lc1), lfirst(lc2), true);
+}
+
+void
+ptf_drop_pipeline_origins(void)
+{
+	List	   *ids;
+	List	   *uids;
+	ListCell   *lc;
+
+	list_pipelines(InvalidOid, &ids, &uids);
+	foreach(lc, ids)
+	{
+		int32		id = lfirst_int(lc);
+
+		(void) ptf_lock(PTF_LOCK_PIPELINE, (uint32) id, ExclusiveLock, false, true);
+		replorigin_drop_by_name(ptf_pipeline_origin_name(MyDatabaseId, id), true, false);
+	}
+	if (ids != NIL)
+		wake_worker_at_commit();
+}
+
 /* ---- the functions ---- */
 
 Datum
@@ -482,11 +568,6 @@ ptf_drop_pipeline(PG_FUNCTION_ARGS)
 	int32		id;
 	Oid			owner;
 	char	   *uid;
-	Oid			argtypes[1] = {INT4OID};
-	Datum		args[1];
-	Oid			targtypes[1] = {TEXTOID};
-	Datum		targs[1];
-	char	   *slot_name;
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
@@ -496,20 +577,8 @@ ptf_drop_pipeline(PG_FUNCTION_ARGS)
 		PG_RETURN_BOOL(false);
 	}
 	check_pipeline_owner(name, owner);
-
-	/* a step in progress finishes first */
-	args[0] = Int32GetDatum(id);
-	(void) ptf_lock(PTF_LOCK_PIPELINE, (uint32) id, ExclusiveLock, false, true);
-	ptf_spi_exec_as_owner("DELETE FROM ptf.pipeline_registry WHERE id OPERATOR(pg_catalog.=) $1",
-						  1, argtypes, args, NULL, SPI_OK_DELETE);
-	if (durable_drop(uid, true, &slot_name) && slot_name != NULL)
-		change_stream_drop_slot(slot_name);
-	targs[0] = CStringGetTextDatum(ptf_pipeline_origin_name(MyDatabaseId, id));
-	ptf_spi_exec_as_owner("SELECT pg_catalog.pg_replication_origin_drop(roname) "
-						  "FROM pg_catalog.pg_replication_origin WHERE roname OPERATOR(pg_catalog.=) $1",
-						  1, targtypes, targs, NULL, SPI_OK_SELECT);
+	drop_pipeline_by_id(id, uid, false);
 	SPI_finish();
-	wake_worker_at_commit();
 	PG_RETURN_BOOL(true);
 }
 

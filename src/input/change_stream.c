@@ -43,6 +43,7 @@
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "access/xlogutils.h"
+#include "catalog/pg_authid.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
 #include "common/md5.h"
@@ -73,6 +74,7 @@
 #include "utils/guc.h"
 
 int			ptf_max_changes_per_call = 1000000;
+int			ptf_max_streams_per_role = 8;
 ChangeStreamReport change_stream_last_report;
 bool		change_stream_start_only = false;
 
@@ -263,49 +265,85 @@ change_stream_drop_slot(const char *slot_name)
 }
 
 /*
- * Slots made by first calls of uids in the current transaction.  A slot
- * is not transactional: when the transaction (or the subtransaction that
- * made it) rolls back, the uid's registry row goes, and the slot would
- * stay behind holding WAL for a uid that does not exist.  So it is
- * dropped then.
+ * Slots made by first calls of uids in the current transaction, and slots
+ * of streams the transaction dropped.  A slot is not transactional: when
+ * the transaction (or the subtransaction that made it) rolls back, the
+ * uid's registry row goes, and a new slot would stay behind holding WAL
+ * for a uid that does not exist; so it is dropped then.  A slot of a
+ * stream dropped with DROP OWNED or DROP EXTENSION goes only once the drop
+ * has committed: a drop that fails or rolls back must leave the streams
+ * whole.
  */
 typedef struct NewSlot
 {
 	char		name[NAMEDATALEN];
 	SubTransactionId subid;
+	bool		at_commit;		/* a dropped stream's, not a new one */
 } NewSlot;
 
 static List *new_slots = NIL;	/* of NewSlot, in TopMemoryContext */
 static bool new_slot_callbacks = false;
 
-/* Drop a slot at abort, quietly: the abort must go on whatever happens. */
-static void
-drop_new_slot(const char *name)
+/*
+ * Drop a slot quietly, at abort or after commit: the transaction's end
+ * must go on whatever happens.  false if it is in use.
+ */
+static bool
+drop_slot_quietly(const char *name)
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	ReplicationSlot *slot;
 	bool		idle;
+	volatile bool dropped = false;
 
 	LWLockAcquire(ReplicationSlotControlLock, LW_SHARED);
 	slot = SearchNamedReplicationSlot(name, false);
 	idle = (slot != NULL && slot->active_pid == 0);
 	LWLockRelease(ReplicationSlotControlLock);
+	if (slot == NULL)
+		return true;
 	if (!idle || MyReplicationSlot != NULL)
-		return;
+		return false;
 	PG_TRY();
 	{
 		ReplicationSlotDrop(name, true);
+		dropped = true;
 	}
 	PG_CATCH();
 	{
 		MemoryContextSwitchTo(cxt);
 		FlushErrorState();
-		/* what the failed drop held; the abort released everything else before */
+		/* what the failed drop held; the transaction released everything else before */
 		LWLockReleaseAll();
 		if (MyReplicationSlot != NULL)
 			ReplicationSlotRelease();
 	}
 	PG_END_TRY();
+	return dropped;
+}
+
+/*
+ * A dropped stream's slot, after the commit.  Our locks keep pipeline
+ * steps and calls of the stream away, but a worker may still be moving
+ * the slot after a step it committed just before: that takes moments, so
+ * wait for it a little (interrupts are held here; no cancel can come).
+ */
+static void
+drop_dropped_slot(const char *name)
+{
+	int			i;
+
+	for (i = 0; i < 500; i++)
+	{
+		if (drop_slot_quietly(name))
+			return;
+		pg_usleep(10000L);
+	}
+	ereport(WARNING,
+			(errcode(ERRCODE_OBJECT_IN_USE),
+			 errmsg("replication slot %s of a dropped change stream is in use, and was left behind",
+					name),
+			 errhint("Drop it with pg_drop_replication_slot('%s') once it is free.", name)));
 }
 
 static void
@@ -317,14 +355,32 @@ new_slots_xact_callback(XactEvent event, void *arg)
 		return;
 	/* a prepared transaction may roll back anywhere, later: nobody would drop its slot */
 	if (event == XACT_EVENT_PRE_PREPARE)
+	{
+		foreach(lc, new_slots)
+		{
+			if (((NewSlot *) lfirst(lc))->at_commit)
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("cannot PREPARE a transaction that dropped a change stream"),
+						 errdetail("The stream's replication slot is not transactional."),
+						 errhint("Drop the stream in a transaction that is not prepared.")));
+		}
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("cannot PREPARE a transaction that started a change stream"),
 				 errdetail("The stream's replication slot is not transactional."),
 				 errhint("Make the uid's first call in a transaction of its own.")));
-	if (event == XACT_EVENT_ABORT)
+	}
+	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_COMMIT)
 		foreach(lc, new_slots)
-			drop_new_slot(((NewSlot *) lfirst(lc))->name);
+		{
+			NewSlot    *ns = lfirst(lc);
+
+			if (event == XACT_EVENT_ABORT && !ns->at_commit)
+				(void) drop_slot_quietly(ns->name);
+			else if (event == XACT_EVENT_COMMIT && ns->at_commit)
+				drop_dropped_slot(ns->name);
+		}
 	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_COMMIT ||
 		event == XACT_EVENT_PREPARE)
 	{
@@ -349,7 +405,8 @@ new_slots_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 			ns->subid = parentSubid;
 		else if (event == SUBXACT_EVENT_ABORT_SUB)
 		{
-			drop_new_slot(ns->name);
+			if (!ns->at_commit)
+				(void) drop_slot_quietly(ns->name);
 			new_slots = foreach_delete_current(new_slots, lc);
 			pfree(ns);
 		}
@@ -357,11 +414,24 @@ new_slots_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 }
 
 static void
-remember_new_slot(const char *name)
+remember_slot(const char *name, bool at_commit)
 {
-	NewSlot    *ns = MemoryContextAllocZero(TopMemoryContext, sizeof(NewSlot));
+	NewSlot    *ns;
 	MemoryContext old;
+	ListCell   *lc;
 
+	/* a stream dropped and started again in one transaction keeps its new slot */
+	foreach(lc, new_slots)
+	{
+		NewSlot    *other = lfirst(lc);
+
+		if (!at_commit && other->at_commit && strcmp(other->name, name) == 0)
+		{
+			new_slots = foreach_delete_current(new_slots, lc);
+			pfree(other);
+		}
+	}
+	ns = MemoryContextAllocZero(TopMemoryContext, sizeof(NewSlot));
 	if (!new_slot_callbacks)
 	{
 		RegisterXactCallback(new_slots_xact_callback, NULL);
@@ -370,11 +440,73 @@ remember_new_slot(const char *name)
 	}
 	strlcpy(ns->name, name, NAMEDATALEN);
 	ns->subid = GetCurrentSubTransactionId();
+	ns->at_commit = at_commit;
 	old = MemoryContextSwitchTo(TopMemoryContext);
 	new_slots = lappend(new_slots, ns);
 	MemoryContextSwitchTo(old);
 }
 
+void
+change_stream_drop_slot_at_commit(const char *slot_name)
+{
+	if (slot_exists_here(slot_name))
+		remember_slot(slot_name, true);
+}
+
+/*
+ * Starting a stream makes a replication slot, a server-wide resource that
+ * pins WAL and catalog rows for as long as it lives.  PostgreSQL lets
+ * only roles with REPLICATION make slots; the extension makes them as its
+ * owner, so it asks for the same, or for membership in a role a DBA grants
+ * for this on purpose.
+ */
+static void
+check_may_start_stream(const char *uid)
+{
+	Oid			user = GetUserId();
+	Oid			stream_role = get_role_oid(PTF_STREAM_ROLE, true);
+
+	if (superuser_arg(user) || has_rolreplication(user) ||
+		(OidIsValid(stream_role) && has_privs_of_role(user, stream_role)))
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+			 errmsg("permission denied to start the change stream of uid \"%s\"", uid),
+			 errdetail("Starting a change stream makes a replication slot, which needs the REPLICATION attribute or the privileges of role %s.",
+					   PTF_STREAM_ROLE),
+			 errhint("A superuser may GRANT %s TO %s.", PTF_STREAM_ROLE,
+					 quote_identifier(GetUserNameFromId(user, false)))));
+}
+
+/*
+ * Slots are few (max_replication_slots): one role must not take them all.
+ * Counted in this database's registry; one first call of a role at a time
+ * counts, until its transaction ends, so concurrent ones cannot both pass.
+ */
+static void
+check_streams_per_role(void)
+{
+	Oid			user = GetUserId();
+	Oid			argtypes[1] = {REGROLEOID};
+	Datum		values[1] = {ObjectIdGetDatum(user)};
+	int64		streams;
+
+	if (ptf_max_streams_per_role < 0 || superuser_arg(user))
+		return;
+	(void) ptf_lock(PTF_LOCK_ROLE_STREAMS, (uint32) user, ExclusiveLock, false, true);
+	ptf_spi_exec_as_owner("SELECT pg_catalog.count(*) FROM ptf.uid_registry "
+						  "WHERE owner OPERATOR(pg_catalog.=) $1 AND slot_name IS NOT NULL",
+						  1, argtypes, values, NULL, SPI_OK_SELECT);
+	streams = ptf_spi_int64(1, 0);
+	if (streams >= ptf_max_streams_per_role)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg_plural("role %s has %lld change stream in this database, as many as ptf.max_streams_per_role allows",
+							   "role %s has %lld change streams in this database, as many as ptf.max_streams_per_role allows",
+							   (unsigned long) streams,
+							   quote_identifier(GetUserNameFromId(user, false)), (long long) streams),
+				 errhint("Drop the streams no longer read (ptf.drop_state, ptf.drop_pipeline), or have a superuser raise ptf.max_streams_per_role.")));
+}
 
 /* decoding shows every row: the caller must be able to read every row */
 static bool
@@ -437,6 +569,8 @@ change_stream_prepare(const char *uid, const Oid *relids, int nrelids)
 	}
 
 	/* the uid's first call: its stream starts with its slot */
+	check_may_start_stream(uid);
+	check_streams_per_role();
 	slot = slot_name_for(uid);
 	if (GetTopTransactionIdIfAny() != InvalidTransactionId)
 	{
@@ -470,7 +604,7 @@ change_stream_prepare(const char *uid, const Oid *relids, int nrelids)
 	ptf_spi_exec_as_owner("SELECT pg_catalog.pg_create_logical_replication_slot($1::pg_catalog.name, "
 						  "'deduplicate_keep_first')",
 						  1, argtypes, values, NULL, SPI_OK_SELECT);
-	remember_new_slot(slot);
+	remember_slot(slot, false);
 	return slot;
 }
 
@@ -1095,5 +1229,13 @@ change_stream_define_gucs(void)
 							&ptf_max_changes_per_call,
 							1000000, 0, INT_MAX,
 							PGC_USERSET, 0,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("ptf.max_streams_per_role",
+							"Change streams a role may have in a database, at most.",
+							"Each stream (a uid read with changes => true, a pipeline) holds a "
+							"replication slot. Superusers are not counted. -1: no limit.",
+							&ptf_max_streams_per_role,
+							8, -1, INT_MAX,
+							PGC_SUSET, 0,
 							NULL, NULL, NULL);
 }

@@ -33,6 +33,10 @@ typedef enum ChangeStreamTruncate
 } ChangeStreamTruncate;
 
 extern int	ptf_max_changes_per_call;	/* GUC; 0: no limit */
+extern int	ptf_max_streams_per_role;	/* GUC; -1: no limit */
+
+/* Roles that may start change streams besides superusers and REPLICATION ones. */
+#define PTF_STREAM_ROLE "ptf_stream"
 
 /* What the last change_stream_run of this backend read (pipelines report it). */
 typedef struct ChangeStreamReport
@@ -51,7 +55,9 @@ extern bool change_stream_start_only;
 /*
  * Checks the tables (plain tables the caller may read entirely, without
  * row-level security), then makes sure the uid has a slot, creating it if
- * this is the uid's first call.  Must run before the call writes anything
+ * this is the uid's first call -- which needs superuser, REPLICATION or
+ * the privileges of PTF_STREAM_ROLE, and a role under its
+ * ptf.max_streams_per_role.  Must run before the call writes anything
  * (a slot cannot be created in a transaction that has).  Returns the slot
  * name, for the uid's registry row.
  */
@@ -98,6 +104,12 @@ extern uint64 change_stream_skipped(PtfChangeStream *cs);
 
 /* ptf.drop_state: the uid's slot goes with it (if it is this database's) */
 extern void change_stream_drop_slot(const char *slot_name);
+
+/*
+ * The same once the transaction commits (if the slot is this database's):
+ * for drops that may still fail or roll back (DROP OWNED, DROP EXTENSION).
+ */
+extern void change_stream_drop_slot_at_commit(const char *slot_name);
 
 /* GUCs of change streams (ptf.max_changes_per_call), from _PG_init */
 extern void change_stream_define_gucs(void);

@@ -170,6 +170,7 @@ ok($node->poll_query_until('postgres', q{SELECT count(*) FROM picky WHERE user_i
 $node->safe_psql('postgres', q{
     CREATE ROLE alice LOGIN;
     CREATE ROLE bob LOGIN;
+    GRANT ptf_stream TO alice;
     GRANT USAGE, CREATE ON SCHEMA public TO alice, bob;
     SET ROLE alice;
     CREATE TABLE alice_events (id int, k int);
