@@ -269,6 +269,26 @@ SELECT * FROM deduplicate_keep_first(NULL::profiles, changes => true, uid => 'cs
 RESET ROLE;
 ALTER TABLE profiles DISABLE ROW LEVEL SECURITY;
 
+-- a dropped table: the streams that read it (or whose rows they keep) are
+-- warned of, with the way out; a call planned before the drop says what
+-- happened (it was XX000 "cache lookup failed for type")
+CREATE TABLE gone (id int PRIMARY KEY, v text);
+CREATE TABLE gone_cdc (op text, id int, v text);
+SELECT * FROM to_changelog(NULL::gone, changes => true, uid => 'gone');
+SELECT * FROM from_changelog(NULL::gone_cdc, NULL::gone, op_mapping => '{"c": "INSERT"}',
+    changes => true, uid => 'gone-cdc');
+SELECT * FROM deduplicate_keep_first(NULL::gone, query => 'SELECT 1, $$a$$', uid => 'gone-rows');
+INSERT INTO gone VALUES (1, 'a');
+DROP TABLE gone_cdc;
+BEGIN;
+DECLARE planned CURSOR FOR SELECT op, data FROM to_changelog(NULL::cs.gone, changes => true, uid => 'gone');
+DROP TABLE gone;
+FETCH planned;
+\echo :LAST_ERROR_SQLSTATE
+ROLLBACK;
+DROP TABLE gone;
+SELECT drop_state('gone'), drop_state('gone-cdc'), drop_state('gone-rows');
+
 -- drop_state drops the slot with the state
 SELECT count(*) AS slots FROM pg_replication_slots WHERE slot_name LIKE 'ptf\_%';
 SELECT drop_state(uid) FROM state ORDER BY uid;

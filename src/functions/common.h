@@ -31,6 +31,12 @@ typedef struct PtfInputArg
 /* input => NULL::tbl: the row type, and its relation when it has one */
 extern void ptf_input_arg(FunctionCallInfo fcinfo, int argno, PtfInputArg *in);
 
+/*
+ * Errors out, naming the call's uid and the way out, if a row type given
+ * as an argument (NULL::t) no longer exists.
+ */
+extern void ptf_check_row_type_exists(FunctionCallInfo fcinfo, Oid type);
+
 /* NULL is an error for arguments that need a value (22004) */
 extern bool ptf_bool_arg(FunctionCallInfo fcinfo, int argno, const char *name);
 /* snapshot => ...: only with a change stream (changes, uid) */

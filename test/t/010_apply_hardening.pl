@@ -1,7 +1,9 @@
-# Pipelines that must not wedge: a changelog sink with another unique
+# Pipelines that must not wedge.  A changelog sink with another unique
 # column gets changes that collide in key order but not in their own
 # order; a truly invalid change still fails, and the pipeline resumes once
-# it is fixed.
+# it is fixed.  A dropped sink is warned of, fails clearly while missing,
+# and is followed to a table made again by its name (by its owner only),
+# exactly once; a dropped source names the pipelines and uids it breaks.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -64,6 +66,90 @@ ok($node->poll_query_until('postgres', q{SELECT string_agg(id || email, ',' ORDE
 ok($node->poll_query_until('postgres', q{
     SELECT state || failures FROM ptf.pipeline_status WHERE name = 'users'}, 'running0'),
     'and runs again');
+
+# ---- a dropped sink: warned of; the pipeline fails with a clear error
+# while it is missing, and goes on into a table made again by its name,
+# exactly once
+# (the pipeline's owner is not a superuser: a superuser owns every table)
+$node->safe_psql('postgres', q{
+    CREATE ROLE regress_alice;
+    CREATE TABLE clicks (id bigserial PRIMARY KEY, user_id int);
+    GRANT SELECT ON clicks TO regress_alice;
+    CREATE SCHEMA "Out";
+    GRANT USAGE, CREATE ON SCHEMA "Out" TO regress_alice;
+    SET ROLE regress_alice;
+    CREATE TABLE "Out"."First clicks" (id bigint, user_id int);
+    SELECT ptf.create_pipeline('firsts', $q$
+        SELECT * FROM ptf.deduplicate_keep_first(NULL::public.clicks, partition_by => '{user_id}',
+            changes => true, uid => 'firsts')$q$, '"Out"."First clicks"');
+    RESET ROLE;
+    INSERT INTO clicks (user_id) VALUES (1), (2), (1);
+});
+ok($node->poll_query_until('postgres', q{SELECT string_agg(user_id::text, ',' ORDER BY user_id) FROM "Out"."First clicks"}, '1,2'),
+    'the sink fills');
+# renamed, it is still the sink
+$node->safe_psql('postgres', q{
+    ALTER TABLE "Out"."First clicks" RENAME TO "Firsts";
+    INSERT INTO clicks (user_id) VALUES (3);
+});
+ok($node->poll_query_until('postgres', q{SELECT string_agg(user_id::text, ',' ORDER BY user_id) FROM "Out"."Firsts"}, '1,2,3'),
+    'a renamed sink is written on');
+my ($ret, $stdout, $stderr) = $node->psql('postgres', q{DROP TABLE "Out"."Firsts"});
+like($stderr, qr/WARNING:  table "Out"\."Firsts" is the sink of pipeline "firsts"/, 'dropping the sink warns');
+like($stderr, qr/HINT:  Make the table again, or drop the pipeline: SELECT ptf\.drop_pipeline\('firsts'\);/,
+    'and says the ways out');
+$node->safe_psql('postgres', q{INSERT INTO clicks (user_id) VALUES (4), (5), (4)});
+ok($node->poll_query_until('postgres', q{
+    SELECT state = 'failing' AND last_error = 'the sink of pipeline "firsts", table "Out"."Firsts", was dropped'
+      FROM ptf.pipeline_status WHERE name = 'firsts'}), 'while the sink is missing the pipeline fails, saying why');
+$node->safe_psql('postgres', q{
+    SET ROLE regress_alice;
+    CREATE TABLE "Out"."Firsts" (id bigint, user_id int);
+});
+ok($node->poll_query_until('postgres', q{SELECT string_agg(user_id::text, ',' ORDER BY user_id) FROM "Out"."Firsts"}, '4,5'),
+    'made again, the sink gets what came meanwhile, once');
+$node->safe_psql('postgres', q{INSERT INTO clicks (user_id) VALUES (6), (5)});
+ok($node->poll_query_until('postgres', q{SELECT string_agg(user_id::text, ',' ORDER BY user_id) FROM "Out"."Firsts"}, '4,5,6'),
+    'and what comes after');
+ok($node->poll_query_until('postgres', q{
+    SELECT state || failures FROM ptf.pipeline_status WHERE name = 'firsts'}, 'running0'),
+    'the pipeline runs again');
+is($node->safe_psql('postgres', q{SELECT sink::text, sink_name IS NULL FROM ptf.pipeline_registry WHERE name = 'firsts'}),
+    '"Out"."Firsts"|t', 'the new table is the sink');
+
+# another role's table of the sink's name gets nothing
+$node->safe_psql('postgres', q{
+    CREATE ROLE regress_other;
+    GRANT CREATE, USAGE ON SCHEMA "Out" TO regress_other;
+    DROP TABLE "Out"."Firsts";
+    SET ROLE regress_other;
+    CREATE TABLE "Out"."Firsts" (id bigint, user_id int);
+    GRANT INSERT ON "Out"."Firsts" TO PUBLIC;
+    RESET ROLE;
+    INSERT INTO clicks (user_id) VALUES (7);
+});
+ok($node->poll_query_until('postgres', q{
+    SELECT state = 'failing' AND last_error LIKE '%was made again by another role'
+      FROM ptf.pipeline_status WHERE name = 'firsts'}), 'a table of the name made by another role is refused');
+is($node->safe_psql('postgres', q{SELECT count(*) FROM "Out"."Firsts"}), '0', 'and gets no rows');
+$node->safe_psql('postgres', q{ALTER TABLE "Out"."Firsts" OWNER TO regress_alice});
+ok($node->poll_query_until('postgres', q{SELECT string_agg(user_id::text, ',' ORDER BY user_id) FROM "Out"."Firsts"}, '7'),
+    'given to the pipeline\'s owner, it is the sink');
+
+# ---- a dropped source: its pipeline and uids are named
+$node->safe_psql('postgres', q{
+    SELECT * FROM ptf.to_changelog(NULL::clicks, changes => true, uid => 'clicks-log');
+});
+($ret, $stdout, $stderr) = $node->psql('postgres', q{DROP TABLE clicks});
+like($stderr, qr/WARNING:  table public\.clicks is read by pipeline "firsts"/, 'the pipeline reading a dropped table is named');
+like($stderr, qr/WARNING:  table public\.clicks is read by the change stream of uid "clicks-log".*HINT:  SELECT ptf\.drop_state\('clicks-log'\);/s,
+    'so is a uid, with the way out');
+ok($node->poll_query_until('postgres', q{
+    SELECT state = 'failing' FROM ptf.pipeline_status WHERE name = 'firsts'}), 'the pipeline fails');
+is($node->safe_psql('postgres', q{SELECT ptf.drop_pipeline('firsts'), ptf.drop_state('clicks-log')}), 't|t',
+    'and both are dropped');
+is($node->safe_psql('postgres', q{SELECT count(*) FROM pg_replication_slots WHERE slot_name LIKE 'ptf%'}), '1',
+    'with their slots (the users pipeline keeps its own)');
 
 $node->stop;
 done_testing();
