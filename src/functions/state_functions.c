@@ -210,13 +210,13 @@ ptf_forget_dropped_tables(PG_FUNCTION_ARGS)
 			ereport(WARNING,
 					(errcode(ERRCODE_WARNING),
 					 errmsg("table %s is read by pipeline \"%s\"", table, pipeline),
-					 errdetail("The pipeline fails from now on, and its replication slot keeps WAL until the pipeline is dropped."),
+					 errdetail("Its stream reads no more of the table's changes (a call over a table made again by that name is refused, or starts on it), and its replication slot keeps WAL until the pipeline is dropped."),
 					 errhint("SELECT ptf.drop_pipeline('%s');", pipeline)));
 		else
 			ereport(WARNING,
 					(errcode(ERRCODE_WARNING),
 					 errmsg("table %s is read by the change stream of uid \"%s\"", table, uid),
-					 errdetail("Calls of the uid fail from now on, and its replication slot keeps WAL until the uid is dropped."),
+					 errdetail("Its stream reads no more of the table's changes (a call over a table made again by that name is refused, or starts on it), and its replication slot keeps WAL until the uid is dropped."),
 					 errhint("SELECT ptf.drop_state('%s');", uid)));
 	}
 	if (others > 0)
