@@ -11,7 +11,17 @@ ALTER TABLE ptf.uid_registry
     ADD COLUMN layout      int,
     ADD COLUMN row_types   text,
     ADD COLUMN input_times bigint[],
-    ADD COLUMN stream_snapshot text;
+    ADD COLUMN stream_snapshot text,
+    ADD COLUMN input_tables oid[];
+ALTER TABLE ptf.pipeline_registry ADD COLUMN sink_name text;
+
+-- A dropped table takes its declaration along (regclass holds no dependency);
+-- a dropped table that uids or pipelines read, or a pipeline's sink, is
+-- warned of (functions/state_functions.c).  Runs as the role dropping.
+CREATE OR REPLACE FUNCTION ptf._forget_dropped_tables() RETURNS event_trigger
+AS 'MODULE_PATHNAME', 'ptf_forget_dropped_tables'
+LANGUAGE C;
+REVOKE ALL ON FUNCTION ptf._forget_dropped_tables() FROM PUBLIC;
 
 -- A row image of a state table (its bytea fields) as a row of the uid's
 -- row type: SELECT (ptf.state_row(image, NULL::events)).* FROM ptf.state_7.
@@ -320,7 +330,7 @@ COMMENT ON FUNCTION ptf._pipeline_status() IS
 COMMENT ON FUNCTION ptf._time_text(bigint, regtype) IS
     'Internal: a stored time as text in its column''s type (ptf.state, ptf.watermarks)';
 COMMENT ON FUNCTION ptf._forget_dropped_tables() IS
-    'Internal: event trigger forgetting watermark declarations of dropped tables';
+    'Internal: event trigger forgetting watermark declarations of dropped tables, warning of dropped sources and sinks of uids and pipelines';
 COMMENT ON SEQUENCE ptf.pipeline_registry_id_seq IS 'Internal: pipeline ids';
 COMMENT ON SEQUENCE ptf.state_table_seq IS 'Internal: numbers of state tables (ptf.state_N)';
 COMMENT ON SEQUENCE ptf.state_version_seq IS 'Internal: versions of stored states, to know a kept operator is current';

@@ -42,8 +42,9 @@ CREATE TABLE ptf.uid_registry (
     layout          int,                -- the state table's layout; NULL: 1.0's (converted on use)
     row_types       text,               -- the input row types the state's row images are rows of
     input_times     bigint[],           -- per input: max event time, watermark (microseconds)
-    stream_snapshot text                -- snapshot => true: 'pending', then 'lsn xmin xmax xip...'
+    stream_snapshot text,               -- snapshot => true: 'pending', then 'lsn xmin xmax xip...'
                                         -- of the snapshot read, until the stream passes lsn
+    input_tables    oid[]               -- the tables the uid reads (a dropped one is warned of)
 );
 COMMENT ON TABLE ptf.uid_registry IS 'One row per uid of durable state; its keys are in table state_table';
 REVOKE ALL ON ptf.uid_registry FROM PUBLIC;
@@ -187,17 +188,12 @@ $$;
 COMMENT ON FUNCTION ptf.set_watermark(regclass, text, interval) IS
     'Declare the watermark of a table: WATERMARK FOR on_time AS on_time - delay';
 
--- A dropped table takes its declaration along (regclass holds no dependency).
+-- A dropped table takes its declaration along (regclass holds no dependency);
+-- a dropped table that uids or pipelines read, or a pipeline's sink, is
+-- warned of (functions/state_functions.c).  Runs as the role dropping.
 CREATE FUNCTION ptf._forget_dropped_tables() RETURNS event_trigger
-LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    DELETE FROM ptf.watermarks w
-     USING pg_event_trigger_dropped_objects() d
-     WHERE d.classid = 'pg_class'::regclass AND d.objid = w.relid;
-END
-$$;
+AS 'MODULE_PATHNAME', 'ptf_forget_dropped_tables'
+LANGUAGE C;
 REVOKE ALL ON FUNCTION ptf._forget_dropped_tables() FROM PUBLIC;
 CREATE EVENT TRIGGER ptf_forget_dropped_tables ON sql_drop
     EXECUTE FUNCTION ptf._forget_dropped_tables();
@@ -308,7 +304,9 @@ CREATE TABLE ptf.pipeline_registry (
     uid         text NOT NULL UNIQUE,
     paused      boolean NOT NULL DEFAULT false,
     search_path text NOT NULL,        -- the query is read with the creator's
-    created_at  timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp()
+    created_at  timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
+    sink_name   text                  -- 1.1: the sink's name when it was dropped; the
+                                      -- pipeline goes on into a table made again by it
 );
 COMMENT ON TABLE ptf.pipeline_registry IS 'One row per pipeline; users see theirs through ptf.pipelines';
 REVOKE ALL ON ptf.pipeline_registry FROM PUBLIC;
@@ -508,7 +506,7 @@ COMMENT ON FUNCTION ptf._pipeline_status() IS
 COMMENT ON FUNCTION ptf._time_text(bigint, regtype) IS
     'Internal: a stored time as text in its column''s type (ptf.state, ptf.watermarks)';
 COMMENT ON FUNCTION ptf._forget_dropped_tables() IS
-    'Internal: event trigger forgetting watermark declarations of dropped tables';
+    'Internal: event trigger forgetting watermark declarations of dropped tables, warning of dropped sources and sinks of uids and pipelines';
 COMMENT ON SEQUENCE ptf.pipeline_registry_id_seq IS 'Internal: pipeline ids';
 COMMENT ON SEQUENCE ptf.state_table_seq IS 'Internal: numbers of state tables (ptf.state_N)';
 COMMENT ON SEQUENCE ptf.state_version_seq IS 'Internal: versions of stored states, to know a kept operator is current';

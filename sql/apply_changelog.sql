@@ -123,6 +123,63 @@ SELECT * FROM audit ORDER BY id, op;
 SELECT * FROM mirror;
 DROP TRIGGER audit ON mirror;
 
+-- ---- other unique constraints: each key's last change in key order may
+-- collide where the changes in their own order do not; such a batch is
+-- applied again change by change, in order
+CREATE TABLE people (id int PRIMARY KEY, email text UNIQUE);
+INSERT INTO people VALUES (2, 'a');
+-- id 2's email a -> b, then id 1 takes a
+SELECT * FROM apply_changelog('people', $$VALUES
+    ('-U', ROW(2, 'a')::ac.people), ('+U', ROW(2, 'b')::ac.people), ('+I', ROW(1, 'a')::ac.people)$$);
+SELECT * FROM people ORDER BY id;
+-- two values swapped through a third
+SELECT inserted, updated, deleted, missing, superseded FROM apply_changelog('people', $$VALUES
+    ('-U', ROW(1, 'a')::ac.people), ('+U', ROW(1, 'tmp')::ac.people),
+    ('-U', ROW(2, 'b')::ac.people), ('+U', ROW(2, 'a')::ac.people),
+    ('-U', ROW(1, 'tmp')::ac.people), ('+U', ROW(1, 'b')::ac.people)$$);
+SELECT * FROM people ORDER BY id;
+-- truly invalid: b is taken and never freed; the constraint's own error,
+-- and nothing of the call is left
+SELECT * FROM apply_changelog('people', $$VALUES
+    ('-U', ROW(2, 'a')::ac.people), ('+U', ROW(2, 'c')::ac.people), ('+I', ROW(3, 'b')::ac.people)$$);
+SELECT * FROM people ORDER BY id;
+-- a rotation of 500 emails through a spare value, in batches (little
+-- work_mem): the table ends as the changes in order leave it
+TRUNCATE people;
+INSERT INTO people SELECT g, 'r' || g FROM generate_series(1, 500) g;
+CREATE TABLE rotation AS
+SELECT 1 AS seq, '-U' AS kind, ROW(1, 'r1')::ac.people AS data
+UNION ALL SELECT 2, '+U', ROW(1, 'spare')::ac.people
+UNION ALL
+SELECT 3 + 2 * k + (kind = '+U')::int, kind,
+       ROW(500 - k, 'r' || CASE kind WHEN '-U' THEN 500 - k ELSE (500 - k) % 500 + 1 END)::ac.people
+  FROM generate_series(0, 498) k, unnest(ARRAY['-U', '+U']) kind
+UNION ALL SELECT 1001, '-U', ROW(1, 'spare')::ac.people
+UNION ALL SELECT 1002, '+U', ROW(1, 'r2')::ac.people;
+SET work_mem = '64kB';
+SELECT inserted, updated, deleted, missing, superseded
+  FROM apply_changelog('people', 'SELECT kind, data FROM ac.rotation ORDER BY seq');
+RESET work_mem;
+SELECT count(*) FILTER (WHERE email = 'r' || (id % 500 + 1)) AS rotated, count(*) FROM people;
+-- a foreign key into the table itself: a child moved off its parent, then
+-- the parent deleted (in key order the delete would come first)
+CREATE TABLE tree (id int PRIMARY KEY, parent int REFERENCES tree);
+INSERT INTO tree VALUES (1, NULL), (2, 1);
+SELECT updated, deleted FROM apply_changelog('tree', $$VALUES
+    ('-U', ROW(2, 1)::ac.tree), ('+U', ROW(2, NULL)::ac.tree), ('-D', ROW(1, NULL)::ac.tree)$$);
+TABLE tree;
+-- and still refused when the changes in order break it
+SELECT * FROM apply_changelog('tree', $$VALUES
+    ('-D', ROW(2, NULL)::ac.tree), ('+I', ROW(3, 2)::ac.tree)$$);
+TABLE tree;
+-- an exclusion constraint, as a unique index
+CREATE TABLE bookings (id int PRIMARY KEY, during int4range, EXCLUDE USING gist (during WITH &&));
+INSERT INTO bookings VALUES (2, '[10,20)');
+SELECT inserted, updated FROM apply_changelog('bookings', $$VALUES
+    ('-U', ROW(2, '[10,20)')::ac.bookings), ('+U', ROW(2, '[20,30)')::ac.bookings),
+    ('+I', ROW(1, '[15,18)')::ac.bookings)$$);
+SELECT * FROM bookings ORDER BY id;
+
 -- ---- privileges and row-level security hold as for the caller's own SQL
 CREATE ROLE regress_ptf_apply;
 GRANT USAGE ON SCHEMA ac TO regress_ptf_apply;

@@ -272,6 +272,7 @@ ALTER TABLE profiles DISABLE ROW LEVEL SECURITY;
 -- and as of each change: what was changed while the reader could not read
 -- the table is never delivered, even once the right is back (the output
 -- plugin's rule); changes before are.  (Terse: the detail names an LSN.)
+GRANT ptf_stream TO regress_ptf_cs;
 SET ROLE regress_ptf_cs;
 SELECT * FROM to_changelog(NULL::profiles, changes => true, uid => 'cs-revoked');
 RESET ROLE;
@@ -307,6 +308,26 @@ INSERT INTO profiles VALUES (104, 'owner');
 SELECT op, (data).id, (data).name FROM to_changelog(NULL::profiles, changes => true, uid => 'cs-owner');
 DELETE FROM profiles WHERE id >= 100;
 SELECT drop_state('cs-revoked'), drop_state('cs-rls'), drop_state('cs-owner');
+REVOKE ptf_stream FROM regress_ptf_cs;
+-- a dropped table: the streams that read it (or whose rows they keep) are
+-- warned of, with the way out; a call planned before the drop says what
+-- happened (it was XX000 "cache lookup failed for type")
+CREATE TABLE gone (id int PRIMARY KEY, v text);
+CREATE TABLE gone_cdc (op text, id int, v text);
+SELECT * FROM to_changelog(NULL::gone, changes => true, uid => 'gone');
+SELECT * FROM from_changelog(NULL::gone_cdc, NULL::gone, op_mapping => '{"c": "INSERT"}',
+    changes => true, uid => 'gone-cdc');
+SELECT * FROM deduplicate_keep_first(NULL::gone, query => 'SELECT 1, $$a$$', uid => 'gone-rows');
+INSERT INTO gone VALUES (1, 'a');
+DROP TABLE gone_cdc;
+BEGIN;
+DECLARE planned CURSOR FOR SELECT op, data FROM to_changelog(NULL::cs.gone, changes => true, uid => 'gone');
+DROP TABLE gone;
+FETCH planned;
+\echo :LAST_ERROR_SQLSTATE
+ROLLBACK;
+DROP TABLE gone;
+SELECT drop_state('gone'), drop_state('gone-cdc'), drop_state('gone-rows');
 
 -- drop_state drops the slot with the state
 SELECT count(*) AS slots FROM pg_replication_slots WHERE slot_name LIKE 'ptf\_%';

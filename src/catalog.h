@@ -47,6 +47,7 @@ typedef enum
 	Anum_uid_registry_row_types,
 	Anum_uid_registry_input_times,
 	Anum_uid_registry_stream_snapshot,
+	Anum_uid_registry_input_tables,
 	Anum_uid_registry_xmin,		/* the system column, last in the list */
 	Natts_uid_registry_select = Anum_uid_registry_xmin
 } UidRegistryColumn;
@@ -56,7 +57,7 @@ typedef enum
 	"uid, function, owner, row_type, key_columns, on_time, time_type, state_table, " \
 	"max_event_time, watermark, slot_name, options, last_lsn, version, keys, " \
 	"rows_in, rows_out, rows_late, rows_skipped, created_at, updated_at, " \
-	"layout, row_types, input_times, stream_snapshot, xmin"
+	"layout, row_types, input_times, stream_snapshot, input_tables, xmin"
 
 /* ---- ptf.pipeline_registry: one row per pipeline ---- */
 typedef enum
@@ -72,11 +73,13 @@ typedef enum
 	Anum_pipeline_registry_paused,
 	Anum_pipeline_registry_search_path,
 	Anum_pipeline_registry_created_at,
-	Natts_pipeline_registry
+	Anum_pipeline_registry_sink_name,	/* 1.1 */
+	Natts_pipeline_registry = Anum_pipeline_registry_sink_name
 } PipelineRegistryColumn;
 
-#define PIPELINE_REGISTRY_COLUMNS \
+#define PIPELINE_REGISTRY_COLUMNS_1_0 \
 	"id, name, owner, query, sink, sink_mode, function, uid, paused, search_path, created_at"
+#define PIPELINE_REGISTRY_COLUMNS PIPELINE_REGISTRY_COLUMNS_1_0 ", sink_name"
 
 /* The version of the extension's SQL objects this library needs. */
 #define PTF_SQL_VERSION "1.1"

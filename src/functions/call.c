@@ -241,7 +241,10 @@ open_state(PtfCall *call, const char *slot_name, DurableProgress *progress)
 	id.function = call->function;
 	id.ninputs = call->ninputs;
 	for (i = 0; i < call->ninputs; i++)
+	{
 		id.rowdescs[i] = call->inputs[i].frame.rowdesc;
+		id.relids[i] = call->inputs[i].arg.relid;
+	}
 	id.keys = call->inputs[0].frame.keys;
 	id.on_time = call->on_time;
 	id.time_type = call->time_type;

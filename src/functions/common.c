@@ -11,11 +11,14 @@
 #include "postgres.h"
 
 #include "catalog/pg_class.h"
+#include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
+#include "funcapi.h"
 #include "parser/parse_type.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
+#include "utils/syscache.h"
 #include "utils/tuplestore.h"
 #include "utils/typcache.h"
 
@@ -96,6 +99,62 @@ ptf_common_define_gucs(void)
 							   check_state_ttl, assign_state_ttl, NULL);
 }
 
+/* the call's uid argument (by name: every function has its own place for it), or NULL */
+static char *
+uid_argument(FunctionCallInfo fcinfo)
+{
+	HeapTuple	tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(fcinfo->flinfo->fn_oid));
+	char	   *uid = NULL;
+	Datum		names;
+	Datum		modes;
+	bool		isnull;
+	bool		no_modes;
+	char	  **argnames;
+	int			n;
+	int			i;
+
+	if (!HeapTupleIsValid(tup))
+		return NULL;
+	names = SysCacheGetAttr(PROCOID, tup, Anum_pg_proc_proargnames, &isnull);
+	modes = SysCacheGetAttr(PROCOID, tup, Anum_pg_proc_proargmodes, &no_modes);
+	if (!isnull)
+	{
+		n = get_func_input_arg_names(names, no_modes ? (Datum) 0 : modes, &argnames);
+		for (i = 0; i < n && i < PG_NARGS(); i++)
+			if (argnames[i] != NULL && strcmp(argnames[i], "uid") == 0 && !PG_ARGISNULL(i))
+				uid = TextDatumGetCString(PG_GETARG_DATUM(i));
+	}
+	ReleaseSysCache(tup);
+	return uid;
+}
+
+/*
+ * A type that no longer exists comes from a plan made before its table
+ * was dropped: prepared statements and functions (PL/pgSQL) keep plans,
+ * which depend on the tables they read but not on a row type written as
+ * NULL::t.
+ */
+void
+ptf_check_row_type_exists(FunctionCallInfo fcinfo, Oid type)
+{
+	char	   *uid;
+
+	if (!OidIsValid(type) || SearchSysCacheExists1(TYPEOID, ObjectIdGetDatum(type)))
+		return;
+	uid = uid_argument(fcinfo);
+	if (uid != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("the table whose row type the call of uid \"%s\" names was dropped", uid),
+				 errdetail("The call was planned before the table was dropped (a cursor, or a plan a prepared statement or a function kept)."),
+				 errhint("The uid cannot go on without its table: forget it (and its slot) with SELECT ptf.drop_state('%s');",
+						 uid)));
+	ereport(ERROR,
+			(errcode(ERRCODE_UNDEFINED_TABLE),
+			 errmsg("the table whose row type the call names was dropped"),
+			 errdetail("The call was planned before the table was dropped (a cursor, or a plan a prepared statement or a function kept).")));
+}
+
 /*
  * Rows come from the table or the query, never from the argument: a row
  * value given there would be ignored, which the caller cannot have meant.
@@ -125,6 +184,7 @@ ptf_input_arg(FunctionCallInfo fcinfo, int argno, const char *name, PtfInputArg 
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("could not determine the input row type")));
+	ptf_check_row_type_exists(fcinfo, rowtype);
 	if (get_typtype(rowtype) != TYPTYPE_COMPOSITE || rowtype == RECORDOID)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATATYPE_MISMATCH),

@@ -34,6 +34,12 @@ extern void ptf_input_arg(FunctionCallInfo fcinfo, int argno, const char *name,
 /* an argument that gives only a row type (NULL::tbl) must be NULL */
 extern void ptf_type_only_arg(FunctionCallInfo fcinfo, int argno, const char *name);
 
+/*
+ * Errors out, naming the call's uid and the way out, if a row type given
+ * as an argument (NULL::t) no longer exists.
+ */
+extern void ptf_check_row_type_exists(FunctionCallInfo fcinfo, Oid type);
+
 /* NULL is an error for arguments that need a value (22004) */
 extern bool ptf_bool_arg(FunctionCallInfo fcinfo, int argno, const char *name);
 /* snapshot => ...: only with a change stream (changes, uid) */

@@ -136,6 +136,7 @@ target_arg(FunctionCallInfo fcinfo)
 {
 	Oid			type = get_fn_expr_argtype(fcinfo->flinfo, ARG_TARGET);
 
+	ptf_check_row_type_exists(fcinfo, type);
 	if (!OidIsValid(type) || get_typtype(type) != TYPTYPE_COMPOSITE || type == RECORDOID)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATATYPE_MISMATCH),

@@ -9,9 +9,14 @@
  */
 #include "postgres.h"
 
+#include "catalog/namespace.h"
+#include "catalog/pg_type.h"
+#include "commands/event_trigger.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "funcapi.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/typcache.h"
@@ -26,6 +31,7 @@ PG_FUNCTION_INFO_V1(ptf_drop_state);
 PG_FUNCTION_INFO_V1(ptf_last_call_stats);
 PG_FUNCTION_INFO_V1(ptf_state_row);
 PG_FUNCTION_INFO_V1(ptf_interval_us);
+PG_FUNCTION_INFO_V1(ptf_forget_dropped_tables);
 
 /*
  * ptf.state_row(image, NULL::t): a row image of a state table (a bytea
@@ -108,4 +114,132 @@ ptf_interval_us(PG_FUNCTION_ARGS)
 {
 	PG_RETURN_INT64(ptf_interval_to_us(PG_GETARG_DATUM(0),
 									   text_to_cstring(PG_GETARG_TEXT_PP(1))));
+}
+
+/* the tables (and their row types) a statement dropped */
+#define DROPPED_TABLES \
+	"(SELECT d.classid, d.objid, d.object_identity " \
+	"   FROM pg_catalog.pg_event_trigger_dropped_objects() d " \
+	"  WHERE d.objsubid OPERATOR(pg_catalog.=) 0 AND d.classid OPERATOR(pg_catalog.=) ANY " \
+	"        ('{pg_catalog.pg_class,pg_catalog.pg_type}'::pg_catalog.regclass[]))"
+
+/* the extension's catalogs, unless this drop takes them (DROP EXTENSION) */
+static bool
+catalogs_exist(void)
+{
+	Oid			nsp = get_namespace_oid("ptf", true);
+
+	return OidIsValid(nsp) &&
+		OidIsValid(get_relname_relid("uid_registry", nsp)) &&
+		OidIsValid(get_relname_relid("pipeline_registry", nsp)) &&
+		OidIsValid(get_relname_relid("watermarks", nsp));
+}
+
+/*
+ * Event trigger on sql_drop.  A dropped table takes its watermark
+ * declaration along.  A change stream that read it fails from now on and
+ * its slot keeps WAL until the uid is dropped: a WARNING names the uid
+ * (or its pipeline) and the way out.  A pipeline's dropped sink is
+ * remembered by name: the pipeline fails until a table of that name is
+ * made again, then goes on into it (worker/pipeline.c).  Runs as the role
+ * dropping, which is told only of its own uids and pipelines by name.
+ */
+Datum
+ptf_forget_dropped_tables(PG_FUNCTION_ARGS)
+{
+	uint64		i;
+	int			others = 0;
+
+	if (!CALLED_AS_EVENT_TRIGGER(fcinfo))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_EVENT_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("ptf._forget_dropped_tables() is an event trigger")));
+	if (!catalogs_exist())
+		PG_RETURN_NULL();
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+
+	ptf_spi_exec_as_owner("DELETE FROM ptf.watermarks w USING " DROPPED_TABLES " d "
+						  "WHERE d.objid OPERATOR(pg_catalog.=) w.relid::pg_catalog.oid "
+						  "AND d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass",
+						  0, NULL, NULL, NULL, SPI_OK_DELETE);
+
+	ptf_spi_exec_as_owner("UPDATE ptf.pipeline_registry p SET sink_name = d.object_identity "
+						  "FROM " DROPPED_TABLES " d "
+						  "WHERE d.objid OPERATOR(pg_catalog.=) p.sink::pg_catalog.oid "
+						  "AND d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass "
+						  "AND p.sink_name IS NULL "
+						  "RETURNING p.name, p.owner::pg_catalog.oid, p.sink_name",
+						  0, NULL, NULL, NULL, SPI_OK_UPDATE_RETURNING);
+	for (i = 0; i < SPI_processed; i++)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[i];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		bool		isnull;
+		char	   *name = SPI_getvalue(tup, desc, 1);
+		char	   *table = SPI_getvalue(tup, desc, 3);
+
+		if (!has_privs_of_role(GetUserId(),
+							   DatumGetObjectId(SPI_getbinval(tup, desc, 2, &isnull))))
+		{
+			others++;
+			continue;
+		}
+		ereport(WARNING,
+				(errcode(ERRCODE_WARNING),
+				 errmsg("table %s is the sink of pipeline \"%s\"", table, name),
+				 errdetail("The pipeline fails until a table %s is made again, then goes on into it from where it stopped.",
+						   table),
+				 errhint("Make the table again, or drop the pipeline: SELECT ptf.drop_pipeline('%s');",
+						 name)));
+	}
+
+	/*
+	 * A uid reads its input tables, and its state is made of rows of its
+	 * row type (from_changelog's target); a uid of 1.0 knows no
+	 * input_tables until its next commit.
+	 */
+	ptf_spi_exec_as_owner("SELECT DISTINCT ON (u.uid) u.uid, u.owner::pg_catalog.oid, p.name, d.object_identity "
+						  "FROM ptf.uid_registry u "
+						  "JOIN " DROPPED_TABLES " d ON "
+						  "  (d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass "
+						  "   AND d.objid OPERATOR(pg_catalog.=) ANY (u.input_tables)) "
+						  "  OR (d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_type'::pg_catalog.regclass "
+						  "   AND d.objid OPERATOR(pg_catalog.=) u.row_type::pg_catalog.oid) "
+						  "LEFT JOIN ptf.pipeline_registry p ON p.uid OPERATOR(pg_catalog.=) u.uid "
+						  "WHERE u.slot_name IS NOT NULL ORDER BY u.uid, d.classid",
+						  0, NULL, NULL, NULL, SPI_OK_SELECT);
+	for (i = 0; i < SPI_processed; i++)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[i];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		bool		isnull;
+		char	   *uid = SPI_getvalue(tup, desc, 1);
+		char	   *pipeline = SPI_getvalue(tup, desc, 3);
+		char	   *table = SPI_getvalue(tup, desc, 4);
+
+		if (!has_privs_of_role(GetUserId(),
+							   DatumGetObjectId(SPI_getbinval(tup, desc, 2, &isnull))))
+			others++;
+		else if (pipeline != NULL)
+			ereport(WARNING,
+					(errcode(ERRCODE_WARNING),
+					 errmsg("table %s is read by pipeline \"%s\"", table, pipeline),
+					 errdetail("Its stream reads no more of the table's changes (a call over a table made again by that name is refused, or starts on it), and its replication slot keeps WAL until the pipeline is dropped."),
+					 errhint("SELECT ptf.drop_pipeline('%s');", pipeline)));
+		else
+			ereport(WARNING,
+					(errcode(ERRCODE_WARNING),
+					 errmsg("table %s is read by the change stream of uid \"%s\"", table, uid),
+					 errdetail("Its stream reads no more of the table's changes (a call over a table made again by that name is refused, or starts on it), and its replication slot keeps WAL until the uid is dropped."),
+					 errhint("SELECT ptf.drop_state('%s');", uid)));
+	}
+	if (others > 0)
+		ereport(WARNING,
+				(errcode(ERRCODE_WARNING),
+				 errmsg("a dropped table was read or written by %d change streams or pipelines of other roles",
+						others),
+				 errdetail("They fail from now on; their owners see them in ptf.state and ptf.pipeline_status.")));
+	SPI_finish();
+	PG_RETURN_NULL();
 }

@@ -604,6 +604,7 @@ ptf_window_aggregate(PG_FUNCTION_ARGS)
 	/* ---- arguments, before anything is read ---- */
 	ptf_input_arg(fcinfo, WA_INPUT, "input", &input);
 	target_type = get_fn_expr_argtype(fcinfo->flinfo, WA_TARGET);
+	ptf_check_row_type_exists(fcinfo, target_type);
 	if (!OidIsValid(target_type) || !type_is_rowtype(target_type) || target_type == RECORDOID)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATATYPE_MISMATCH),

@@ -11,6 +11,20 @@
  * does not change the result; deleting first frees unique values that
  * an upsert may take.  The batch is bounded by rows and by work_mem.
  *
+ * The key is not always the only thing that orders changes.  With another
+ * unique index, an exclusion constraint or a foreign key into the table
+ * itself, applying each key's last change in key order can collide where
+ * the changes in their own order do not (an email moved from one row to
+ * another, two values swapped through a third).  On such a table every
+ * change of a batch is kept, the batch runs in a subtransaction, and if it
+ * fails with a unique, exclusion or foreign-key violation it is rolled
+ * back and its changes applied again one by one in the order they came:
+ * the table ends as the changes in order leave it whenever that order
+ * satisfies the constraints, and a sequence that breaks them fails with
+ * the constraint's own error.  Tables with the key as their only such
+ * constraint pay nothing for it (no subtransaction: a long apply would
+ * otherwise overflow the backend's cache of subtransaction ids).
+ *
  * The statements are built once from the catalog (column names quoted,
  * key equality by the type's own operator, schema-qualified) and run as
  * the caller, nested inside whatever query produces the changes.
@@ -22,7 +36,11 @@
 #include "access/genam.h"
 #include "access/htup_details.h"
 #include "access/relation.h"
+#include "access/xact.h"
+#include "catalog/partition.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_index.h"
+#include "catalog/pg_inherits.h"
 #include "catalog/pg_operator.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
@@ -34,6 +52,7 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
+#include "utils/resowner.h"
 #include "utils/syscache.h"
 #include "utils/relcache.h"
 #include "utils/typcache.h"
@@ -51,6 +70,7 @@ struct ApplySink
 	Oid			rowtype;
 	Oid			arraytype;
 	KeySpec    *keys;			/* NULL: the table has no key */
+	bool		order_matters;	/* another constraint may make batching fail */
 	SPIPlanPtr	upsert_plan;	/* keyed */
 	bool		upsert_reports; /* RETURNING whether each row was inserted */
 	SPIPlanPtr	delete_plan;
@@ -64,6 +84,10 @@ struct ApplySink
 	Datum	   *rows;
 	char	   *action;			/* 'U' upsert, 'D' delete, 'd' delete of a
 								 * key added in the batch, 'X' superseded */
+	char	   *step;			/* in order (order_matters): 'U' upsert, 'D'
+								 * delete, 'B' delete (a -U), 'F' a -U
+								 * folded into its +U */
+	uint64		batch_superseded;
 	int			n;
 	int			max;			/* room in rows and action */
 	ApplyCounts counts;
@@ -110,7 +134,7 @@ prepare(const char *sql, Oid argtype)
 
 /* The table's key: its primary key, else its replica identity index. */
 static KeySpec *
-table_key(Relation rel, TupleDesc rowdesc)
+table_key(Relation rel, TupleDesc rowdesc, Oid *key_index)
 {
 	Oid			indexoid = RelationGetPrimaryKeyIndex(rel);
 	Relation	idx;
@@ -121,6 +145,7 @@ table_key(Relation rel, TupleDesc rowdesc)
 
 	if (!OidIsValid(indexoid))
 		indexoid = RelationGetReplicaIndex(rel);
+	*key_index = indexoid;
 	if (!OidIsValid(indexoid))
 		return NULL;
 	idx = index_open(indexoid, AccessShareLock);
@@ -131,6 +156,59 @@ table_key(Relation rel, TupleDesc rowdesc)
 	keys = key_spec_from_attnos(rowdesc, n, attnos);
 	index_close(idx, AccessShareLock);
 	return keys;
+}
+
+/* the key's index, or a partition's index attached to it */
+static bool
+is_key_index(Oid indexoid, Oid key_index)
+{
+	return indexoid == key_index ||
+		list_member_oid(get_partition_ancestors(indexoid), key_index);
+}
+
+/*
+ * Can applying each key's last change in key order break a constraint
+ * that the changes in their own order keep?  Only through a unique or
+ * exclusion index besides the key's, or a foreign key of the table to
+ * itself (a deleted parent, a child moved first); any of them in any
+ * partition counts.
+ */
+static bool
+batch_order_matters(Oid relid, Oid key_index)
+{
+	List	   *rels = find_all_inheritors(relid, AccessShareLock, NULL);
+	ListCell   *lc;
+
+	foreach(lc, rels)
+	{
+		Relation	rel = relation_open(lfirst_oid(lc), NoLock);
+		List	   *indexes = RelationGetIndexList(rel);
+		List	   *fkeys = RelationGetFKeyList(rel);
+		bool		matters = false;
+		ListCell   *ic;
+
+		foreach(ic, indexes)
+		{
+			Oid			indexoid = lfirst_oid(ic);
+			HeapTuple	tup;
+			Form_pg_index idx;
+
+			if (is_key_index(indexoid, key_index))
+				continue;
+			tup = SearchSysCache1(INDEXRELID, ObjectIdGetDatum(indexoid));
+			if (!HeapTupleIsValid(tup))
+				elog(ERROR, "cache lookup failed for index %u", indexoid);
+			idx = (Form_pg_index) GETSTRUCT(tup);
+			matters |= idx->indisunique || idx->indisexclusion;
+			ReleaseSysCache(tup);
+		}
+		foreach(ic, fkeys)
+			matters |= list_member_oid(rels, ((ForeignKeyCacheInfo *) lfirst(ic))->confrelid);
+		relation_close(rel, NoLock);
+		if (matters)
+			return true;
+	}
+	return false;
 }
 
 static bool
@@ -176,6 +254,7 @@ apply_sink_create(Oid relid)
 	StringInfoData roweq;
 	StringInfoData sql;
 	bool		overriding = false;
+	Oid			key_index;
 	int			i;
 
 	rel = relation_open(relid, AccessShareLock);
@@ -193,7 +272,8 @@ apply_sink_create(Oid relid)
 	s->rowtype = rel->rd_rel->reltype;
 	s->rowdesc->tdtypeid = s->rowtype;
 	s->arraytype = get_array_type(s->rowtype);
-	s->keys = table_key(rel, s->rowdesc);
+	s->keys = table_key(rel, s->rowdesc, &key_index);
+	s->order_matters = s->keys != NULL && batch_order_matters(relid, key_index);
 	name = ptf_relation_sql_name(relid);
 
 	initStringInfo(&cols);
@@ -277,6 +357,7 @@ apply_sink_create(Oid relid)
 	s->max = 1024;
 	s->rows = palloc(sizeof(Datum) * s->max);
 	s->action = palloc(s->max);
+	s->step = palloc(s->max);
 	return s;
 }
 
@@ -348,73 +429,190 @@ batch_array(ApplySink *s, char action, int *count)
 	return PointerGetDatum(construct_array(elems, n, s->rowtype, -1, false, TYPALIGN_DOUBLE));
 }
 
+/* A keyed batch: each key's last change, by two statements. */
 static void
-flush(ApplySink *s)
+apply_batched(ApplySink *s)
 {
 	MemoryContext old = MemoryContextSwitchTo(s->batch_cxt);
 	int			n;
 	Datum		arr;
 
-	if (s->keys != NULL)
+	arr = batch_array(s, 'D', &n);
+	if (n > 0)
 	{
-		arr = batch_array(s, 'D', &n);
-		if (n > 0)
+		uint64		deleted = execute(s->delete_plan, arr, NULL);
+
+		s->counts.deleted += deleted;
+		s->counts.missing += n - deleted;
+	}
+	/*
+	 * Keys added earlier in the batch: the addition was never written, so
+	 * only a row the table had before is deleted.  A retraction that merely
+	 * cancels the addition changed no row of the table: it is folded with it
+	 * (superseded), not counted as a deletion.
+	 */
+	arr = batch_array(s, 'd', &n);
+	if (n > 0)
+	{
+		uint64		deleted = execute(s->delete_plan, arr, NULL);
+
+		s->counts.deleted += deleted;
+		s->counts.superseded += n - deleted;
+	}
+	arr = batch_array(s, 'U', &n);
+	if (n > 0)
+	{
+		uint64		inserted = 0;
+		uint64		processed = execute(s->upsert_plan, arr,
+										s->upsert_reports ? &inserted : NULL);
+
+		if (!s->upsert_reports)
+			inserted = processed;	/* DO NOTHING: conflicts are not returned */
+		s->counts.inserted += inserted;
+		s->counts.updated += n - inserted;
+	}
+	MemoryContextSwitchTo(old);
+}
+
+/* A one-row array of the table's row type, in the batch's memory. */
+static Datum
+one_row(ApplySink *s, Datum row)
+{
+	return PointerGetDatum(construct_array(&row, 1, s->rowtype, -1, false, TYPALIGN_DOUBLE));
+}
+
+/*
+ * A keyed batch change by change, in the order the changes came, each
+ * counted for itself.  An update's -U is folded into its +U, as in a
+ * batch: the row is replaced, not deleted and inserted again (which a
+ * foreign key into the table would refuse).
+ */
+static void
+apply_in_order(ApplySink *s)
+{
+	MemoryContext old = MemoryContextSwitchTo(s->batch_cxt);
+	int			i;
+
+	for (i = 0; i < s->n; i++)
+	{
+		CHECK_FOR_INTERRUPTS();
+		if (s->step[i] == 'F')
+			s->counts.superseded++;
+		else if (s->step[i] == 'D' || s->step[i] == 'B')
 		{
-			uint64		deleted = execute(s->delete_plan, arr, NULL);
+			uint64		deleted = execute(s->delete_plan, one_row(s, s->rows[i]), NULL);
 
 			s->counts.deleted += deleted;
-			s->counts.missing += n - deleted;
+			s->counts.missing += 1 - deleted;
 		}
-		/*
-		 * Keys added earlier in the batch: the addition was never written,
-		 * so only a row the table had before is deleted.  A retraction that
-		 * merely cancels the addition changed no row of the table: it is
-		 * folded with it (superseded), not counted as a deletion.
-		 */
-		arr = batch_array(s, 'd', &n);
-		if (n > 0)
-		{
-			uint64		deleted = execute(s->delete_plan, arr, NULL);
-
-			s->counts.deleted += deleted;
-			s->counts.superseded += n - deleted;
-		}
-		arr = batch_array(s, 'U', &n);
-		if (n > 0)
+		else
 		{
 			uint64		inserted = 0;
-			uint64		processed = execute(s->upsert_plan, arr,
+			uint64		processed = execute(s->upsert_plan, one_row(s, s->rows[i]),
 											s->upsert_reports ? &inserted : NULL);
 
 			if (!s->upsert_reports)
-				inserted = processed;	/* DO NOTHING: conflicts are not returned */
+				inserted = processed;
 			s->counts.inserted += inserted;
-			s->counts.updated += n - inserted;
+			s->counts.updated += 1 - inserted;
 		}
 	}
-	else
+	MemoryContextSwitchTo(old);
+}
+
+/* what applying a batch in key order can run into, and in order not */
+static bool
+order_dependent_error(int sqlerrcode)
+{
+	return sqlerrcode == ERRCODE_UNIQUE_VIOLATION ||
+		sqlerrcode == ERRCODE_EXCLUSION_VIOLATION ||
+		sqlerrcode == ERRCODE_FOREIGN_KEY_VIOLATION;
+}
+
+/*
+ * The batch as a batch, in a subtransaction; if the order of its keys
+ * broke a constraint, nothing of it is left and it is applied in order.
+ */
+static void
+apply_batched_or_in_order(ApplySink *s)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	ApplyCounts before = s->counts;
+	volatile bool in_order = false;
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(cxt);
+	PG_TRY();
 	{
-		arr = batch_array(s, 'U', &n);
+		apply_batched(s);
+		ReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+		if (!order_dependent_error(edata->sqlerrcode))
+			ReThrowError(edata);
+		FreeErrorData(edata);
+		in_order = true;
+	}
+	PG_END_TRY();
+
+	if (in_order)
+	{
+		/* counted afresh, change by change */
+		s->counts = before;
+		s->counts.superseded -= s->batch_superseded;
+		apply_in_order(s);
+	}
+}
+
+static void
+flush(ApplySink *s)
+{
+	if (s->keys == NULL)
+	{
+		MemoryContext old = MemoryContextSwitchTo(s->batch_cxt);
+		int			n;
+		Datum		arr = batch_array(s, 'U', &n);
+
 		if (n > 0)
 			s->counts.inserted += execute(s->insert_plan, arr, NULL);
+		MemoryContextSwitchTo(old);
 	}
-	MemoryContextSwitchTo(old);
+	else if (s->order_matters)
+		apply_batched_or_in_order(s);
+	else
+		apply_batched(s);
 
 	MemoryContextReset(s->batch_cxt);
 	s->pending = NULL;
 	s->n = 0;
+	s->batch_superseded = 0;
 }
 
 static void
-add_change(ApplySink *s, Datum row, char action)
+add_change(ApplySink *s, Datum row, char action, RowKind kind)
 {
 	if (s->n == s->max)
 	{
 		s->max *= 2;
 		s->rows = repalloc(s->rows, sizeof(Datum) * s->max);
 		s->action = repalloc(s->action, s->max);
+		s->step = repalloc(s->step, s->max);
 	}
 	s->rows[s->n] = row;
+	s->step[s->n] = ROWKIND_IS_ADDITION(kind) ? 'U' :
+		(kind == ROWKIND_UPDATE_BEFORE ? 'B' : 'D');
 	s->action[s->n++] = action;
 }
 
@@ -446,7 +644,7 @@ apply_sink_put(ApplySink *s, RowKind kind, TupleTableSlot *row)
 	{
 		if (ROWKIND_IS_ADDITION(kind))
 		{
-			add_change(s, datum, 'U');
+			add_change(s, datum, 'U', kind);
 		}
 		else
 		{
@@ -486,12 +684,17 @@ apply_sink_put(ApplySink *s, RowKind kind, TupleTableSlot *row)
 			if (action == 'D' && s->action[prev] == 'U')
 				action = 'd';
 			s->action[prev] = 'X';
-			/* its memory goes to the changes that follow */
-			pfree(DatumGetPointer(s->rows[prev]));
+			/* an update's two halves, one after the other */
+			if (kind == ROWKIND_UPDATE_AFTER && prev == s->n - 1 && s->step[prev] == 'B')
+				s->step[prev] = 'F';
+			/* its memory goes to the changes that follow, unless kept for order */
+			if (!s->order_matters)
+				pfree(DatumGetPointer(s->rows[prev]));
 			s->counts.superseded++;
+			s->batch_superseded++;
 		}
 		*(int32 *) ref.value = s->n;
-		add_change(s, datum, action);
+		add_change(s, datum, action, kind);
 	}
 	/* an update's halves stay in one batch: the -U alone would delete */
 	if (kind != ROWKIND_UPDATE_BEFORE && batch_full(s))

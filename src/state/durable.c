@@ -84,6 +84,7 @@ struct DurableState
 	int			ninputs;
 	TupleDesc	rowdescs[DURABLE_MAX_INPUTS];
 	char	   *row_types;		/* their fingerprint, written with every commit */
+	Datum		input_tables;	/* oid[] of their tables, written likewise */
 	/* state table layout: keys 1..nkeys, then these */
 	AttrNumber	att_ns_space;	/* 0: no namespaces */
 	AttrNumber	att_ns;
@@ -93,6 +94,23 @@ struct DurableState
 };
 
 /* ---- names and types ---- */
+
+/*
+ * The tables a uid reads, for the event trigger that warns when one is
+ * dropped (functions/state_functions.c).
+ */
+static Datum
+input_tables_array(const DurableIdentity *id)
+{
+	Datum		oids[DURABLE_MAX_INPUTS];
+	int			n = 0;
+	int			i;
+
+	for (i = 0; i < id->ninputs; i++)
+		if (OidIsValid(id->relids[i]))
+			oids[n++] = ObjectIdGetDatum(id->relids[i]);
+	return PointerGetDatum(construct_array(oids, n, OIDOID, sizeof(Oid), true, TYPALIGN_INT));
+}
 
 static Datum
 key_names_array(const DurableIdentity *id)
@@ -933,10 +951,10 @@ durable_open(const DurableIdentity *id, DurableProgress *progress)
 {
 	DurableState *ds = palloc0(sizeof(DurableState));
 	Oid			caller = GetUserId();
-	Oid			argtypes[11] = {TEXTOID, TEXTOID, OIDOID, OIDOID, TEXTARRAYOID, TEXTOID,
-	OIDOID, TEXTOID, TEXTOID, INT4OID, TEXTOID};
-	Datum		values[11];
-	char		nulls[11] = "           ";
+	Oid			argtypes[12] = {TEXTOID, TEXTOID, OIDOID, OIDOID, TEXTARRAYOID, TEXTOID,
+	OIDOID, TEXTOID, TEXTOID, INT4OID, TEXTOID, OIDARRAYOID};
+	Datum		values[12];
+	char		nulls[12] = "            ";
 	bool		exists;
 	Datum		call_keys = key_names_array(id);
 	char	   *row_types = row_types_fingerprint(id);
@@ -965,6 +983,7 @@ durable_open(const DurableIdentity *id, DurableProgress *progress)
 	nulls[8] = id->options ? ' ' : 'n';
 	values[9] = Int32GetDatum(STATE_LAYOUT_VERSION);
 	values[10] = CStringGetTextDatum(row_types);
+	values[11] = ds->input_tables = input_tables_array(id);
 
 	ptf_check_sql_version();
 	for (i = 0; i < id->ninputs; i++)
@@ -994,10 +1013,10 @@ durable_open(const DurableIdentity *id, DurableProgress *progress)
 	if (!exists)
 		ptf_spi_exec_as_owner("INSERT INTO ptf.uid_registry "
 							  "(uid, function, owner, row_type, key_columns, on_time, time_type, "
-							  "slot_name, options, layout, row_types) "
-							  "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) "
+							  "slot_name, options, layout, row_types, input_tables) "
+							  "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) "
 							  "ON CONFLICT (uid) DO NOTHING",
-							  11, argtypes, values, nulls, SPI_OK_INSERT);
+							  12, argtypes, values, nulls, SPI_OK_INSERT);
 
 	ptf_spi_exec_as_owner(ptf_in_pipeline_worker ?
 						  "SELECT " UID_REGISTRY_COLUMNS " FROM ptf.uid_registry "
@@ -1462,10 +1481,10 @@ durable_close(DurableState *ds)
 static void
 write_progress(DurableState *ds, KeyedState *ks, const DurableProgress *progress)
 {
-	Datum		values[12];
-	char		nulls[12];
-	Oid			argtypes[12] = {TEXTOID, INT8OID, INT8OID, LSNOID, INT8OID,
-	INT8OID, INT8OID, INT8OID, INT8OID, INT8ARRAYOID, TEXTOID, TEXTOID};
+	Datum		values[13];
+	char		nulls[13];
+	Oid			argtypes[13] = {TEXTOID, INT8OID, INT8OID, LSNOID, INT8OID,
+	INT8OID, INT8OID, INT8OID, INT8OID, INT8ARRAYOID, TEXTOID, TEXTOID, OIDARRAYOID};
 	Datum		times[3 * DURABLE_MAX_INPUTS];
 	int			i;
 
@@ -1494,14 +1513,16 @@ write_progress(DurableState *ds, KeyedState *ks, const DurableProgress *progress
 	values[10] = CStringGetTextDatum(ds->row_types);
 	values[11] = progress->stream_snapshot ? CStringGetTextDatum(progress->stream_snapshot) : (Datum) 0;
 	nulls[11] = progress->stream_snapshot ? ' ' : 'n';
+	/* a uid of 1.0, or one whose source was made again, learns its tables */
+	values[12] = ds->input_tables;
 	ptf_spi_exec_as_owner("UPDATE ptf.uid_registry SET max_event_time = $2, watermark = $3, "
 						  "last_lsn = $4, keys = $5, rows_in = $6, rows_out = $7, "
 						  "rows_late = $8, rows_skipped = $9, input_times = $10, "
-						  "row_types = $11, stream_snapshot = $12, "
+						  "row_types = $11, stream_snapshot = $12, input_tables = $13, "
 						  "version = pg_catalog.nextval('ptf.state_version_seq'), "
 						  "updated_at = pg_catalog.clock_timestamp() "
 						  "WHERE uid OPERATOR(pg_catalog.=) $1 RETURNING version",
-						  12, argtypes, values, nulls, SPI_OK_UPDATE_RETURNING);
+						  13, argtypes, values, nulls, SPI_OK_UPDATE_RETURNING);
 	if (SPI_processed == 1)
 		ds->version = ptf_spi_int64(1, 0);
 }

@@ -40,6 +40,7 @@ typedef struct DurableIdentity
 	const StateLayout *layout;	/* what the state table holds */
 	int			nspaces;		/* namespaces per key */
 	bool		keeps_images;	/* the state holds rows of the inputs */
+	Oid			relids[DURABLE_MAX_INPUTS]; /* the inputs' tables, or InvalidOid */
 } DurableIdentity;
 
 /* What carries over between calls besides the keys. */

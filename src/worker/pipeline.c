@@ -29,7 +29,9 @@
 
 #include "access/xact.h"
 #include "access/xlog.h"
+#include "catalog/namespace.h"
 #include "catalog/pg_authid.h"
+#include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
 #include "commands/extension.h"
 #include "executor/spi.h"
@@ -43,11 +45,13 @@
 #include "storage/latch.h"
 #include "storage/lock.h"
 #include "tcop/tcopprot.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/pg_lsn.h"
+#include "utils/regproc.h"
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
 #include "utils/timeout.h"
@@ -75,6 +79,7 @@ typedef struct Pipeline
 	Oid			owner;
 	char	   *query;
 	Oid			sink;
+	char	   *sink_name;		/* the sink's name when it was dropped, or NULL */
 	bool		changelog;		/* sink_mode 'changelog' */
 	char	   *uid;
 	bool		paused;
@@ -115,11 +120,21 @@ load_pipelines(void)
 
 	if (OidIsValid(get_extension_oid("deduplicate_keep_first", true)))
 	{
+		bool		sql_1_0;
+
+		/* before ALTER EXTENSION ... UPDATE the steps wait, and say why */
+		if (SPI_execute("SELECT extversion OPERATOR(pg_catalog.=) '1.0' FROM pg_catalog.pg_extension "
+						"WHERE extname OPERATOR(pg_catalog.=) 'deduplicate_keep_first'",
+						true, 1) != SPI_OK_SELECT || SPI_processed != 1)
+			elog(ERROR, "could not read the extension's version");
+		sql_1_0 = DatumGetBool(ptf_spi_datum(1));
 		/* the registry's columns by Anum_, then the uid's slot */
-		if (SPI_execute("SELECT " PIPELINE_REGISTRY_COLUMNS ", "
-						"(SELECT r.slot_name FROM ptf.uid_registry r "
-						" WHERE r.uid OPERATOR(pg_catalog.=) p.uid) "
-						"FROM ptf.pipeline_registry p ORDER BY p.id",
+		if (SPI_execute(psprintf("SELECT %s, "
+								 "(SELECT r.slot_name FROM ptf.uid_registry r "
+								 " WHERE r.uid OPERATOR(pg_catalog.=) p.uid) "
+								 "FROM ptf.pipeline_registry p ORDER BY p.id",
+								 sql_1_0 ? PIPELINE_REGISTRY_COLUMNS_1_0 ", NULL::pg_catalog.text" :
+								 PIPELINE_REGISTRY_COLUMNS),
 						true, 0) != SPI_OK_SELECT)
 			elog(ERROR, "could not read ptf.pipeline_registry");
 		for (i = 0; i < SPI_processed; i++)
@@ -143,7 +158,8 @@ load_pipelines(void)
 			p->paused = DatumGetBool(SPI_getbinval(tup, desc, Anum_pipeline_registry_paused,
 												   &isnull));
 			p->search_path = SPI_getvalue(tup, desc, Anum_pipeline_registry_search_path);
-			p->slot_name = SPI_getvalue(tup, desc, Natts_pipeline_registry);
+			p->sink_name = SPI_getvalue(tup, desc, Anum_pipeline_registry_sink_name);
+			p->slot_name = SPI_getvalue(tup, desc, Natts_pipeline_registry + 1);
 			pipelines = lappend(pipelines, p);
 			MemoryContextSwitchTo(old);
 		}
@@ -198,16 +214,74 @@ pipeline_origin(Pipeline *p)
 	return origin;
 }
 
+/*
+ * The sink is the table itself, whatever it is renamed to.  Once it is
+ * dropped the event trigger keeps the name it had (sink_name), and the
+ * pipeline goes on into a table made again under that name -- as a user
+ * who drops and makes again a table expects -- if its owner could have
+ * made it (owns it or has the rights of its owner): another role's table
+ * of that name is not handed the pipeline's rows.  The new table is the
+ * sink from this step on, in the step's transaction: a step that fails
+ * later looks it up again.
+ */
+static void
+resolve_sink(Pipeline *p)
+{
+	Oid			relid;
+	Oid			argtypes[2] = {INT4OID, OIDOID};
+	Datum		args[2];
+
+	if (p->sink_name == NULL)
+	{
+		if (get_rel_name(p->sink) == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_TABLE),
+					 errmsg("the sink of pipeline \"%s\" no longer exists", p->name),
+					 errhint("Drop the pipeline with SELECT ptf.drop_pipeline('%s'), and make it again with a sink.",
+							 p->name)));
+		return;
+	}
+	relid = RangeVarGetRelid(makeRangeVarFromNameList(stringToQualifiedNameList(p->sink_name)),
+							 NoLock, true);
+	if (!OidIsValid(relid))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("the sink of pipeline \"%s\", table %s, was dropped", p->name, p->sink_name),
+				 errdetail("Its changes wait in the pipeline's stream."),
+				 errhint("Make table %s again, and the pipeline goes on into it from where it stopped; or drop the pipeline with SELECT ptf.drop_pipeline('%s').",
+						 p->sink_name, p->name)));
+	if (get_rel_relkind(relid) != RELKIND_RELATION &&
+		get_rel_relkind(relid) != RELKIND_PARTITIONED_TABLE)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("the sink of pipeline \"%s\", %s, is not a table", p->name, p->sink_name),
+				 errhint("Make %s a table again, or drop the pipeline with SELECT ptf.drop_pipeline('%s').",
+						 p->sink_name, p->name)));
+	if (!pg_class_ownercheck(relid, p->owner))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("the sink of pipeline \"%s\", table %s, was made again by another role", p->name,
+						p->sink_name),
+				 errdetail("A dropped sink is followed to a table of its name only if the pipeline's owner owns it."),
+				 errhint("ALTER TABLE %s OWNER TO %s; or drop the pipeline with SELECT ptf.drop_pipeline('%s').",
+						 p->sink_name, quote_identifier(GetUserNameFromId(p->owner, false)), p->name)));
+	args[0] = Int32GetDatum(p->id);
+	args[1] = ObjectIdGetDatum(relid);
+	ptf_spi_exec_as_owner("UPDATE ptf.pipeline_registry SET sink = $2, sink_name = NULL "
+						  "WHERE id OPERATOR(pg_catalog.=) $1",
+						  2, argtypes, args, NULL, SPI_OK_UPDATE);
+	ereport(LOG,
+			(errmsg("pipeline \"%s\" goes on into table %s, made again", p->name, p->sink_name)));
+	p->sink = relid;
+}
+
 /* The step's statement: the query's rows into the sink. */
 static void
 run_query_into_sink(Pipeline *p)
 {
 	int			rc;
 
-	if (get_rel_name(p->sink) == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_TABLE),
-				 errmsg("the sink of pipeline \"%s\" no longer exists", p->name)));
+	resolve_sink(p);
 	if (p->changelog)
 	{
 		Oid			argtypes[2] = {REGCLASSOID, TEXTOID};
