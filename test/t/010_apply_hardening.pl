@@ -73,6 +73,7 @@ ok($node->poll_query_until('postgres', q{
 # (the pipeline's owner is not a superuser: a superuser owns every table)
 $node->safe_psql('postgres', q{
     CREATE ROLE regress_alice;
+    GRANT ptf_stream TO regress_alice;
     CREATE TABLE clicks (id bigserial PRIMARY KEY, user_id int);
     GRANT SELECT ON clicks TO regress_alice;
     CREATE SCHEMA "Out";
