@@ -27,6 +27,7 @@
 
 #include "executor/spi.h"
 #include "miscadmin.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
 
@@ -442,6 +443,32 @@ store_state(PtfCall *call, DurableState *ds, PtfOperator *op, PtfChangeStream *c
 	kept_operator_stored(ds, op);
 }
 
+/*
+ * A stream that starts without its tables' rows can stop for good at an
+ * UPDATE of a row it has not seen that leaves a TOASTed value unchanged:
+ * the WAL has no value for it, and no image of the row is kept.  Said
+ * once, when the stream starts, with both ways to avoid it.
+ */
+static void
+warn_incomplete_images(PtfCall *call)
+{
+	int			i;
+
+	for (i = 0; i < call->ninputs; i++)
+	{
+		Oid			relid = call->inputs[i].arg.relid;
+
+		if (call->inputs[i].inserts_only || !change_stream_images_may_be_incomplete(relid))
+			continue;
+		ereport(WARNING,
+				(errmsg("the change stream of uid \"%s\" can stop at an update of table %s that it cannot complete",
+						call->uid, get_rel_name(relid)),
+				 errdetail("Under a replica identity other than FULL, an update that leaves a TOASTed value unchanged logs no value for it, and a row the stream has not seen cannot be completed from state."),
+				 errhint("Start the stream with the table's rows (ptf.drop_state('%s'), then a first call with snapshot => true), or ALTER TABLE %s REPLICA IDENTITY FULL.",
+						 call->uid, get_rel_name(relid))));
+	}
+}
+
 void
 ptf_call_run(PtfCall *call)
 {
@@ -472,6 +499,8 @@ ptf_call_run(PtfCall *call)
 			progress.stream_snapshot = SNAPSHOT_PENDING;
 			progress.snapshot_changed = true;
 		}
+		else if (call->changes && progress.created)
+			warn_incomplete_images(call);
 	}
 	else
 		op = build_operator(call, call->cxt, false, get_hash_memory_limit());

@@ -31,6 +31,7 @@ typedef struct PtfCallInput
 	PtfInputArg arg;			/* its row type, and relation */
 	const char *query;			/* its rows come from this query, or NULL */
 	ChangeStreamTruncate on_truncate;	/* for its change stream */
+	bool		inserts_only;	/* its stream's updates are passed over */
 
 	/*
 	 * What the frame needs of it: keys and time columns, set by the

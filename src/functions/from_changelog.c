@@ -228,8 +228,9 @@ ptf_from_changelog(PG_FUNCTION_ARGS)
 	in->frame.keys = keys;
 	in->adapter = cdc_row;
 	in->adapter_arg = &fc;
-	/* truncating the landing table is clean-up too */
+	/* truncating or updating the landing table is clean-up too */
 	in->on_truncate = TRUNCATE_SKIP;
+	in->inserts_only = true;
 	call->layout = &normalize_layout;
 	call->keeps_images = !full_deletes;
 	/* the records read, and whether images are kept, are the uid's */

@@ -1009,6 +1009,25 @@ cs_truncate(void *arg, ReorderBufferTXN *txn, int nrelations, Relation *relation
 	}
 }
 
+bool
+change_stream_images_may_be_incomplete(Oid relid)
+{
+	Relation	rel = relation_open(relid, AccessShareLock);
+	TupleDesc	desc = RelationGetDescr(rel);
+	bool		may = false;
+	int			i;
+
+	if (rel->rd_rel->relreplident != REPLICA_IDENTITY_FULL)
+		for (i = 0; i < desc->natts && !may; i++)
+		{
+			Form_pg_attribute a = TupleDescAttr(desc, i);
+
+			may = !a->attisdropped && a->attlen == -1 && a->attstorage != TYPSTORAGE_PLAIN;
+		}
+	relation_close(rel, AccessShareLock);
+	return may;
+}
+
 /* ---- the decoding loop ---- */
 
 static void

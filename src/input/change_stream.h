@@ -106,6 +106,12 @@ extern uint64 change_stream_skipped(PtfChangeStream *cs);
 extern void change_stream_drop_slot(const char *slot_name);
 
 /*
+ * Can an UPDATE of the table log a new image that lacks values (unchanged
+ * TOASTed ones, under any replica identity but FULL)?
+ */
+extern bool change_stream_images_may_be_incomplete(Oid relid);
+
+/*
  * The same once the transaction commits (if the slot is this database's):
  * for drops that may still fail or roll back (DROP OWNED, DROP EXTENSION).
  */
