@@ -15,13 +15,13 @@
  *
  * The query is bound when the pipeline is made, as a view's is: it is
  * stored as PostgreSQL prints its analysis -- every name qualified but
- * pg_catalog's, every implicit cast of an argument written out -- and
- * runs under the maker's search_path with pg_catalog first.  So a
- * function or operator created later in a schema of that path, of the
- * same signature or a better match, cannot change what the query calls,
- * nor run as the pipeline's owner; code the query calls (functions,
- * triggers on the sink) resolves its own names under that path, as it
- * would in the maker's session.
+ * pg_catalog's -- and runs, with all it calls, under the search_path
+ * "pg_catalog, pg_temp" (as PostgreSQL 17 runs maintenance commands).  No
+ * schema a role could create objects in is searched, so nothing created
+ * later -- a function of the same signature, an exact-type overload of a
+ * polymorphic built-in, an operator -- can change what the query calls or
+ * run as the pipeline's owner.  Code that needs another path says so
+ * itself (SET search_path on the function).
  *
  *-------------------------------------------------------------------------
  */
@@ -171,15 +171,17 @@ enter_search_path(const char *path)
 	return nest;
 }
 
+/* what pipelines made by this version run under; see the header */
+#define PIPELINE_SEARCH_PATH "pg_catalog, pg_temp"
+
 /*
- * The analyzed query as text that names what it named now on any path
- * that puts pg_catalog first: printed with pg_catalog alone on the path,
- * all else comes out qualified.
+ * The analyzed query as text that names what it named now under
+ * PIPELINE_SEARCH_PATH: printed under it, all else comes out qualified.
  */
 static char *
 bind_query(Query *q)
 {
-	int			nest = enter_search_path("pg_catalog");
+	int			nest = enter_search_path(PIPELINE_SEARCH_PATH);
 	char	   *bound = pg_get_querydef(q, false);
 
 	AtEOXact_GUC(true, nest);
@@ -454,7 +456,7 @@ ptf_create_pipeline(PG_FUNCTION_ARGS)
 
 	/* from here on the query is the bound one, under the path the worker will use */
 	query = bound;
-	search_path = psprintf("pg_catalog, %s", GetConfigOptionByName("search_path", NULL, false));
+	search_path = PIPELINE_SEARCH_PATH;
 	nest = enter_search_path(search_path);
 
 	if (SPI_connect() != SPI_OK_CONNECT)

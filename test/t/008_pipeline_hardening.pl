@@ -31,7 +31,7 @@ $node->safe_psql('postgres', q{
     CREATE TABLE slow_sink (id int, v text);
     CREATE TABLE slow_control (hold boolean, unlock_all boolean);
     INSERT INTO slow_control VALUES (false, false);
-    CREATE FUNCTION slow_trigger() RETURNS trigger LANGUAGE plpgsql AS $$
+    CREATE FUNCTION slow_trigger() RETURNS trigger LANGUAGE plpgsql SET search_path = public AS $$
     BEGIN
         PERFORM pg_advisory_lock(4242);
         IF (SELECT unlock_all FROM slow_control) THEN
