@@ -180,6 +180,21 @@ CREATE EXTENSION deduplicate_keep_first;
 RESET client_min_messages;
 SELECT ptf.create_pipeline('sp-db-pipe', $$SELECT * FROM ptf.deduplicate_keep_first(
     NULL::events, partition_by => '{k}', changes => true, uid => 'sp-db-pipe')$$, 'firsts');
+-- a DROP DATABASE that fails stops nothing: the pipeline goes on
+\c contrib_regression
+BEGIN;
+DROP DATABASE regress_ptf_sp WITH (FORCE);
+ROLLBACK;
+\c regress_ptf_sp
+INSERT INTO events VALUES (1, 'a');
+DO $$
+BEGIN
+    FOR i IN 1..300 LOOP
+        EXIT WHEN (SELECT count(*) FROM firsts) > 0;
+        PERFORM pg_sleep(0.1);
+    END LOOP;
+END $$;
+SELECT count(*) AS written_by_the_pipeline FROM firsts;
 \c contrib_regression
 DROP DATABASE regress_ptf_sp WITH (FORCE);
 SELECT count(*) AS origins FROM pg_replication_origin WHERE roname LIKE 'ptf\_pipeline\_' || :sp_db || '\_%';

@@ -27,6 +27,7 @@
 #include "access/genam.h"
 #include "access/htup_details.h"
 #include "access/table.h"
+#include "access/xact.h"
 #include "catalog/pg_authid.h"
 #include "catalog/pg_extension.h"
 #include "catalog/pg_replication_origin.h"
@@ -40,11 +41,15 @@
 #include "nodes/parsenodes.h"
 #include "replication/origin.h"
 #include "replication/slot.h"
+#include "storage/proc.h"
+#include "storage/procarray.h"
 #include "tcop/utility.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/resowner.h"
 
 #include "catalog.h"
 #include "functions/drops.h"
@@ -180,7 +185,14 @@ ptf_drop_streams(PG_FUNCTION_ARGS)
 		elog(ERROR, "SPI_connect failed");
 	if (IsA(stmt, DropStmt) && ((DropStmt *) stmt)->removeType == OBJECT_EXTENSION)
 	{
-		if (names_us(((DropStmt *) stmt)->objects))
+		Oid			extoid = get_extension_oid(PTF_EXTENSION_NAME, true);
+
+		/*
+		 * This fires before DROP EXTENSION checks who may drop it: whoever
+		 * may not must not get the clean-up's locks and drops either.
+		 */
+		if (names_us(((DropStmt *) stmt)->objects) && OidIsValid(extoid) &&
+			pg_extension_ownercheck(extoid, GetUserId()))
 			drop_all_streams();
 	}
 	else if (IsA(stmt, DropOwnedStmt))
@@ -348,20 +360,23 @@ drop_origins_of_database(Oid dboid)
  * the worker, a superuser's process) has the worker stopped first, and
  * its slots waited for.
  */
-static void
+static bool
 stop_worker_before_drop(DropdbStmt *stmt, Oid dboid)
 {
 	ListCell   *lc;
 	bool		force = false;
 	DatabaseWorker *w;
+	PGPROC	   *proc;
 	int			pid = 0;
 	int			i;
 
 	foreach(lc, stmt->options)
 		if (strcmp(((DefElem *) lfirst(lc))->defname, "force") == 0)
 			force = true;
-	if (!force || !superuser() || !ptf_shmem_available())
-		return;
+	/* a drop that will fail its own checks stops nothing */
+	if (!force || !superuser() || !ptf_shmem_available() ||
+		IsTransactionBlock() || dboid == MyDatabaseId)
+		return false;
 	ptf_shmem_lock(true);
 	w = ptf_database_worker(dboid, false);
 	if (w != NULL)
@@ -371,8 +386,11 @@ stop_worker_before_drop(DropdbStmt *stmt, Oid dboid)
 	}
 	ptf_shmem_unlock();
 	if (pid == 0)
-		return;
-	(void) kill(pid, SIGTERM);
+		return w != NULL;
+	/* the place may hold a pid that is no longer its worker's */
+	proc = BackendPidGetProc(pid);
+	if (proc != NULL && proc->databaseId == dboid)
+		(void) kill(pid, SIGTERM);
 	for (i = 0; i < 1000; i++)
 	{
 		int			nslots;
@@ -384,6 +402,44 @@ stop_worker_before_drop(DropdbStmt *stmt, Oid dboid)
 		CHECK_FOR_INTERRUPTS();
 		pg_usleep(10000L);
 	}
+	return true;
+}
+
+/*
+ * After DROP DATABASE, which cannot be undone (its files are gone): a
+ * failure to drop the origins must not fail it, so it is a WARNING, in a
+ * subtransaction of its own.
+ */
+static void
+drop_origins_after_drop(Oid dboid)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+
+	BeginInternalSubTransaction(NULL);
+	PG_TRY();
+	{
+		drop_origins_of_database(dboid);
+		ReleaseCurrentSubTransaction();
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		ereport(WARNING,
+				(errmsg("could not drop the replication origins of the dropped database's pipelines: %s",
+						edata->message),
+				 errhint("Drop the origins named ptf_pipeline_%u_* with pg_replication_origin_drop().",
+						 dboid)));
+		FreeErrorData(edata);
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(cxt);
+	CurrentResourceOwner = owner;
 }
 
 static void
@@ -393,7 +449,8 @@ ptf_process_utility(PlannedStmt *pstmt, const char *queryString,
 					DestReceiver *dest, QueryCompletion *qc)
 {
 	Node	   *stmt = pstmt->utilityStmt;
-	Oid			dropped_db = InvalidOid;
+	volatile Oid dropped_db = InvalidOid;
+	volatile bool stopped = false;
 
 	if (IsA(stmt, DropRoleStmt))
 		refuse_dropping_stream_owners((DropRoleStmt *) stmt);
@@ -401,18 +458,28 @@ ptf_process_utility(PlannedStmt *pstmt, const char *queryString,
 	{
 		dropped_db = get_database_oid(((DropdbStmt *) stmt)->dbname, true);
 		if (OidIsValid(dropped_db))
-			stop_worker_before_drop((DropdbStmt *) stmt, dropped_db);
+			stopped = stop_worker_before_drop((DropdbStmt *) stmt, dropped_db);
 	}
 
-	if (prev_process_utility)
-		prev_process_utility(pstmt, queryString, readOnlyTree, context,
-							 params, queryEnv, dest, qc);
-	else
-		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
-								params, queryEnv, dest, qc);
+	PG_TRY();
+	{
+		if (prev_process_utility)
+			prev_process_utility(pstmt, queryString, readOnlyTree, context,
+								 params, queryEnv, dest, qc);
+		else
+			standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
+									params, queryEnv, dest, qc);
+	}
+	PG_CATCH();
+	{
+		if (stopped)
+			ptf_request_worker(dropped_db);	/* the drop failed: wanted again */
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
 
 	if (OidIsValid(dropped_db))
-		drop_origins_of_database(dropped_db);
+		drop_origins_after_drop(dropped_db);
 	else if (IsA(stmt, ReassignOwnedStmt))
 		reassign_streams((ReassignOwnedStmt *) stmt);
 }

@@ -570,7 +570,6 @@ change_stream_prepare(const char *uid, const Oid *relids, int nrelids)
 
 	/* the uid's first call: its stream starts with its slot */
 	check_may_start_stream(uid);
-	check_streams_per_role();
 	slot = slot_name_for(uid);
 	if (GetTopTransactionIdIfAny() != InvalidTransactionId)
 	{
@@ -598,6 +597,13 @@ change_stream_prepare(const char *uid, const Oid *relids, int nrelids)
 				 errdetail("It creates the uid's replication slot, which needs a transaction without writes."),
 				 errhint("Make the first call of the uid in a transaction of its own.")));
 	}
+
+	/*
+	 * After the check above: a transaction with an xid waiting here for the
+	 * role's lock could deadlock with the holder, whose slot creation waits
+	 * for every transaction with an xid to end.
+	 */
+	check_streams_per_role();
 	/* left over by a first call whose backend died: start afresh */
 	change_stream_drop_slot(slot);
 	values[0] = CStringGetTextDatum(slot);

@@ -89,6 +89,49 @@ typedef struct Pipeline
 
 static DatabaseWorker *me = NULL;
 
+/*
+ * A step whose code catches the cancel of ptf.pipeline_step_timeout and
+ * runs on would hold the database's worker, and every other pipeline of
+ * it, for as long as it likes.  A second limit, as long again (at least
+ * a second), ends the worker as pg_terminate_backend would -- a FATAL no
+ * exception block catches; the step's transaction is rolled back by the
+ * exit, the failure is recorded on the way out (so the pipeline backs
+ * off), and the launcher starts the worker again.
+ */
+static TimeoutId step_kill_timeout;
+static volatile sig_atomic_t step_overrun = false;
+static Pipeline *stepping_pipeline;	/* the one in its step, or NULL */
+
+static void record_failure(Pipeline *p, const char *message);
+
+static void
+step_kill_handler(void)
+{
+	step_overrun = true;
+	InterruptPending = true;
+	ProcDiePending = true;
+	SetLatch(MyLatch);
+}
+
+static int
+step_kill_after_ms(void)
+{
+	return ptf_pipeline_step_timeout_ms + Max(ptf_pipeline_step_timeout_ms, 1000);
+}
+
+static void
+record_overrun_at_exit(int code, Datum arg)
+{
+	if (!step_overrun || stepping_pipeline == NULL)
+		return;
+	ereport(LOG,
+			(errmsg("pipeline \"%s\": its step went on after the cancel of ptf.pipeline_step_timeout, so the worker was ended",
+					stepping_pipeline->name)));
+	record_failure(stepping_pipeline,
+				   psprintf("step ended with its worker: it went on for %d ms after the cancel of ptf.pipeline_step_timeout; nothing of it was written",
+							step_kill_after_ms() - ptf_pipeline_step_timeout_ms));
+}
+
 static void
 clear_worker_entry(int code, Datum arg)
 {
@@ -604,7 +647,11 @@ run_step(Pipeline *p)
 		 * the worker's other pipelines for long.
 		 */
 		if (ptf_pipeline_step_timeout_ms > 0)
+		{
 			enable_timeout_after(STATEMENT_TIMEOUT, ptf_pipeline_step_timeout_ms);
+			enable_timeout_after(step_kill_timeout, step_kill_after_ms());
+		}
+		stepping_pipeline = p;
 		if (SPI_connect() != SPI_OK_CONNECT)
 			elog(ERROR, "SPI_connect failed");
 		PushActiveSnapshot(GetTransactionSnapshot());
@@ -656,6 +703,8 @@ run_step(Pipeline *p)
 		 * naming query_canceled) must not make a step over its time commit.
 		 */
 		disable_timeout(STATEMENT_TIMEOUT, false);
+		disable_timeout(step_kill_timeout, false);
+		stepping_pipeline = NULL;
 		if (step_over_time(result.started_at))
 			ereport(ERROR,
 					(errcode(ERRCODE_QUERY_CANCELED),
@@ -677,6 +726,7 @@ run_step(Pipeline *p)
 		/* as PostgresMain recovers: no timeout or cancel left pending */
 		HOLD_INTERRUPTS();
 		disable_all_timeouts(false);
+		stepping_pipeline = NULL;
 		QueryCancelPending = false;
 		MemoryContextSwitchTo(cxt);
 		edata = CopyErrorData();
@@ -789,6 +839,9 @@ ptf_pipeline_worker_main(Datum arg)
 	if (me == NULL)
 		proc_exit(1);
 	before_shmem_exit(clear_worker_entry, 0);
+	/* after it, so that it runs before: the status is written, then the place freed */
+	before_shmem_exit(record_overrun_at_exit, 0);
+	step_kill_timeout = RegisterTimeout(USER_TIMEOUT, step_kill_handler);
 
 	loop_cxt = AllocSetContextCreate(TopMemoryContext, "ptf pipeline worker",
 									 ALLOCSET_DEFAULT_SIZES);

@@ -123,10 +123,46 @@ is($node->safe_psql('postgres', q{
 is($node->safe_psql('postgres', q{SELECT pg_try_advisory_lock(4242)}), 't',
     'no lock of a cancelled step is kept');
 slots_not_ahead($node, 'after timeouts');
+
+# a step that catches the cancel and runs on ends with its worker, and
+# the other pipelines go on
+$node->safe_psql('postgres', q{
+    CREATE TABLE stubborn_src (id int PRIMARY KEY);
+    CREATE TABLE stubborn_sink (id int);
+    CREATE TABLE stubborn_control (hold boolean);
+    INSERT INTO stubborn_control VALUES (true);
+    CREATE FUNCTION stubborn() RETURNS trigger LANGUAGE plpgsql SET search_path = public AS $$
+    BEGIN
+        LOOP
+            BEGIN
+                EXIT WHEN NOT (SELECT hold FROM stubborn_control);
+                PERFORM pg_sleep(0.05);
+            EXCEPTION WHEN query_canceled THEN
+                NULL;
+            END;
+        END LOOP;
+        RETURN NEW;
+    END $$;
+    CREATE TRIGGER stubborn BEFORE INSERT ON stubborn_sink FOR EACH ROW EXECUTE FUNCTION stubborn();
+    SELECT ptf.create_pipeline('stubborn', $q$SELECT * FROM ptf.deduplicate_keep_first(
+        NULL::stubborn_src, partition_by => '{id}', changes => true, uid => 'stubborn')$q$,
+        'stubborn_sink');
+    INSERT INTO stubborn_src VALUES (1);
+});
+ok($node->poll_query_until('postgres', q{
+    SELECT last_error LIKE 'step ended with its worker%' FROM ptf.pipeline_status WHERE name = 'stubborn'}),
+    'a step that catches the cancel and runs on ends with its worker');
+$node->safe_psql('postgres', q{INSERT INTO quick_src VALUES (4, 'q4')});
+ok($node->poll_query_until('postgres', q{SELECT count(*) FROM quick_sink WHERE id = 4}, '1'),
+    'the other pipelines go on');
+$node->safe_psql('postgres', q{UPDATE stubborn_control SET hold = false});
+ok($node->poll_query_until('postgres', q{SELECT count(*) FROM stubborn_sink}, '1'),
+    'let go, it writes its row, once');
 $node->safe_psql('postgres', q{
     ALTER SYSTEM RESET ptf.pipeline_step_timeout;
     SELECT pg_reload_conf();
 });
+$worker = worker_pid($node);
 
 # ---- (d) pipelines of a restored database, or of one made from a template, are taken up
 $node->safe_psql('postgres', q{CREATE DATABASE orig});
