@@ -17,6 +17,7 @@ OBJS = \
 	src/base/op_mapping.o \
 	src/base/ptf_time.o \
 	src/base/rowkind.o \
+	src/base/subxact.o \
 	src/catalog.o \
 	src/frame.o \
 	src/functions/apply_changelog.o \

@@ -84,4 +84,11 @@ extern bool ptf_in_pipeline_worker;
  */
 extern PtfTime ptf_wake_at;
 
+/*
+ * Run work(arg) in a subtransaction of its own (base/subxact.c): NULL when
+ * it succeeded and its work is kept; else its error, copied into the
+ * caller's memory context, with all it did rolled back.
+ */
+extern ErrorData *ptf_try_in_subtransaction(void (*work) (void *arg), void *arg);
+
 #endif							/* PTF_BASE_H */

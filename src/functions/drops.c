@@ -411,35 +411,24 @@ stop_worker_before_drop(DropdbStmt *stmt, Oid dboid)
  * subtransaction of its own.
  */
 static void
+drop_origins_work(void *arg)
+{
+	drop_origins_of_database(*(Oid *) arg);
+}
+
+static void
 drop_origins_after_drop(Oid dboid)
 {
-	MemoryContext cxt = CurrentMemoryContext;
-	ResourceOwner owner = CurrentResourceOwner;
+	ErrorData  *edata = ptf_try_in_subtransaction(drop_origins_work, &dboid);
 
-	BeginInternalSubTransaction(NULL);
-	PG_TRY();
-	{
-		drop_origins_of_database(dboid);
-		ReleaseCurrentSubTransaction();
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
-
-		MemoryContextSwitchTo(cxt);
-		edata = CopyErrorData();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		ereport(WARNING,
-				(errmsg("could not drop the replication origins of the dropped database's pipelines: %s",
-						edata->message),
-				 errhint("Drop the origins named ptf_pipeline_%u_* with pg_replication_origin_drop().",
-						 dboid)));
-		FreeErrorData(edata);
-	}
-	PG_END_TRY();
-	MemoryContextSwitchTo(cxt);
-	CurrentResourceOwner = owner;
+	if (edata == NULL)
+		return;
+	ereport(WARNING,
+			(errmsg("could not drop the replication origins of the dropped database's pipelines: %s",
+					edata->message),
+			 errhint("Drop the origins named ptf_pipeline_%u_* with pg_replication_origin_drop().",
+					 dboid)));
+	FreeErrorData(edata);
 }
 
 static void

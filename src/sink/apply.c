@@ -529,6 +529,12 @@ order_dependent_error(int sqlerrcode)
 		sqlerrcode == ERRCODE_FOREIGN_KEY_VIOLATION;
 }
 
+static void
+apply_batched_work(void *arg)
+{
+	apply_batched((ApplySink *) arg);
+}
+
 /*
  * The batch as a batch, in a subtransaction; if the order of its keys
  * broke a constraint, nothing of it is left and it is applied in order.
@@ -536,44 +542,19 @@ order_dependent_error(int sqlerrcode)
 static void
 apply_batched_or_in_order(ApplySink *s)
 {
-	MemoryContext cxt = CurrentMemoryContext;
-	ResourceOwner owner = CurrentResourceOwner;
 	ApplyCounts before = s->counts;
-	volatile bool in_order = false;
+	ErrorData  *edata = ptf_try_in_subtransaction(apply_batched_work, s);
 
-	BeginInternalSubTransaction(NULL);
-	MemoryContextSwitchTo(cxt);
-	PG_TRY();
-	{
-		apply_batched(s);
-		ReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(cxt);
-		CurrentResourceOwner = owner;
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
+	if (edata == NULL)
+		return;
+	if (!order_dependent_error(edata->sqlerrcode))
+		ReThrowError(edata);
+	FreeErrorData(edata);
 
-		MemoryContextSwitchTo(cxt);
-		edata = CopyErrorData();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(cxt);
-		CurrentResourceOwner = owner;
-		if (!order_dependent_error(edata->sqlerrcode))
-			ReThrowError(edata);
-		FreeErrorData(edata);
-		in_order = true;
-	}
-	PG_END_TRY();
-
-	if (in_order)
-	{
-		/* counted afresh, change by change */
-		s->counts = before;
-		s->counts.superseded -= s->batch_superseded;
-		apply_in_order(s);
-	}
+	/* counted afresh, change by change */
+	s->counts = before;
+	s->counts.superseded -= s->batch_superseded;
+	apply_in_order(s);
 }
 
 static void
