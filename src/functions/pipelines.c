@@ -156,23 +156,19 @@ pipeline_function(const char *name)
 	return false;
 }
 
-/*
- * SELECT [columns] FROM ptf.f(..., changes => true, uid => '...') [WHERE ...]
- * with f one of ours; returns f's name and the uid.
- */
-/* search_path set until AtEOXact_GUC(true, nest) or the transaction's end */
+/* what pipelines made by this version run under; see the header */
+#define PIPELINE_SEARCH_PATH "pg_catalog, pg_temp"
+
+/* PIPELINE_SEARCH_PATH until AtEOXact_GUC(true, nest) or the transaction's end */
 static int
-enter_search_path(const char *path)
+enter_pipeline_search_path(void)
 {
 	int			nest = NewGUCNestLevel();
 
-	(void) set_config_option("search_path", path,
+	(void) set_config_option("search_path", PIPELINE_SEARCH_PATH,
 							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 	return nest;
 }
-
-/* what pipelines made by this version run under; see the header */
-#define PIPELINE_SEARCH_PATH "pg_catalog, pg_temp"
 
 /*
  * The analyzed query as text that names what it named now under
@@ -181,13 +177,17 @@ enter_search_path(const char *path)
 static char *
 bind_query(Query *q)
 {
-	int			nest = enter_search_path(PIPELINE_SEARCH_PATH);
+	int			nest = enter_pipeline_search_path();
 	char	   *bound = pg_get_querydef(q, false);
 
 	AtEOXact_GUC(true, nest);
 	return bound;
 }
 
+/*
+ * SELECT [columns] FROM ptf.f(..., changes => true, uid => '...') [WHERE ...]
+ * with f one of ours; returns f's name, the uid and the query bound.
+ */
 static void
 check_pipeline_query(const char *query, char **function, char **uid, char **bound)
 {
@@ -427,7 +427,6 @@ ptf_create_pipeline(PG_FUNCTION_ARGS)
 	char	   *origin_name;
 	RepOriginId origin;
 	char	   *bound;
-	char	   *search_path;
 	int			nest;
 
 	if (!ptf_shmem_available())
@@ -456,8 +455,7 @@ ptf_create_pipeline(PG_FUNCTION_ARGS)
 
 	/* from here on the query is the bound one, under the path the worker will use */
 	query = bound;
-	search_path = PIPELINE_SEARCH_PATH;
-	nest = enter_search_path(search_path);
+	nest = enter_pipeline_search_path();
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
@@ -519,15 +517,8 @@ ptf_create_pipeline(PG_FUNCTION_ARGS)
 						  1, argtypes, args, NULL, SPI_OK_SELECT);
 	if (SPI_processed == 1)
 	{
-		Oid			uid_owner = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
-															   SPI_tuptable->tupdesc, 1, &isnull));
-
-		if (!has_privs_of_role(GetUserId(), uid_owner))
-			ereport(ERROR,
-					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-					 errmsg("permission denied for the state of uid \"%s\"", uid),
-					 errdetail("Uids are named per database, and another role made this one."),
-					 errhint("Choose another uid.")));
+		durable_check_owner(uid, DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
+																SPI_tuptable->tupdesc, 1, &isnull)));
 	}
 	else
 	{
@@ -552,7 +543,7 @@ ptf_create_pipeline(PG_FUNCTION_ARGS)
 	args[5] = CStringGetTextDatum(mode);
 	args[6] = CStringGetTextDatum(function);
 	args[7] = CStringGetTextDatum(uid);
-	args[8] = CStringGetTextDatum(search_path);
+	args[8] = CStringGetTextDatum(PIPELINE_SEARCH_PATH);
 	ptf_spi_exec_as_owner("INSERT INTO ptf.pipeline_registry "
 						  "(id, name, owner, query, sink, sink_mode, function, uid, search_path) "
 						  "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",

@@ -783,8 +783,8 @@ durable_refuse_pipeline_uid(const char *uid, const char *pipeline)
 				 errhint("ptf.drop_pipeline() drops the pipeline with its state.")));
 }
 
-static void
-check_owner(const char *uid, Oid owner)
+void
+durable_check_owner(const char *uid, Oid owner)
 {
 	if (!has_privs_of_role(GetUserId(), owner))
 		ereport(ERROR,
@@ -840,7 +840,7 @@ check_identity(const DurableIdentity *id, DurableState *ds, Datum call_keys)
 	char	   *s;
 	Oid			row_type;
 
-	check_owner(id->uid, DatumGetObjectId(ptf_spi_datum(Anum_uid_registry_owner)));
+	durable_check_owner(id->uid, DatumGetObjectId(ptf_spi_datum(Anum_uid_registry_owner)));
 
 	s = ptf_spi_text(Anum_uid_registry_function);
 	if (strcmp(s, id->function) != 0)
@@ -997,7 +997,7 @@ durable_open(const DurableIdentity *id, DurableProgress *progress)
 	exists = (SPI_processed == 1);
 	if (exists)
 	{
-		check_owner(id->uid, DatumGetObjectId(ptf_spi_datum(1)));
+		durable_check_owner(id->uid, DatumGetObjectId(ptf_spi_datum(1)));
 		/* the worker's alone: a call from elsewhere would take its changes */
 		if (!ptf_in_pipeline_worker)
 			durable_refuse_pipeline_uid(id->uid, ptf_spi_text(2));
@@ -1632,7 +1632,7 @@ durable_drop(const char *uid, bool of_pipeline, char **slot_name)
 						  1, argtypes, values, NULL, SPI_OK_SELECT);
 	if (SPI_processed == 0)
 		return false;
-	check_owner(uid, DatumGetObjectId(ptf_spi_datum(1)));
+	durable_check_owner(uid, DatumGetObjectId(ptf_spi_datum(1)));
 	/* a pipeline's stream would silently start over */
 	if (!of_pipeline)
 		durable_refuse_pipeline_uid(uid, ptf_spi_text(4));

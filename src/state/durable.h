@@ -108,6 +108,9 @@ extern Datum durable_image_datum(bytea *image, TupleDesc desc);
 /* Refusals that name the uid and the way out. */
 extern void durable_refuse_pipeline_uid(const char *uid, const char *pipeline);
 
+/* Refused (42501) unless the caller has the rights of the uid's owner. */
+extern void durable_check_owner(const char *uid, Oid owner);
+
 /* the uid whose call gave the current transaction its xid, or NULL */
 extern const char *durable_xid_writer(void);
 
