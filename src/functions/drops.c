@@ -57,6 +57,7 @@
 #include "input/change_stream.h"
 #include "state/durable.h"
 #include "worker/shmem.h"
+#include "worker/worker.h"
 
 PG_FUNCTION_INFO_V1(ptf_drop_streams);
 
@@ -306,7 +307,7 @@ reassign_streams(ReassignOwnedStmt *stmt)
 static void
 drop_origins_of_database(Oid dboid)
 {
-	char	   *prefix = psprintf("ptf_pipeline_%u_", dboid);
+	char	   *prefix = psprintf(PTF_PIPELINE_ORIGIN_PREFIX "%u_", dboid);
 	size_t		len = strlen(prefix);
 	Relation	rel;
 	SysScanDesc scan;

@@ -192,15 +192,16 @@ batch_order_matters(Oid relid, Oid key_index)
 			Oid			indexoid = lfirst_oid(ic);
 			HeapTuple	tup;
 			Form_pg_index idx;
+			bool		constrains;
 
-			if (is_key_index(indexoid, key_index))
-				continue;
 			tup = SearchSysCache1(INDEXRELID, ObjectIdGetDatum(indexoid));
 			if (!HeapTupleIsValid(tup))
 				elog(ERROR, "cache lookup failed for index %u", indexoid);
 			idx = (Form_pg_index) GETSTRUCT(tup);
-			matters |= idx->indisunique || idx->indisexclusion;
+			constrains = idx->indisunique || idx->indisexclusion;
 			ReleaseSysCache(tup);
+			/* cached first: the key test may scan pg_inherits */
+			matters |= constrains && !is_key_index(indexoid, key_index);
 		}
 		foreach(ic, fkeys)
 			matters |= list_member_oid(rels, ((ForeignKeyCacheInfo *) lfirst(ic))->confrelid);

@@ -165,12 +165,13 @@ load_pipelines(void)
 	{
 		bool		sql_1_0;
 
-		/* before ALTER EXTENSION ... UPDATE the steps wait, and say why */
-		if (SPI_execute("SELECT extversion OPERATOR(pg_catalog.=) '1.0' FROM pg_catalog.pg_extension "
-						"WHERE extname OPERATOR(pg_catalog.=) 'deduplicate_keep_first'",
-						true, 1) != SPI_OK_SELECT || SPI_processed != 1)
-			elog(ERROR, "could not read the extension's version");
-		sql_1_0 = DatumGetBool(ptf_spi_datum(1));
+		/*
+		 * Before ALTER EXTENSION ... UPDATE the steps wait, and say why; the
+		 * registry of 1.0 has no sink_name (a syscache probe, every round).
+		 */
+		sql_1_0 = get_attnum(get_relname_relid("pipeline_registry",
+											   get_namespace_oid("ptf", false)),
+							 "sink_name") == InvalidAttrNumber;
 		/* the registry's columns by Anum_, then the uid's slot */
 		if (SPI_execute(psprintf("SELECT %s, "
 								 "(SELECT r.slot_name FROM ptf.uid_registry r "
@@ -239,7 +240,7 @@ fault_point(PtfFaultPoint point, const char *name)
 char *
 ptf_pipeline_origin_name(Oid dboid, int32 id)
 {
-	return psprintf("ptf_pipeline_%u_%d", dboid, id);
+	return psprintf(PTF_PIPELINE_ORIGIN_PREFIX "%u_%d", dboid, id);
 }
 
 /* The pipeline's replication origin, made on first use. */

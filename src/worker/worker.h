@@ -24,6 +24,8 @@ typedef enum PtfFaultPoint
 } PtfFaultPoint;
 
 /* the replication origin a pipeline's writes carry */
+/* a pipeline's replication origin: the prefix, then database and id */
+#define PTF_PIPELINE_ORIGIN_PREFIX "ptf_pipeline_"
 extern char *ptf_pipeline_origin_name(Oid dboid, int32 id);
 
 /* from _PG_init, when preloading */
