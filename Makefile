@@ -28,6 +28,7 @@ OBJS = \
 	src/functions/from_changelog.o \
 	src/functions/pipelines.o \
 	src/functions/state_functions.o \
+	src/functions/state_load.o \
 	src/functions/temporal_join.o \
 	src/functions/to_changelog.o \
 	src/functions/tvf_inline.o \

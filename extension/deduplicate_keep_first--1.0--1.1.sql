@@ -369,3 +369,19 @@ CREATE EVENT TRIGGER ptf_drop_streams ON ddl_command_start
     EXECUTE FUNCTION ptf._drop_streams();
 COMMENT ON EVENT TRIGGER ptf_drop_streams IS
     'Slots and replication origins of uids and pipelines go with their owner (DROP OWNED) or the extension';
+
+-------------------------------------------------------------------------------
+-- ptf.last_call_stats() says how a uid's state was read: whole, or the keys
+-- the call's rows touched (functions/state_load.c).
+-------------------------------------------------------------------------------
+
+DROP FUNCTION ptf.last_call_stats();
+CREATE FUNCTION ptf.last_call_stats(
+    OUT function text, OUT rows_in bigint, OUT rows_out bigint, OUT rows_late bigint,
+    OUT keys bigint, OUT state_bytes bigint, OUT rows_spilled bigint, OUT spill_partitions int,
+    OUT state_load text, OUT keys_probed bigint, OUT keys_loaded bigint)
+RETURNS record
+AS 'MODULE_PATHNAME', 'ptf_last_call_stats'
+LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION ptf.last_call_stats() IS
+    'What the last table-function call of this session did: rows, keys, state memory, spilling, how a uid''s state was read';

@@ -112,12 +112,13 @@ COMMENT ON FUNCTION ptf.drop_state(text) IS 'Forget the durable state of a uid; 
 
 CREATE FUNCTION ptf.last_call_stats(
     OUT function text, OUT rows_in bigint, OUT rows_out bigint, OUT rows_late bigint,
-    OUT keys bigint, OUT state_bytes bigint, OUT rows_spilled bigint, OUT spill_partitions int)
+    OUT keys bigint, OUT state_bytes bigint, OUT rows_spilled bigint, OUT spill_partitions int,
+    OUT state_load text, OUT keys_probed bigint, OUT keys_loaded bigint)
 RETURNS record
 AS 'MODULE_PATHNAME', 'ptf_last_call_stats'
 LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION ptf.last_call_stats() IS
-    'What the last table-function call of this session did: rows, keys, state memory, spilling';
+    'What the last table-function call of this session did: rows, keys, state memory, spilling, how a uid''s state was read';
 
 -------------------------------------------------------------------------------
 -- Declared watermarks: Flink's WATERMARK FOR col AS col - INTERVAL ...

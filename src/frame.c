@@ -38,6 +38,14 @@
  * has no end of stream: its state carries over, and it never spills (its
  * state is unbounded).
  *
+ * Loading.  A uid whose state is read a key at a time (functions/call.c
+ * decides) sets a loader: rows then wait in a buffer of FRAME_LOAD_BATCH
+ * before the batching above, and the loader reads the keys of the whole
+ * buffer at once -- one index scan instead of one per row -- together with
+ * the keys whose timers the buffer's rows can make due.  The watermark
+ * they can reach is known before they are processed: it only moves with
+ * event times, and each input's is max(event time) - delay.
+ *
  * Spilling follows hash aggregation (nodeAgg.c): once the state's memory
  * budget is spent, a row whose key is not in memory is written, with its
  * input, kind, processing time and the watermark it arrived under, to one
@@ -158,6 +166,17 @@ struct PtfFrame
 	bool		batching;
 	BatchEntry	batch[FRAME_BATCH];
 	int			nbatch;
+
+	/* loading state a buffer at a time */
+	PtfFrameLoader loader;
+	void	   *loader_arg;
+	MemoryContext load_cxt;		/* the buffered rows */
+	TupleTableSlot **load_slots[FRAME_MAX_INPUTS];
+	TupleTableSlot *load_rows[FRAME_LOAD_BATCH];
+	int			load_inputs[FRAME_LOAD_BATCH];
+	RowKind		load_kinds[FRAME_LOAD_BATCH];
+	PtfRowMeta	load_meta[FRAME_LOAD_BATCH];
+	int			nload;
 
 	/* spilling */
 	bool		spill_extras;	/* spilled rows carry input, kind, times */
@@ -559,6 +578,132 @@ batch_add(PtfFrame *frame, RowKind kind, TupleTableSlot *row,
 	batch_prefetch(frame, e, 0);
 }
 
+/* A row on its way to the operator: batched for prefetching, or processed. */
+static void
+pass_row(PtfFrameInput *input, RowKind kind, TupleTableSlot *row, const PtfRowMeta *meta)
+{
+	PtfFrame   *frame = input->frame;
+
+	if (!frame->batching)
+	{
+		frame_process(input, kind, row, meta);
+		return;
+	}
+	batch_add(frame, kind, row, meta);
+	if (frame->nbatch == FRAME_BATCH)
+		frame_drain(frame);
+}
+
+void
+frame_set_loader(PtfFrame *frame, PtfFrameLoader loader, void *arg)
+{
+	Assert(frame->op != NULL && frame->nload == 0);
+	frame->loader = loader;
+	frame->loader_arg = arg;
+	if (frame->load_cxt == NULL)
+		frame->load_cxt = AllocSetContextCreate(frame->cxt, "ptf frame load buffer",
+												ALLOCSET_DEFAULT_SIZES);
+}
+
+void
+frame_stop_loading(PtfFrame *frame)
+{
+	frame->loader = NULL;
+}
+
+/* The operator's watermark once the buffered rows are processed. */
+static PtfTime
+watermark_after_buffer(PtfFrame *frame)
+{
+	PtfTime		wm[FRAME_MAX_INPUTS];
+	PtfTime		combined = PTF_TIME_MAX;
+	bool		any = false;
+	int			i;
+
+	for (i = 0; i < frame->ninputs; i++)
+		wm[i] = frame->inputs[i]->watermark;
+	for (i = 0; i < frame->nload; i++)
+	{
+		PtfFrameInput *input = frame->inputs[frame->load_inputs[i]];
+		bool		isnull;
+		Datum		d;
+		PtfTime		t;
+
+		if (input->spec.on_time_attno == InvalidAttrNumber || !input->spec.has_delay)
+			continue;
+		d = slot_getattr(frame->load_rows[i], input->spec.on_time_attno, &isnull);
+		if (isnull)
+			continue;			/* processing it raises the error */
+		t = ptf_time_from_datum(d, input->spec.on_time_type);
+		if (t != PTF_TIME_MAX)
+			wm[input->index] = Max(wm[input->index], ptf_time_sub(t, input->spec.delay_us));
+	}
+	for (i = 0; i < frame->ninputs; i++)
+	{
+		if (frame->inputs[i]->spec.on_time_attno == InvalidAttrNumber)
+			continue;
+		any = true;
+		combined = Min(combined, wm[i]);
+	}
+	return any ? Max(combined, frame->watermark) : frame->watermark;
+}
+
+/* The buffered rows: their state read, then on to the operator. */
+static void
+load_flush(PtfFrame *frame)
+{
+	int			n = frame->nload;
+	int			i;
+
+	if (n == 0)
+		return;
+	if (frame->loader != NULL)
+		frame->loader(frame->loader_arg, frame->load_rows, frame->load_inputs, n,
+					  watermark_after_buffer(frame));
+	frame->nload = 0;
+	for (i = 0; i < n; i++)
+	{
+		pass_row(frame->inputs[frame->load_inputs[i]], frame->load_kinds[i],
+				 frame->load_rows[i], &frame->load_meta[i]);
+		ExecClearTuple(frame->load_rows[i]);
+	}
+	MemoryContextReset(frame->load_cxt);
+}
+
+static void
+load_buffer_add(PtfFrameInput *input, RowKind kind, TupleTableSlot *row,
+				const PtfRowMeta *meta)
+{
+	PtfFrame   *frame = input->frame;
+	int			i = frame->nload;
+	TupleTableSlot *slot;
+	MemoryContext old;
+
+	if (frame->load_slots[input->index] == NULL)
+	{
+		int			j;
+
+		frame->load_slots[input->index] =
+			MemoryContextAlloc(frame->cxt, sizeof(TupleTableSlot *) * FRAME_LOAD_BATCH);
+		old = MemoryContextSwitchTo(frame->cxt);
+		for (j = 0; j < FRAME_LOAD_BATCH; j++)
+			frame->load_slots[input->index][j] =
+				MakeSingleTupleTableSlot(input->spec.rowdesc, &TTSOpsMinimalTuple);
+		MemoryContextSwitchTo(old);
+	}
+	slot = frame->load_slots[input->index][i];
+	old = MemoryContextSwitchTo(frame->load_cxt);
+	ExecStoreMinimalTuple(ExecCopySlotMinimalTuple(row), slot, false);
+	MemoryContextSwitchTo(old);
+	frame->load_rows[i] = slot;
+	frame->load_inputs[i] = input->index;
+	frame->load_kinds[i] = kind;
+	frame->load_meta[i] = *meta;
+	frame->nload++;
+	if (frame->nload == FRAME_LOAD_BATCH)
+		load_flush(frame);
+}
+
 void
 frame_push(void *arg, RowKind kind, TupleTableSlot *row, const PtfRowMeta *meta)
 {
@@ -570,14 +715,10 @@ frame_push(void *arg, RowKind kind, TupleTableSlot *row, const PtfRowMeta *meta)
 		meta = &ptf_no_meta;
 	frame->rows_in++;
 	input->rows++;
-	if (!frame->batching)
-	{
-		frame_process(input, kind, row, meta);
-		return;
-	}
-	batch_add(frame, kind, row, meta);
-	if (frame->nbatch == FRAME_BATCH)
-		frame_drain(frame);
+	if (frame->loader != NULL)
+		load_buffer_add(input, kind, row, meta);
+	else
+		pass_row(input, kind, row, meta);
 }
 
 TupleTableSlot *
@@ -641,6 +782,24 @@ idle_watermark(PtfFrameInput *input, PtfTime now)
 		return input->watermark;
 	return Max(input->watermark,
 			   ptf_time_add(ptf_time_sub(input->max_event_time, input->spec.delay_us), idle));
+}
+
+/* The operator's watermark the idle rule would give at now. */
+static PtfTime
+idle_watermark_at(PtfFrame *frame, PtfTime now)
+{
+	PtfTime		wm = PTF_TIME_MAX;
+	bool		any = false;
+	int			i;
+
+	for (i = 0; i < frame->ninputs; i++)
+	{
+		if (frame->inputs[i]->spec.on_time_attno == InvalidAttrNumber)
+			continue;
+		any = true;
+		wm = Min(wm, idle_watermark(frame->inputs[i], now));
+	}
+	return any ? Max(wm, frame->watermark) : frame->watermark;
 }
 
 static void
@@ -807,6 +966,7 @@ frame_finish(PtfFrame *frame, bool end_of_input)
 {
 	PtfOperator *op = frame->main_op;
 
+	load_flush(frame);
 	frame_drain(frame);
 	if (!end_of_input)
 	{
@@ -816,6 +976,8 @@ frame_finish(PtfFrame *frame, bool end_of_input)
 		{
 			PtfTime		now = frame_processing_time(frame);
 
+			if (frame->loader != NULL)
+				frame->loader(frame->loader_arg, NULL, NULL, 0, idle_watermark_at(frame, now));
 			fire_proc_timers(frame, op, now, frame->watermark);
 			apply_idle_rule(frame, op, now);
 		}

@@ -66,6 +66,23 @@ extern void frame_restore_input(PtfFrameInput *input, PtfTime max_event_time,
 /* Run op from now on; inputs are all added (and restored). */
 extern void frame_start(PtfFrame *frame, PtfOperator *op);
 
+/*
+ * State read a key at a time (durable state too large to load whole): rows
+ * wait in a buffer of up to FRAME_LOAD_BATCH rows, and before any of them
+ * is processed the loader gets them -- row i of input inputs[i] -- and the
+ * watermark they may raise the operator's to (upto), so that it can read
+ * the keys they touch and the keys whose timers come due.  At the end of
+ * a call it is called with no rows when the idle rule moves the watermark.
+ * A loader that has read all of the state calls frame_stop_loading.
+ */
+#define FRAME_LOAD_BATCH 1024
+
+typedef void (*PtfFrameLoader) (void *arg, TupleTableSlot **rows, const int *inputs,
+								int n, PtfTime upto);
+
+extern void frame_set_loader(PtfFrame *frame, PtfFrameLoader loader, void *arg);
+extern void frame_stop_loading(PtfFrame *frame);
+
 /* one input row; the PtfRowSink of every input adapter (arg: the input) */
 extern void frame_push(void *input, RowKind kind, TupleTableSlot *row,
 					   const PtfRowMeta *meta);

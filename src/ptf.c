@@ -20,6 +20,7 @@
 #include "base/ptf_time.h"
 #include "functions/common.h"
 #include "functions/drops.h"
+#include "functions/state_load.h"
 #include "functions/tvf_inline.h"
 #include "input/change_stream.h"
 #include "worker/worker.h"
@@ -36,6 +37,7 @@ _PG_init(void)
 	change_stream_define_gucs();
 	ptf_worker_init();
 	ptf_tvf_inline_init();
+	ptf_state_load_init();
 	ptf_drops_init();
 	MarkGUCPrefixReserved("ptf");
 }

@@ -12,7 +12,9 @@
  *		 operator built over the stored state -- or, in a pipeline worker,
  *		 the operator kept from the uid's last step, while it is exactly
  *		 the stored state (loading the state every step would cost as much
- *		 as the state is big); without, a fresh operator over memory state;
+ *		 as the state is big); the state is loaded whole, or read as rows
+ *		 come (functions/state_load.c); without a uid, a fresh operator over
+ *		 memory state;
  *	  3. run: the frame made and started with the operator, each input's
  *		 rows pushed into it (bounded inputs one after the other, change
  *		 streams interleaved in commit order through one slot), the frame
@@ -33,6 +35,7 @@
 
 #include "base/kept.h"
 #include "functions/call.h"
+#include "functions/state_load.h"
 #include "state/durable.h"
 
 /* WAL an idle stream may read past before its position is stored anyway */
@@ -74,6 +77,7 @@ typedef struct KeptOperator
 	Oid			state_filenode; /* its records' TIDs are of this storage */
 	int64		version;		/* of the stored state it equals */
 	bool		in_use;			/* taken by a call: not the stored state */
+	bool		complete;		/* it holds every key of the uid */
 	PtfOperator *op;
 } KeptOperator;
 
@@ -85,7 +89,7 @@ kept_operator(PtfKept *k)
 
 /* The kept operator of ds's uid, if it is exactly the stored state. */
 static PtfOperator *
-take_kept_operator(DurableState *ds)
+take_kept_operator(DurableState *ds, bool *complete)
 {
 	PtfKept    *k;
 	KeptOperator *ko;
@@ -103,12 +107,13 @@ take_kept_operator(DurableState *ds)
 		return NULL;
 	}
 	ko->in_use = true;
+	*complete = ko->complete;
 	return ko->op;
 }
 
 /* The kept operator of ds, if op is it, now equals the stored state. */
 static void
-kept_operator_stored(DurableState *ds, PtfOperator *op)
+kept_operator_stored(DurableState *ds, PtfOperator *op, bool complete)
 {
 	PtfKept    *k;
 
@@ -119,7 +124,25 @@ kept_operator_stored(DurableState *ds, PtfOperator *op)
 	{
 		kept_operator(k)->version = durable_version(ds);
 		kept_operator(k)->in_use = false;
+		kept_operator(k)->complete = complete;
 	}
+}
+
+/*
+ * A kept operator whose state outgrew ptf.state_memory_limit goes: the
+ * next step reads what it needs again (functions/state_load.c).
+ */
+static void
+kept_operator_bound(const char *uid, PtfOperator *op)
+{
+	PtfKept    *k;
+
+	if (!ptf_in_pipeline_worker ||
+		(k = ptf_kept_find(PTF_KEPT_OPERATOR, uid)) == NULL ||
+		kept_operator(k)->op != op || kept_operator(k)->in_use)
+		return;
+	if (op->methods->memory(op) > ptf_state_memory_limit())
+		ptf_kept_forget(k);
 }
 
 /* What a new operator is built over, copied into cxt. */
@@ -163,19 +186,21 @@ spill_factory(void *arg, bool unbounded)
 
 /*
  * The operator of ds's uid over its stored state: kept from the worker's
- * last step, or built and loaded.
+ * last step (*kept; *complete if it holds every key), or built empty.
  */
 static PtfOperator *
-durable_operator(PtfCall *call, DurableState *ds)
+durable_operator(PtfCall *call, DurableState *ds, bool *kept, bool *complete)
 {
-	PtfOperator *op = take_kept_operator(ds);
+	PtfOperator *op = take_kept_operator(ds, complete);
 	PtfKept    *k = NULL;
 
+	*kept = (op != NULL);
 	if (op != NULL)
 	{
 		op->emit_arg = call->emit_arg;
 		return op;
 	}
+	*complete = false;
 	if (ptf_in_pipeline_worker &&
 		(k = ptf_kept_new(PTF_KEPT_OPERATOR, durable_uid(ds))) != NULL)
 	{
@@ -184,7 +209,6 @@ durable_operator(PtfCall *call, DurableState *ds)
 	}
 	op = build_operator(call, k ? k->cxt : call->cxt, true, 0);
 	Assert(op->state != NULL && op->codec.layout == call->layout);
-	durable_load(ds, op->state, &op->codec);
 	if (k != NULL)
 	{
 		kept_operator(k)->op = op;
@@ -399,7 +423,7 @@ run_inputs(PtfCall *call, const char *slot_name, DurableProgress *progress)
  */
 static void
 store_state(PtfCall *call, DurableState *ds, PtfOperator *op, PtfChangeStream *cs,
-			DurableProgress *progress, uint64 skipped)
+			DurableProgress *progress, uint64 skipped, bool complete)
 {
 	PtfFrameStats stats;
 	int			i;
@@ -419,7 +443,7 @@ store_state(PtfCall *call, DurableState *ds, PtfOperator *op, PtfChangeStream *c
 						change_stream_position(cs) - progress->last_lsn < IDLE_STORE_DISTANCE)))
 	{
 		durable_close(ds);
-		kept_operator_stored(ds, op);
+		kept_operator_stored(ds, op, complete);
 		return;
 	}
 
@@ -438,9 +462,16 @@ store_state(PtfCall *call, DurableState *ds, PtfOperator *op, PtfChangeStream *c
 	}
 	/* expiry is measured in the stream's processing time: no rows, no sweep */
 	if (call->ttl_us > 0 && stats.rows_in > 0)
-		keyed_state_sweep(op->state, frame_processing_time(call->frame));
+	{
+		PtfTime		now = frame_processing_time(call->frame);
+
+		keyed_state_sweep(op->state, now);
+		/* and the stored keys memory does not hold, unread */
+		if (!complete)
+			durable_sweep_expired(ds, op->state, now);
+	}
 	durable_commit(ds, op->state, &op->codec, progress);
-	kept_operator_stored(ds, op);
+	kept_operator_stored(ds, op, complete);
 }
 
 /*
@@ -477,6 +508,7 @@ ptf_call_run(PtfCall *call)
 	DurableProgress progress;
 	PtfOperator *op;
 	PtfChangeStream *cs;
+	PtfStateLoad *load = NULL;
 	uint64		skipped_before = 0;
 	int			i;
 	MemoryContext old = MemoryContextSwitchTo(call->cxt);
@@ -491,8 +523,16 @@ ptf_call_run(PtfCall *call)
 	memset(&progress, 0, sizeof(progress));
 	if (call->uid != NULL)
 	{
+		KeySpec    *keys[FRAME_MAX_INPUTS];
+		bool		kept;
+		bool		complete;
+
 		ds = open_state(call, slot_name, &progress);
-		op = durable_operator(call, ds);
+		op = durable_operator(call, ds, &kept, &complete);
+		for (i = 0; i < call->ninputs; i++)
+			keys[i] = call->inputs[i].frame.keys;
+		load = ptf_state_load_begin(ds, op, kept, complete, call->probe_ok,
+									keys, call->ninputs);
 		/* a stream starting with a snapshot: read by its first reading call */
 		if (call->snapshot && progress.created)
 		{
@@ -516,6 +556,8 @@ ptf_call_run(PtfCall *call)
 			frame_restore_input(call->inputs[i].handle, progress.max_event_time[i],
 								progress.watermark[i], progress.last_row_proc_time[i]);
 	frame_start(call->frame, op);
+	if (load != NULL)
+		ptf_state_load_start(load, call->frame, progress.combined_watermark);
 	call->out->frame = call->frame;
 	cs = run_inputs(call, slot_name, &progress);
 	frame_finish(call->frame, call->uid == NULL);
@@ -525,11 +567,17 @@ ptf_call_run(PtfCall *call)
 	if (ds != NULL)
 	{
 		store_state(call, ds, op, cs, &progress,
-					call->skipped ? call->skipped(call, op) - skipped_before : 0);
+					call->skipped ? call->skipped(call, op) - skipped_before : 0,
+					ptf_state_load_complete(load));
 		/* written back: a kept operator may recycle the keys it removed */
 		ptf_operator_reclaim(op, 1);
 	}
 	ptf_record_call_stats(call->function, call->frame, call->out->rows);
+	if (load != NULL)
+	{
+		ptf_record_state_load_stats(load);
+		kept_operator_bound(call->uid, op);
+	}
 
 	SPI_finish();
 	MemoryContextSwitchTo(old);

@@ -70,6 +70,7 @@ struct PtfCall
 	bool		changes;		/* the inputs' change streams (needs uid) */
 	bool		snapshot;		/* a stream's first call starts with its tables' rows */
 	bool		need_proc_time; /* TTL or processing-time timers */
+	bool		probe_ok;		/* its state may be read a key at a time */
 
 	/* what a uid's state depends on, besides the inputs and keys */
 	const char *on_time;

@@ -24,6 +24,7 @@
 
 #include "base/ptf_time.h"
 #include "functions/common.h"
+#include "functions/state_load.h"
 
 int64		ptf_state_ttl_us = 0;
 static char *ptf_state_ttl_string = NULL;
@@ -377,7 +378,20 @@ ptf_record_call_stats(const char *function, PtfFrame *frame, uint64 rows_out)
 	last_call.function = function;
 	frame_stats(frame, &last_call.frame);
 	last_call.rows_out = rows_out;
+	last_call.state_load = NULL;
+	last_call.keys_probed = last_call.keys_loaded = 0;
 	have_last_call = true;
+}
+
+void
+ptf_record_state_load_stats(struct PtfStateLoad *load)
+{
+	PtfStateLoadStats st;
+
+	ptf_state_load_stats(load, &st);
+	last_call.state_load = st.how;
+	last_call.keys_probed = st.keys_probed;
+	last_call.keys_loaded = st.keys_loaded;
 }
 
 const PtfCallStats *

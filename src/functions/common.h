@@ -92,10 +92,17 @@ typedef struct PtfCallStats
 	const char *function;
 	PtfFrameStats frame;
 	uint64		rows_out;
+	const char *state_load;		/* NULL: no uid */
+	uint64		keys_probed;
+	uint64		keys_loaded;
 } PtfCallStats;
 
 extern void ptf_record_call_stats(const char *function, PtfFrame *frame,
 								  uint64 rows_out);
 extern const PtfCallStats *ptf_get_last_call_stats(void);
+
+/* how the last call read its uid's state (after ptf_record_call_stats) */
+struct PtfStateLoad;
+extern void ptf_record_state_load_stats(struct PtfStateLoad *load);
 
 #endif							/* PTF_FUNCTIONS_COMMON_H */

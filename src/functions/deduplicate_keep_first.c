@@ -122,6 +122,8 @@ ptf_deduplicate_keep_first(PG_FUNCTION_ARGS)
 	in->frame.proc_time_attno = ptf_time_column_arg(fcinfo, ARG_PROC_TIME, input.rowdesc,
 													"proc_time", &in->frame.proc_time_type);
 	call->need_proc_time = dc.opts.ttl_us > 0;
+	/* no processing-time timers; event-time ones are found by time */
+	call->probe_ok = true;
 	dc.opts.event_time = (call->on_time != NULL);
 	call->keeps_images = dc.opts.event_time;	/* pending candidates */
 	/* deletions never change keep-first's output: a truncation neither */

@@ -208,6 +208,8 @@ ptf_from_changelog(PG_FUNCTION_ARGS)
 				 errdetail("Deletes that carry only their key take the row from the last image kept per key.")));
 	fc.mode = full_deletes ? NORMALIZE_PASSTHROUGH : NORMALIZE_RETRACTIONS;
 	call->need_proc_time = !full_deletes && call->ttl_us > 0;
+	/* no processing-time timers; event-time ones are found by time */
+	call->probe_ok = true;
 
 	spec.indesc = fc.input.rowdesc;
 	spec.target = fc.target;

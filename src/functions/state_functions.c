@@ -86,8 +86,8 @@ ptf_last_call_stats(PG_FUNCTION_ARGS)
 {
 	const PtfCallStats *st = ptf_get_last_call_stats();
 	TupleDesc	desc;
-	Datum		values[8];
-	bool		nulls[8] = {0};
+	Datum		values[11];
+	bool		nulls[11] = {0};
 
 	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
@@ -101,6 +101,13 @@ ptf_last_call_stats(PG_FUNCTION_ARGS)
 	values[5] = Int64GetDatum((int64) st->frame.state_bytes);
 	values[6] = Int64GetDatum((int64) st->frame.rows_spilled);
 	values[7] = Int32GetDatum(st->frame.spill_partitions);
+	/* how a uid's state was read (1.0's declaration stops before) */
+	values[8] = st->state_load ? CStringGetTextDatum(st->state_load) : (Datum) 0;
+	nulls[8] = (st->state_load == NULL);
+	values[9] = Int64GetDatum((int64) st->keys_probed);
+	values[10] = Int64GetDatum((int64) st->keys_loaded);
+	nulls[9] = nulls[10] = (st->state_load == NULL);
+	Assert(desc->natts <= (int) lengthof(values));
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(desc), values, nulls)));
 }
 

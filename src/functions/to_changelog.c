@@ -272,6 +272,8 @@ ptf_to_changelog(PG_FUNCTION_ARGS)
 	in->frame.keys = tc.keys;
 	in->on_truncate = TRUNCATE_ERROR;
 	call->need_proc_time = tc.normalize && call->ttl_us > 0;
+	/* no processing-time timers; event-time ones are found by time */
+	call->probe_ok = true;
 	call->layout = &normalize_layout;
 	call->keeps_images = tc.normalize;
 	/* images kept or not: a uid cannot switch, its images would be stale */

@@ -83,7 +83,8 @@ static const StateField dedup_fields[] = {
 	{"image", SF_IMAGE, 0},
 };
 
-const StateLayout dedup_layout = {lengthof(dedup_fields), dedup_fields};
+/* a stored candidate is pending: its timer is at its event time */
+const StateLayout dedup_layout = {lengthof(dedup_fields), dedup_fields, "event_time"};
 
 /* Make the row (or a stored image) the key's candidate, with its timer. */
 static void

@@ -23,12 +23,25 @@
  * registry (row_types) and must match whenever state is loaded.
  *
  * The rows themselves are read and written with the heap AM directly:
- * loading is one sequential scan, writing back is a multi-insert of new
- * rows plus updates and deletes by TID of changed and removed ones (each
- * record and namespace remembers the TID it was loaded from).  State
- * tables have no index, so there is nothing else to maintain; the uid's
- * lock keeps everybody else's hands off the table while TIDs are in use (a
- * pipeline worker keeps them between its steps).
+ * writing back is a multi-insert of new rows plus updates and deletes by
+ * TID of changed and removed ones (each record and namespace remembers the
+ * TID it was loaded from); the uid's lock keeps everybody else's hands off
+ * the table while TIDs are in use (a pipeline worker keeps them between
+ * its steps).
+ *
+ * Loading.  A call either loads the whole table by one sequential scan
+ * (durable_load), or reads only the keys its rows touch (durable_probe_keys:
+ * an index on the key columns, one scan per batch of keys, sorted and
+ * deduplicated by the btree's array keys) and the keys whose timers come
+ * due as the watermark moves (durable_probe_timers: an index on the
+ * layout's timer field), and may load the rest by a scan later
+ * (durable_load_rest).  The caller decides which (functions/call.c); here
+ * a key already in memory is never read again -- memory is newer than the
+ * table until written back -- nor is a row whose key was removed since
+ * (its TID is dead).  The indexes are made by the first call that probes,
+ * not with the table: a table filled by one bulk call pays no index upkeep
+ * until state is large enough to be probed.  From then on every write
+ * keeps them (insert_index_entries).
  *
  * Layout 1 (version 1.0 of the extension: fixed columns expires_at,
  * event_time, seq, and image of the source's row type) is converted to
@@ -39,22 +52,31 @@
  */
 #include "postgres.h"
 
+#include "access/genam.h"
 #include "access/heapam.h"
 #include "access/heaptoast.h"
+#include "access/stratnum.h"
 #include "access/htup_details.h"
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
+#include "catalog/index.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_am.h"
+#include "catalog/pg_index.h"
+#include "commands/defrem.h"
+#include "executor/executor.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "parser/parse_type.h"
+#include "storage/bufmgr.h"
 #include "storage/proc.h"
 #include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/datum.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/pg_lsn.h"
@@ -91,6 +113,24 @@ struct DurableState
 	AttrNumber	att_expires;
 	AttrNumber	att_fields;		/* the first field's */
 	int			natts;
+
+	/* loading part of the state */
+	int64		stored_keys;	/* in the table when the call began */
+	uint64		memory_keys;	/* in memory when the call began */
+	uint64		loaded_keys;	/* read from the table by this call */
+	Oid			key_index;		/* InvalidOid: not looked for yet */
+	Oid			timer_index;
+	Oid			expiry_index;
+	bool		has_indexes;	/* writes must keep indexes */
+
+	/*
+	 * What partial loads read the table under: taken before the input runs,
+	 * because while a change stream is decoded the transaction's snapshot
+	 * is the decoder's historic one, which sees no user rows.
+	 */
+	Snapshot	snapshot;
+	uint64		probes;			/* keys asked for, this call */
+	bool		expires;		/* keys have a TTL */
 };
 
 /* ---- names and types ---- */
@@ -1035,6 +1075,7 @@ durable_open(const DurableIdentity *id, DurableProgress *progress)
 	read_progress(id, progress);
 	progress->created = !exists;
 	ds->version = ptf_spi_int64(Anum_uid_registry_version, 0);
+	ds->stored_keys = ptf_spi_int64(Anum_uid_registry_keys, 0);
 	stored_types = ptf_spi_text(Anum_uid_registry_row_types);
 	layout_1 = ptf_spi_isnull(Anum_uid_registry_layout);
 	if (!layout_1 && ptf_spi_int64(Anum_uid_registry_layout, 0) != STATE_LAYOUT_VERSION)
@@ -1216,66 +1257,581 @@ decode_fields(DurableState *ds, TupleTableSlot *slot, Datum *values, bool *nulls
 	}
 }
 
-void
-durable_load(DurableState *ds, KeyedState *ks, const StateCodec *codec)
+/*
+ * Reading state-table rows into memory: the scan's, a probe's, a timer
+ * search's.  A partial load (state in use) skips keys memory holds and
+ * rows of keys removed since they were read (dead TIDs, sorted).
+ */
+typedef struct RowLoader
+{
+	DurableState *ds;
+	KeyedState *ks;
+	const StateCodec *codec;
+	bool		partial;
+	bool		keep_expiry;
+	Datum	   *fvalues;
+	bool	   *fnulls;
+	ItemPointerData *dead;
+	int			ndead;
+	MemoryContext rowcxt;
+} RowLoader;
+
+static int
+tid_cmp(const void *a, const void *b)
+{
+	return ItemPointerCompare((ItemPointer) a, (ItemPointer) b);
+}
+
+static void
+loader_begin(RowLoader *l, DurableState *ds, KeyedState *ks, const StateCodec *codec,
+			 bool partial)
+{
+	Assert(codec->layout == ds->layout);
+	memset(l, 0, sizeof(RowLoader));
+	l->ds = ds;
+	l->ks = ks;
+	l->codec = codec;
+	l->partial = partial;
+	l->keep_expiry = keyed_state_ttl(ks) > 0;
+	l->fvalues = palloc(sizeof(Datum) * Max(ds->layout->nfields, 1));
+	l->fnulls = palloc(sizeof(bool) * Max(ds->layout->nfields, 1));
+	l->rowcxt = AllocSetContextCreate(CurrentMemoryContext, "ptf state load",
+									  ALLOCSET_DEFAULT_SIZES);
+	if (partial)
+	{
+		ItemPointer dead = keyed_state_dead_tids(ks, &l->ndead);
+
+		if (l->ndead > 0)
+		{
+			l->dead = palloc(sizeof(ItemPointerData) * l->ndead);
+			memcpy(l->dead, dead, sizeof(ItemPointerData) * l->ndead);
+			qsort(l->dead, l->ndead, sizeof(ItemPointerData), tid_cmp);
+		}
+		keyed_state_begin_load(ks);
+	}
+}
+
+static void
+loader_row(RowLoader *l, TupleTableSlot *slot)
+{
+	DurableState *ds = l->ds;
+	KeyedState *ks = l->ks;
+	MemoryContext old = MemoryContextSwitchTo(l->rowcxt);
+	StateRecord *rec;
+	StateRef	ref;
+
+	CHECK_FOR_INTERRUPTS();
+	slot_getallattrs(slot);
+	if (l->partial)
+	{
+		bool		held;
+
+		if (l->ndead > 0 &&
+			bsearch(&slot->tts_tid, l->dead, l->ndead, sizeof(ItemPointerData), tid_cmp))
+			goto done;			/* removed since it was read */
+		rec = keyed_state_load_key(ks, slot->tts_values, slot->tts_isnull, &held);
+		if (held)
+			goto done;			/* memory is newer */
+	}
+	else
+		rec = keyed_state_restore_key(ks, slot->tts_values, slot->tts_isnull);
+	if (ds->att_ns_space == 0 || slot->tts_isnull[ds->att_ns - 1])
+		ds->loaded_keys++;
+	if (rec == NULL)
+		goto done;				/* inline layout: a key and nothing else */
+	keyed_state_record_ref(ks, rec, &ref);
+	decode_fields(ds, slot, l->fvalues, l->fnulls);
+
+	if (ds->att_ns_space == 0 || slot->tts_isnull[ds->att_ns - 1])
+	{
+		/* without a TTL now, state is kept forever, whatever it was kept for */
+		PtfTime		expires = (slot->tts_isnull[ds->att_expires - 1] || !l->keep_expiry) ?
+			PTF_TIME_MAX : DatumGetInt64(slot->tts_values[ds->att_expires - 1]);
+
+		keyed_state_restore_record(ks, rec, expires, &slot->tts_tid);
+		l->codec->restore(l->codec->arg, &ref, STATE_KEY_SPACE, 0, NULL, l->fvalues, l->fnulls);
+	}
+	else
+	{
+		int			space = DatumGetInt16(slot->tts_values[ds->att_ns_space - 1]);
+		int64		ns = DatumGetInt64(slot->tts_values[ds->att_ns - 1]);
+		void	   *v = keyed_state_restore_ns(ks, rec, space, ns, &slot->tts_tid);
+
+		l->codec->restore(l->codec->arg, &ref, space, ns, v, l->fvalues, l->fnulls);
+	}
+done:
+	MemoryContextSwitchTo(old);
+	MemoryContextReset(l->rowcxt);
+}
+
+static void
+loader_end(RowLoader *l)
+{
+	if (l->partial)
+		keyed_state_end_load(l->ks);
+	MemoryContextDelete(l->rowcxt);
+}
+
+static void
+scan_into(DurableState *ds, KeyedState *ks, const StateCodec *codec, bool partial)
 {
 	Relation	rel = table_open(ds->state_relid, RowExclusiveLock);
-	Snapshot	snapshot = RegisterSnapshot(GetTransactionSnapshot());
+	Snapshot	snapshot = RegisterSnapshot(ds->snapshot ? ds->snapshot : GetTransactionSnapshot());
 	TableScanDesc scan = table_beginscan(rel, snapshot, 0, NULL);
 	TupleTableSlot *slot = table_slot_create(rel, NULL);
-	MemoryContext rowcxt = AllocSetContextCreate(CurrentMemoryContext,
-												 "ptf state load",
-												 ALLOCSET_DEFAULT_SIZES);
-	bool		keep_expiry = keyed_state_ttl(ks) > 0;
-	Datum	   *fvalues = palloc(sizeof(Datum) * Max(ds->layout->nfields, 1));
-	bool	   *fnulls = palloc(sizeof(bool) * Max(ds->layout->nfields, 1));
+	RowLoader	l;
 
-	Assert(codec->layout == ds->layout);
+	loader_begin(&l, ds, ks, codec, partial);
 	while (table_scan_getnextslot(scan, ForwardScanDirection, slot))
-	{
-		MemoryContext old = MemoryContextSwitchTo(rowcxt);
-		StateRecord *rec;
-		StateRef	ref;
-
-		CHECK_FOR_INTERRUPTS();
-		slot_getallattrs(slot);
-		rec = keyed_state_restore_key(ks, slot->tts_values, slot->tts_isnull);
-		if (rec == NULL)
-		{
-			/* inline layout: a key and nothing else */
-			MemoryContextSwitchTo(old);
-			continue;
-		}
-		keyed_state_record_ref(ks, rec, &ref);
-		decode_fields(ds, slot, fvalues, fnulls);
-
-		if (ds->att_ns_space == 0 || slot->tts_isnull[ds->att_ns - 1])
-		{
-			/* without a TTL now, state is kept forever, whatever it was kept for */
-			PtfTime		expires = (slot->tts_isnull[ds->att_expires - 1] || !keep_expiry) ?
-				PTF_TIME_MAX : DatumGetInt64(slot->tts_values[ds->att_expires - 1]);
-
-			keyed_state_restore_record(ks, rec, expires, &slot->tts_tid);
-			codec->restore(codec->arg, &ref, STATE_KEY_SPACE, 0, NULL, fvalues, fnulls);
-		}
-		else
-		{
-			int			space = DatumGetInt16(slot->tts_values[ds->att_ns_space - 1]);
-			int64		ns = DatumGetInt64(slot->tts_values[ds->att_ns - 1]);
-			void	   *v = keyed_state_restore_ns(ks, rec, space, ns, &slot->tts_tid);
-
-			codec->restore(codec->arg, &ref, space, ns, v, fvalues, fnulls);
-		}
-		MemoryContextSwitchTo(old);
-		MemoryContextReset(rowcxt);
-	}
-
-	keyed_state_clear_changes(ks);
-	MemoryContextDelete(rowcxt);
+		loader_row(&l, slot);
+	loader_end(&l);
 	ExecDropSingleTupleTableSlot(slot);
 	table_endscan(scan);
 	UnregisterSnapshot(snapshot);
 	table_close(rel, NoLock);
+}
+
+void
+durable_load(DurableState *ds, KeyedState *ks, const StateCodec *codec)
+{
+	Assert(keyed_state_count(ks) == 0);
+	ds->memory_keys = 0;
+	scan_into(ds, ks, codec, false);
+	keyed_state_clear_changes(ks);
+}
+
+void
+durable_attach(DurableState *ds, KeyedState *ks)
+{
+	ds->memory_keys = keyed_state_count(ks);
+	if (ds->snapshot == NULL)
+		ds->snapshot = RegisterSnapshot(GetTransactionSnapshot());
+}
+
+static void
+release_snapshot(DurableState *ds)
+{
+	if (ds->snapshot != NULL)
+		UnregisterSnapshot(ds->snapshot);
+	ds->snapshot = NULL;
+}
+
+void
+durable_load_rest(DurableState *ds, KeyedState *ks, const StateCodec *codec)
+{
+	scan_into(ds, ks, codec, true);
+}
+
+/* ---- probing: indexes, made on first use ---- */
+
+/* the key columns have a default btree operator class each */
+static bool
+keys_indexable(DurableState *ds, Relation rel)
+{
+	int			i;
+
+	for (i = 0; i < ds->nkeys; i++)
+		if (!OidIsValid(GetDefaultOpClass(TupleDescAttr(RelationGetDescr(rel), i)->atttypid,
+										  BTREE_AM_OID)))
+			return false;
+	return true;
+}
+
+/* An index of rel whose first column is attno (and, for keys, all key columns). */
+static Oid
+find_index(Relation rel, AttrNumber first, int ncols)
+{
+	List	   *indexes = RelationGetIndexList(rel);
+	ListCell   *lc;
+	Oid			found = InvalidOid;
+
+	foreach(lc, indexes)
+	{
+		Oid			indexoid = lfirst_oid(lc);
+		HeapTuple	tup = SearchSysCache1(INDEXRELID, ObjectIdGetDatum(indexoid));
+		Form_pg_index ix;
+		int			i;
+		bool		match;
+
+		if (!HeapTupleIsValid(tup))
+			continue;
+		ix = (Form_pg_index) GETSTRUCT(tup);
+		match = ix->indisvalid && ix->indnkeyatts >= ncols;
+		for (i = 0; match && i < ncols; i++)
+			match = ix->indkey.values[i] == first + i;
+		ReleaseSysCache(tup);
+		if (match)
+		{
+			found = indexoid;
+			break;
+		}
+	}
+	list_free(indexes);
+	return found;
+}
+
+static Oid
+ensure_index(DurableState *ds, AttrNumber first, int ncols, bool not_null_only)
+{
+	Relation	rel = table_open(ds->state_relid, AccessShareLock);
+	Oid			index = find_index(rel, first, ncols);
+	StringInfoData sql;
+	int			i;
+
+	if (!OidIsValid(index))
+	{
+		TupleDesc	desc = RelationGetDescr(rel);
+
+		initStringInfo(&sql);
+		appendStringInfo(&sql, "CREATE INDEX ON %s.%s (",
+						 quote_identifier(get_namespace_name(RelationGetNamespace(rel))),
+						 quote_identifier(RelationGetRelationName(rel)));
+		for (i = 0; i < ncols; i++)
+			appendStringInfo(&sql, "%s%s", i > 0 ? ", " : "",
+							 quote_identifier(NameStr(TupleDescAttr(desc, first + i - 1)->attname)));
+		appendStringInfoChar(&sql, ')');
+		if (not_null_only)
+			appendStringInfo(&sql, " WHERE %s IS NOT NULL",
+							 quote_identifier(NameStr(TupleDescAttr(desc, first - 1)->attname)));
+		table_close(rel, AccessShareLock);
+		ptf_spi_exec_as_owner(sql.data, 0, NULL, NULL, NULL, SPI_OK_UTILITY);
+		CommandCounterIncrement();
+		rel = table_open(ds->state_relid, AccessShareLock);
+		index = find_index(rel, first, ncols);
+		if (!OidIsValid(index))
+			elog(ERROR, "index on state table %s was not made", RelationGetRelationName(rel));
+	}
+	ds->has_indexes = true;
+	table_close(rel, AccessShareLock);
+	return index;
+}
+
+bool
+durable_can_probe(DurableState *ds)
+{
+	Relation	rel;
+	bool		ok;
+
+	if (ds->nkeys == 0)
+		return false;
+	rel = table_open(ds->state_relid, AccessShareLock);
+	ok = keys_indexable(ds, rel);
+	table_close(rel, AccessShareLock);
+	return ok;
+}
+
+int64
+durable_stored_keys(DurableState *ds)
+{
+	return ds->stored_keys;
+}
+
+uint64
+durable_probes(DurableState *ds)
+{
+	return ds->probes;
+}
+
+uint64
+durable_loaded_keys(DurableState *ds)
+{
+	return ds->loaded_keys;
+}
+
+Size
+durable_table_bytes(DurableState *ds)
+{
+	Relation	rel = table_open(ds->state_relid, AccessShareLock);
+	Size		bytes = (Size) RelationGetNumberOfBlocks(rel) * BLCKSZ;
+
+	table_close(rel, AccessShareLock);
+	return bytes;
+}
+
+/* The btree equality procedure and collation of the index's column i. */
+static void
+index_column_eq(Relation index, int i, Oid typid, RegProcedure *proc, Oid *collation)
+{
+	Oid			opno = get_opfamily_member(index->rd_opfamily[i], typid, typid,
+										   BTEqualStrategyNumber);
+
+	if (!OidIsValid(opno))
+		elog(ERROR, "no equality operator for type %u in the state index", typid);
+	*proc = get_opcode(opno);
+	*collation = index->rd_indcollation[i];
+}
+
+static void
+index_scan_into(RowLoader *l, Relation rel, Relation index, IndexScanDesc scan,
+				TupleTableSlot *slot, ScanKey keys, int nkeys)
+{
+	index_rescan(scan, keys, nkeys, NULL, 0);
+	while (index_getnext_slot(scan, ForwardScanDirection, slot))
+		loader_row(l, slot);
+}
+
+void
+durable_probe_keys(DurableState *ds, KeyedState *ks, const StateCodec *codec,
+				   Datum *values, bool *nulls, int n)
+{
+	Relation	rel;
+	Relation	index;
+	Snapshot	snapshot;
+	IndexScanDesc scan;
+	TupleTableSlot *slot;
+	ScanKeyData *skeys;
+	RegProcedure procs[INDEX_MAX_KEYS];
+	Oid			collations[INDEX_MAX_KEYS];
+	Datum	   *array;
+	int			narray = 0;
+	RowLoader	l;
+	int			nk = ds->nkeys;
+	int			i;
+	int			j;
+
+	if (n == 0)
+		return;
+	Assert(OidIsValid(ds->key_index));	/* durable_prepare_probes */
+	rel = table_open(ds->state_relid, RowExclusiveLock);
+	index = index_open(ds->key_index, AccessShareLock);
+	Assert(ds->snapshot != NULL);	/* durable_attach */
+	snapshot = RegisterSnapshot(ds->snapshot);
+	slot = table_slot_create(rel, NULL);
+	scan = index_beginscan(rel, index, snapshot, nk, 0);
+	skeys = palloc(sizeof(ScanKeyData) * nk);
+	for (j = 0; j < nk; j++)
+		index_column_eq(index, j, TupleDescAttr(RelationGetDescr(rel), j)->atttypid,
+						&procs[j], &collations[j]);
+	loader_begin(&l, ds, ks, codec, true);
+
+	/*
+	 * One key column: all keys in one array scan, which the btree sorts,
+	 * deduplicates and walks in order.  Several (or a NULL): a scan per key.
+	 */
+	array = palloc(sizeof(Datum) * n);
+	for (i = 0; i < n; i++)
+	{
+		Datum	   *kv = values + i * nk;
+		bool	   *kn = nulls + i * nk;
+
+		ds->probes++;
+		if (keyed_state_holds(ks, kv, kn))
+			continue;
+		if (nk == 1 && !kn[0])
+		{
+			array[narray++] = kv[0];
+			continue;
+		}
+		for (j = 0; j < nk; j++)
+		{
+			if (kn[j])
+				ScanKeyEntryInitialize(&skeys[j], SK_ISNULL | SK_SEARCHNULL, j + 1,
+									   InvalidStrategy, InvalidOid, InvalidOid,
+									   InvalidOid, (Datum) 0);
+			else
+				ScanKeyEntryInitialize(&skeys[j], 0, j + 1, BTEqualStrategyNumber,
+									   InvalidOid, collations[j], procs[j], kv[j]);
+		}
+		index_scan_into(&l, rel, index, scan, slot, skeys, nk);
+	}
+	if (narray > 0)
+	{
+		Form_pg_attribute att = TupleDescAttr(RelationGetDescr(rel), 0);
+		int16		typlen;
+		bool		typbyval;
+		char		typalign;
+		ArrayType  *arr;
+
+		get_typlenbyvalalign(att->atttypid, &typlen, &typbyval, &typalign);
+		arr = construct_array(array, narray, att->atttypid, typlen, typbyval, typalign);
+		ScanKeyEntryInitialize(&skeys[0], SK_SEARCHARRAY, 1, BTEqualStrategyNumber,
+							   InvalidOid, collations[0], procs[0], PointerGetDatum(arr));
+		index_scan_into(&l, rel, index, scan, slot, skeys, 1);
+	}
+	loader_end(&l);
+	index_endscan(scan);
+	ExecDropSingleTupleTableSlot(slot);
+	UnregisterSnapshot(snapshot);
+	index_close(index, AccessShareLock);
+	table_close(rel, NoLock);
+}
+
+static AttrNumber timer_attno(DurableState *ds);
+
+/*
+ * Make the indexes probing reads through, now: a probe runs while the
+ * input's query runs, and SPI (which makes them) must not run under it.
+ */
+void
+durable_prepare_probes(DurableState *ds, KeyedState *ks)
+{
+	ds->expires = keyed_state_ttl(ks) > 0;
+	if (!OidIsValid(ds->key_index))
+		ds->key_index = ensure_index(ds, 1, ds->nkeys, false);
+	if (ds->layout->timer_field != NULL && !OidIsValid(ds->timer_index))
+		ds->timer_index = ensure_index(ds, timer_attno(ds), 1, true);
+	if (ds->expires && ds->att_ns_space == 0 && !OidIsValid(ds->expiry_index))
+		ds->expiry_index = ensure_index(ds, ds->att_expires, 1, true);
+}
+
+/*
+ * Delete the stored keys expired at now that memory does not hold, through
+ * the expiry index: what sweeping a fully loaded state would have removed.
+ * (Memory's own expired keys are swept there, and their TIDs are dead.)
+ * Layouts with namespaces are not swept here: a key's namespace rows
+ * would have to go with it.
+ */
+void
+durable_sweep_expired(DurableState *ds, KeyedState *ks, PtfTime now)
+{
+	Relation	rel;
+	Relation	index;
+	Snapshot	snapshot;
+	IndexScanDesc scan;
+	TupleTableSlot *slot;
+	ScanKeyData skey;
+	ItemPointerData *dead;
+	int			ndead;
+	ItemPointer d;
+
+	if (!OidIsValid(ds->expiry_index))
+		return;
+	rel = table_open(ds->state_relid, RowExclusiveLock);
+	index = index_open(ds->expiry_index, AccessShareLock);
+	ScanKeyEntryInitialize(&skey, 0, 1, BTLessEqualStrategyNumber,
+						   TIMESTAMPTZOID, index->rd_indcollation[0],
+						   get_opcode(get_opfamily_member(index->rd_opfamily[0],
+														  TIMESTAMPTZOID, TIMESTAMPTZOID,
+														  BTLessEqualStrategyNumber)),
+						   TimestampTzGetDatum((TimestampTz) now));
+	d = keyed_state_dead_tids(ks, &ndead);
+	dead = NULL;
+	if (ndead > 0)
+	{
+		dead = palloc(sizeof(ItemPointerData) * ndead);
+		memcpy(dead, d, sizeof(ItemPointerData) * ndead);
+		qsort(dead, ndead, sizeof(ItemPointerData), tid_cmp);
+	}
+	Assert(ds->snapshot != NULL);	/* durable_attach */
+	snapshot = RegisterSnapshot(ds->snapshot);
+	slot = table_slot_create(rel, NULL);
+	scan = index_beginscan(rel, index, snapshot, 1, 0);
+	index_rescan(scan, &skey, 1, NULL, 0);
+	while (index_getnext_slot(scan, ForwardScanDirection, slot))
+	{
+		CHECK_FOR_INTERRUPTS();
+		if (ndead > 0 &&
+			bsearch(&slot->tts_tid, dead, ndead, sizeof(ItemPointerData), tid_cmp))
+			continue;
+		slot_getsomeattrs(slot, ds->nkeys);
+		if (keyed_state_holds(ks, slot->tts_values, slot->tts_isnull))
+			continue;
+		simple_heap_delete(rel, &slot->tts_tid);
+		ds->stored_keys--;
+	}
+	index_endscan(scan);
+	ExecDropSingleTupleTableSlot(slot);
+	UnregisterSnapshot(snapshot);
+	index_close(index, AccessShareLock);
+	table_close(rel, NoLock);
+}
+
+/* The layout's timer field's column. */
+static AttrNumber
+timer_attno(DurableState *ds)
+{
+	int			i;
+
+	for (i = 0; i < ds->layout->nfields; i++)
+		if (strcmp(ds->layout->fields[i].name, ds->layout->timer_field) == 0)
+		{
+			Assert(ds->layout->fields[i].type == SF_TIME);
+			return ds->att_fields + i;
+		}
+	elog(ERROR, "timer field \"%s\" is not in the layout", ds->layout->timer_field);
+	return InvalidAttrNumber;
+}
+
+void
+durable_probe_timers(DurableState *ds, KeyedState *ks, const StateCodec *codec,
+					 PtfTime after, PtfTime upto)
+{
+	Relation	rel;
+	Relation	index;
+	Snapshot	snapshot;
+	IndexScanDesc scan;
+	TupleTableSlot *slot;
+	ScanKeyData skeys[2];
+	int			nskeys = 0;
+	Oid			opfamily;
+	Datum	   *values;
+	bool	   *nulls;
+	int			n = 0;
+	int			cap = 64;
+	MemoryContext cxt;
+	MemoryContext old;
+
+	if (ds->layout->timer_field == NULL || upto <= after)
+		return;
+	Assert(OidIsValid(ds->timer_index));	/* durable_prepare_probes */
+	cxt = AllocSetContextCreate(CurrentMemoryContext, "ptf timer keys", ALLOCSET_DEFAULT_SIZES);
+	old = MemoryContextSwitchTo(cxt);
+	rel = table_open(ds->state_relid, RowExclusiveLock);
+	index = index_open(ds->timer_index, AccessShareLock);
+	opfamily = index->rd_opfamily[0];
+	if (after != PTF_TIME_MIN)
+		ScanKeyEntryInitialize(&skeys[nskeys++], 0, 1, BTGreaterStrategyNumber,
+							   ds->time_type, index->rd_indcollation[0],
+							   get_opcode(get_opfamily_member(opfamily, ds->time_type,
+															  ds->time_type,
+															  BTGreaterStrategyNumber)),
+							   ptf_time_to_datum(after, ds->time_type));
+	if (upto != PTF_TIME_MAX)
+		ScanKeyEntryInitialize(&skeys[nskeys++], 0, 1, BTLessEqualStrategyNumber,
+							   ds->time_type, index->rd_indcollation[0],
+							   get_opcode(get_opfamily_member(opfamily, ds->time_type,
+															  ds->time_type,
+															  BTLessEqualStrategyNumber)),
+							   ptf_time_to_datum(upto, ds->time_type));
+	Assert(ds->snapshot != NULL);	/* durable_attach */
+	snapshot = RegisterSnapshot(ds->snapshot);
+	slot = table_slot_create(rel, NULL);
+	scan = index_beginscan(rel, index, snapshot, nskeys, 0);
+	index_rescan(scan, skeys, nskeys, NULL, 0);
+	values = palloc(sizeof(Datum) * cap * Max(ds->nkeys, 1));
+	nulls = palloc(sizeof(bool) * cap * Max(ds->nkeys, 1));
+	/* the keys first, then the keys' rows: a key has rows the search does not find */
+	while (index_getnext_slot(scan, ForwardScanDirection, slot))
+	{
+		int			j;
+
+		slot_getsomeattrs(slot, ds->nkeys);
+		if (n == cap)
+		{
+			cap *= 2;
+			values = repalloc(values, sizeof(Datum) * cap * ds->nkeys);
+			nulls = repalloc(nulls, sizeof(bool) * cap * ds->nkeys);
+		}
+		for (j = 0; j < ds->nkeys; j++)
+		{
+			Form_pg_attribute att = TupleDescAttr(RelationGetDescr(rel), j);
+
+			nulls[n * ds->nkeys + j] = slot->tts_isnull[j];
+			values[n * ds->nkeys + j] = slot->tts_isnull[j] ? (Datum) 0 :
+				datumCopy(slot->tts_values[j], att->attbyval, att->attlen);
+		}
+		n++;
+	}
+	index_endscan(scan);
+	ExecDropSingleTupleTableSlot(slot);
+	UnregisterSnapshot(snapshot);
+	index_close(index, AccessShareLock);
+	table_close(rel, NoLock);
+	durable_probe_keys(ds, ks, codec, values, nulls, n);
+	/* asking for these was not the call's rows' doing */
+	ds->probes -= n;
+	MemoryContextSwitchTo(old);
+	MemoryContextDelete(cxt);
 }
 
 /* The state-table row of a key (space STATE_KEY_SPACE) or of one of its namespaces. */
@@ -1343,7 +1899,58 @@ typedef struct InsertBatch
 	int			n;
 	uint64		nupdated;
 	MemoryContext cxt;			/* the batch's row values */
+	/* the table's indexes, when it has any (made by probing) */
+	EState	   *estate;
+	ResultRelInfo *rri;
+	TupleTableSlot *upd_slot;
 } InsertBatch;
+
+static void
+open_indexes(InsertBatch *b)
+{
+	if (!b->rel->rd_rel->relhasindex)
+		return;
+	b->estate = CreateExecutorState();
+	b->rri = makeNode(ResultRelInfo);
+	InitResultRelInfo(b->rri, b->rel, 1, NULL, 0);
+	ExecOpenIndices(b->rri, false);
+	if (b->rri->ri_NumIndices == 0)
+	{
+		ExecCloseIndices(b->rri);
+		FreeExecutorState(b->estate);
+		b->estate = NULL;
+		b->rri = NULL;
+		return;
+	}
+	b->upd_slot = MakeSingleTupleTableSlot(RelationGetDescr(b->rel), &TTSOpsHeapTuple);
+}
+
+static void
+close_indexes(InsertBatch *b)
+{
+	if (b->rri == NULL)
+		return;
+	ExecDropSingleTupleTableSlot(b->upd_slot);
+	ExecCloseIndices(b->rri);
+	FreeExecutorState(b->estate);
+}
+
+/*
+ * The index entries of a tuple just written (slot: its values and TID).
+ * Never flagged as an update's: that hint needs a range table, which a
+ * write outside a query has not.
+ */
+static void
+insert_index_entries(InsertBatch *b, TupleTableSlot *slot)
+{
+	List	   *r;
+
+	if (b->rri == NULL)
+		return;
+	r = ExecInsertIndexTuples(b->rri, slot, b->estate, false, false, NULL, NIL);
+	list_free(r);
+	ResetPerTupleExprContext(b->estate);
+}
 
 static void
 flush_batch(InsertBatch *b)
@@ -1355,6 +1962,7 @@ flush_batch(InsertBatch *b)
 	table_multi_insert(b->rel, b->slots, b->n, b->cid, 0, b->bistate);
 	for (i = 0; i < b->n; i++)
 	{
+		insert_index_entries(b, b->slots[i]);
 		*b->tids[i] = b->slots[i]->tts_tid;
 		if (b->flags[i])
 			*b->flags[i] |= RECORD_STORED;
@@ -1385,6 +1993,13 @@ write_value(DurableState *ds, KeyedState *ks, const StateCodec *codec, InsertBat
 		tup = heap_form_tuple(desc, v, n);
 		simple_heap_update(b->rel, tid, tup);
 		*tid = tup->t_self;
+		/* a heap-only tuple is found through its chain: no new index entries */
+		if (b->rri != NULL && !HeapTupleIsHeapOnly(tup))
+		{
+			ExecStoreHeapTuple(tup, b->upd_slot, false);
+			insert_index_entries(b, b->upd_slot);
+			ExecClearTuple(b->upd_slot);
+		}
 		MemoryContextSwitchTo(old);
 		/* updated rows need nothing after the update: free them now and then */
 		if (++b->nupdated % INSERT_BATCH == 0 && b->n == 0)
@@ -1434,7 +2049,11 @@ write_new_inline_keys(DurableState *ds, KeyedState *ks, InsertBatch *b)
 		ExecStoreVirtualTuple(slot);
 		if (nbatch == INSERT_BATCH || i == n - 1)
 		{
+			int			j;
+
 			table_multi_insert(b->rel, b->slots, nbatch, b->cid, 0, b->bistate);
+			for (j = 0; j < nbatch; j++)
+				insert_index_entries(b, b->slots[j]);
 			while (nbatch > 0)
 				ExecClearTuple(b->slots[--nbatch]);
 		}
@@ -1474,6 +2093,7 @@ durable_must_write(DurableState *ds)
 void
 durable_close(DurableState *ds)
 {
+	release_snapshot(ds);
 	Assert(!ds->must_write);
 	leave_uid(ds->uid);
 }
@@ -1502,7 +2122,9 @@ write_progress(DurableState *ds, KeyedState *ks, const DurableProgress *progress
 	nulls[2] = progress->combined_watermark == PTF_TIME_MIN ? 'n' : ' ';
 	values[3] = LSNGetDatum(progress->last_lsn);
 	nulls[3] = XLogRecPtrIsInvalid(progress->last_lsn) ? 'n' : ' ';
-	values[4] = Int64GetDatum((int64) keyed_state_count(ks));
+	/* memory may hold part of the keys: the table's count moves by what memory gained */
+	values[4] = Int64GetDatum(ds->stored_keys + (int64) keyed_state_count(ks) -
+							  (int64) ds->memory_keys - (int64) ds->loaded_keys);
 	values[5] = Int64GetDatum((int64) progress->rows_in);
 	values[6] = Int64GetDatum((int64) progress->rows_out);
 	values[7] = Int64GetDatum((int64) progress->rows_late);
@@ -1540,6 +2162,7 @@ durable_commit(DurableState *ds, KeyedState *ks, const StateCodec *codec,
 	int			i;
 
 	Assert(codec->layout == ds->layout);
+	release_snapshot(ds);
 	memset(&b, 0, sizeof(b));
 	b.rel = table_open(ds->state_relid, RowExclusiveLock);
 	b.cid = GetCurrentCommandId(true);
@@ -1552,6 +2175,7 @@ durable_commit(DurableState *ds, KeyedState *ks, const StateCodec *codec,
 	b.ns_flags = palloc(sizeof(uint16 *) * INSERT_BATCH);
 	for (i = 0; i < INSERT_BATCH; i++)
 		b.slots[i] = MakeSingleTupleTableSlot(RelationGetDescr(b.rel), &TTSOpsVirtual);
+	open_indexes(&b);
 
 	dead = keyed_state_dead_tids(ks, &ndead);
 	for (i = 0; i < ndead; i++)
@@ -1590,6 +2214,7 @@ durable_commit(DurableState *ds, KeyedState *ks, const StateCodec *codec,
 					e->value, &e->tid, NULL, &e->flags, (e->flags & RECORD_STORED) != 0);
 	}
 	flush_batch(&b);
+	close_indexes(&b);
 	table_finish_bulk_insert(b.rel, 0);
 	FreeBulkInsertState(b.bistate);
 	for (i = 0; i < INSERT_BATCH; i++)

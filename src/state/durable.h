@@ -80,6 +80,29 @@ extern DurableState *durable_open(const DurableIdentity *id,
 /* Load every kept key into ks, values through the codec. */
 extern void durable_load(DurableState *ds, KeyedState *ks, const StateCodec *codec);
 
+/*
+ * Reading part of the state (see "Loading" in durable.c).  attach: ks is
+ * what memory holds as the call begins (kept from a pipeline's last step,
+ * or empty); the calls below then add keys memory does not hold.
+ * probe_keys: the keys given (n of them, values and nulls nkeys apiece);
+ * probe_timers: keys with a timer in (after, upto] (the layout's
+ * timer_field); load_rest: every key not held yet.
+ */
+extern void durable_attach(DurableState *ds, KeyedState *ks);
+extern bool durable_can_probe(DurableState *ds);
+extern void durable_prepare_probes(DurableState *ds, KeyedState *ks);
+/* Delete stored keys expired at now that memory does not hold. */
+extern void durable_sweep_expired(DurableState *ds, KeyedState *ks, PtfTime now);
+extern void durable_probe_keys(DurableState *ds, KeyedState *ks, const StateCodec *codec,
+							   Datum *values, bool *nulls, int n);
+extern void durable_probe_timers(DurableState *ds, KeyedState *ks, const StateCodec *codec,
+								 PtfTime after, PtfTime upto);
+extern void durable_load_rest(DurableState *ds, KeyedState *ks, const StateCodec *codec);
+extern int64 durable_stored_keys(DurableState *ds);
+extern Size durable_table_bytes(DurableState *ds);
+extern uint64 durable_probes(DurableState *ds);
+extern uint64 durable_loaded_keys(DurableState *ds);
+
 /* Which state this is: the uid, its table, and its version (changed by every write). */
 extern const char *durable_uid(DurableState *ds);
 extern Oid	durable_state_relid(DurableState *ds);

@@ -167,6 +167,12 @@ struct KeyedState
 	ItemPointerData *dead;
 	int			ndead;
 	int			maxdead;
+
+	/* records made by the load under way (keyed_state_begin_load) */
+	StateRecord **loading;
+	int			nloading;
+	int			maxloading;
+	bool		in_load;
 };
 
 #define RECORD_NSSETS(ks, rec) \
@@ -1366,6 +1372,8 @@ keyed_state_foreach(KeyedState *ks, StateRefCallback cb, void *arg)
 	}
 }
 
+static bool inline_restore(KeyedState *ks, Datum *keyvalues, bool *keynulls);
+
 StateRecord *
 keyed_state_restore_key(KeyedState *ks, Datum *keyvalues, bool *keynulls)
 {
@@ -1377,24 +1385,7 @@ keyed_state_restore_key(KeyedState *ks, Datum *keyvalues, bool *keynulls)
 
 	if (ks->is_inline)
 	{
-		int			side = -1;
-		uint64		pos;
-		bool		full;
-
-		if (ks->keys->ncols == 0)
-			side = SIDE_GLOBAL;
-		else if (keynulls[0])
-			side = SIDE_NULL;
-		else if (keyvalues[0] == INLINE_EMPTY)
-			side = SIDE_MARKER;
-		if (side >= 0)
-		{
-			found = ks->map.side_used[side];
-			ks->map.side_used[side] = true;
-		}
-		else
-			found = inline_find_or_insert(ks, keyvalues[0], true, &pos, &full);
-		if (found)
+		if (inline_restore(ks, keyvalues, keynulls))
 			elog(ERROR, "durable state holds the same key twice");
 		return NULL;
 	}
@@ -1408,6 +1399,111 @@ keyed_state_restore_key(KeyedState *ks, Datum *keyvalues, bool *keynulls)
 	rec = record_create(ks, ks->keys);
 	entry->key.rec = rec;
 	return rec;
+}
+
+/* The inline slot of a key, found or made; true if it was there. */
+static bool
+inline_restore(KeyedState *ks, Datum *keyvalues, bool *keynulls)
+{
+	int			side = -1;
+	uint64		pos;
+	bool		full;
+	bool		found;
+
+	if (ks->keys->ncols == 0)
+		side = SIDE_GLOBAL;
+	else if (keynulls[0])
+		side = SIDE_NULL;
+	else if (keyvalues[0] == INLINE_EMPTY)
+		side = SIDE_MARKER;
+	if (side >= 0)
+	{
+		found = ks->map.side_used[side];
+		ks->map.side_used[side] = true;
+		return found;
+	}
+	return inline_find_or_insert(ks, keyvalues[0], true, &pos, &full);
+}
+
+bool
+keyed_state_holds(KeyedState *ks, Datum *keyvalues, bool *keynulls)
+{
+	StateKey	nokey = {0};
+	uint32		hash;
+
+	if (ks->is_inline)
+	{
+		uint64		pos;
+		bool		full;
+
+		if (ks->keys->ncols == 0)
+			return ks->map.side_used[SIDE_GLOBAL];
+		if (keynulls[0])
+			return ks->map.side_used[SIDE_NULL];
+		if (keyvalues[0] == INLINE_EMPTY)
+			return ks->map.side_used[SIDE_MARKER];
+		return inline_find_or_insert(ks, keyvalues[0], false, &pos, &full);
+	}
+	key_probe_values(ks->keys, keyvalues, keynulls);
+	hash = key_hash_values(ks->keys, keyvalues, keynulls);
+	current_probe = ks->keys;
+	return keyed_lookup_hash(ks->hash, nokey, hash) != NULL;
+}
+
+void
+keyed_state_begin_load(KeyedState *ks)
+{
+	Assert(!ks->in_load && ks->nloading == 0);
+	ks->in_load = true;
+}
+
+StateRecord *
+keyed_state_load_key(KeyedState *ks, Datum *keyvalues, bool *keynulls, bool *held)
+{
+	uint32		hash;
+	StateEntry *entry;
+	StateKey	nokey = {0};
+	bool		found;
+	StateRecord *rec;
+
+	Assert(ks->in_load);
+	if (ks->is_inline)
+	{
+		/* a key is one row: found means held before */
+		*held = inline_restore(ks, keyvalues, keynulls);
+		return NULL;
+	}
+	key_probe_values(ks->keys, keyvalues, keynulls);
+	hash = key_hash_values(ks->keys, keyvalues, keynulls);
+	current_probe = ks->keys;
+	entry = keyed_insert_hash(ks->hash, nokey, hash, &found);
+	if (found)
+	{
+		rec = entry->key.rec;
+		*held = (rec->flags & RECORD_LOADING) == 0;
+		return rec;
+	}
+	rec = record_create(ks, ks->keys);
+	entry->key.rec = rec;
+	rec->flags |= RECORD_LOADING;
+	if (ks->nloading >= ks->maxloading)
+		ks->loading = grow_array(ks, ks->loading, &ks->maxloading,
+								 sizeof(StateRecord *), 256);
+	ks->loading[ks->nloading++] = rec;
+	*held = false;
+	return rec;
+}
+
+void
+keyed_state_end_load(KeyedState *ks)
+{
+	int			i;
+
+	Assert(ks->in_load);
+	for (i = 0; i < ks->nloading; i++)
+		ks->loading[i]->flags &= ~RECORD_LOADING;
+	ks->nloading = 0;
+	ks->in_load = false;
 }
 
 void

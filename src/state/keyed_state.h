@@ -57,6 +57,7 @@ typedef struct StateRecord
 #define RECORD_LISTED		0x04	/* on the changed list */
 #define RECORD_REMOVED		0x08	/* deleted from the hash table */
 #define RECORD_KEY_NULLS	0x10	/* packed key has a null bitmap */
+#define RECORD_LOADING		0x20	/* made by the load under way */
 
 #define STATE_RECORD_VALUE(rec) ((void *) ((char *) (rec) + sizeof(StateRecord)))
 
@@ -182,6 +183,20 @@ extern void *keyed_state_restore_ns(KeyedState *ks, StateRecord *rec, int space,
 									int64 ns, ItemPointer tid);
 extern void keyed_state_record_key(KeyedState *ks, StateRecord *rec,
 								   Datum *values, bool *nulls);
+
+/*
+ * Loading more keys into state already in use (durable state read a batch
+ * at a time): a key the state holds already -- changed, expired or not --
+ * is newer in memory than in its table and must not be restored again;
+ * a removed one has its TID among the dead ones.  Between begin_load and
+ * end_load, load_key says whether the key was held before the load
+ * (*held: skip the row) and otherwise gives its record as restore_key.
+ */
+extern bool keyed_state_holds(KeyedState *ks, Datum *keyvalues, bool *keynulls);
+extern void keyed_state_begin_load(KeyedState *ks);
+extern StateRecord *keyed_state_load_key(KeyedState *ks, Datum *keyvalues,
+										 bool *keynulls, bool *held);
+extern void keyed_state_end_load(KeyedState *ks);
 
 typedef struct ChangedNs
 {

@@ -43,10 +43,17 @@ typedef struct StateField
 	int			input;			/* SF_IMAGE(S): rows of which input */
 } StateField;
 
+/*
+ * timer_field: an SF_TIME field that holds, in every row with a pending
+ * event-time timer, a time no later than that timer (NULL in rows with
+ * none).  State read a key at a time finds the keys whose timers come due
+ * through it; a layout without one (NULL) is read whole when it has timers.
+ */
 typedef struct StateLayout
 {
 	int			nfields;
 	const StateField *fields;
+	const char *timer_field;
 } StateLayout;
 
 /* Several rows in one field. */

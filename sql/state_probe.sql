@@ -1,0 +1,176 @@
+-- Reading a uid's state a key at a time (ptf.state_load, functions/state_load.c):
+-- every call gives what it gives with the state loaded whole.  Each case runs
+-- the same calls under two uids, one read whole ('full'), one key by key
+-- ('probe'), and compares every call's output; then the rule of 'auto'.
+
+CREATE SCHEMA sp;
+SET search_path = sp, ptf;
+SET TIME ZONE 'UTC';
+
+-- compares got with expected: both counts and both differences
+CREATE FUNCTION compare(got_sql text, expected_sql text)
+RETURNS TABLE (got bigint, expected bigint, missing bigint, extra bigint)
+LANGUAGE plpgsql AS $$
+BEGIN
+    EXECUTE format('CREATE TEMP TABLE g AS %s', got_sql);
+    EXECUTE format('CREATE TEMP TABLE e AS %s', expected_sql);
+    RETURN QUERY SELECT (SELECT count(*) FROM g), (SELECT count(*) FROM e),
+        (SELECT count(*) FROM (TABLE e EXCEPT ALL TABLE g) x),
+        (SELECT count(*) FROM (TABLE g EXCEPT ALL TABLE e) x);
+    DROP TABLE g, e;
+END $$;
+
+-- a uid's stored key count is its table's
+CREATE FUNCTION keys_agree(u text) RETURNS boolean LANGUAGE plpgsql AS $$
+DECLARE
+    stored bigint;
+    counted bigint;
+BEGIN
+    SELECT keys INTO stored FROM ptf.state WHERE uid = u;
+    EXECUTE format('SELECT count(*) FROM %s WHERE %s', (SELECT state_table FROM ptf.state WHERE uid = u),
+                   CASE WHEN EXISTS (SELECT FROM pg_attribute WHERE attrelid = (SELECT state_table FROM ptf.state WHERE uid = u)
+                                     AND attname = 'ns' AND NOT attisdropped) THEN 'ns IS NULL' ELSE 'true' END)
+        INTO counted;
+    RETURN stored = counted;
+END $$;
+
+-- 60,000 events of 20,000 keys (some NULL) in 6 batches, with ties in time
+CREATE TABLE ev AS
+SELECT i AS seq, (i - 1) / 10000 AS batch,
+       CASE WHEN i % 97 = 0 THEN NULL ELSE (i * 7919) % 20000 END AS k,
+       (i * 31) % 3 AS k2,
+       timestamptz '2024-01-01' + ((i / 6) + (i * 13) % 40) * interval '1 second' AS ts,
+       timestamptz '2024-01-01' + (i / 6) * interval '1 second' AS arrived,
+       md5(i::text) AS payload
+FROM generate_series(1, 60000) i;
+
+CREATE TABLE out_full (n int, r text);
+CREATE TABLE out_probe (n int, r text);
+
+-- one call of function sql (a format() with %1$s the uid, %2$s the batch) per batch, per mode
+CREATE FUNCTION run_both(sql text, batches int) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    TRUNCATE out_full, out_probe;
+    FOR b IN 0 .. batches - 1 LOOP
+        SET LOCAL ptf.state_load = full;
+        EXECUTE format('INSERT INTO sp.out_full SELECT %s, x::text FROM (%s) x', b, format(sql, 'full', b));
+        SET LOCAL ptf.state_load = probe;
+        EXECUTE format('INSERT INTO sp.out_probe SELECT %s, x::text FROM (%s) x', b, format(sql, 'probe', b));
+    END LOOP;
+END $$;
+
+-- keep-first by arrival, one key (the inline layout) and two keys (records)
+SELECT run_both($$SELECT * FROM ptf.deduplicate_keep_first(NULL::sp.ev, partition_by => '{k}',
+    uid => 'arr-%1$s', query => 'SELECT * FROM sp.ev WHERE batch = %2$s ORDER BY seq')$$, 6);
+SELECT * FROM compare('TABLE out_probe', 'TABLE out_full');
+SELECT * FROM compare('SELECT r FROM out_probe', $$SELECT x::text FROM (SELECT DISTINCT ON (k) * FROM ev ORDER BY k, batch, seq) x$$);
+SELECT keys_agree('arr-probe'), keys_agree('arr-full');
+-- the last call read only what its rows touched
+SELECT state_load, keys_probed, keys_loaded FROM last_call_stats();
+
+SELECT run_both($$SELECT * FROM ptf.deduplicate_keep_first(NULL::sp.ev, partition_by => '{k2,k}',
+    uid => 'arr2-%1$s', query => 'SELECT * FROM sp.ev WHERE batch = %2$s ORDER BY seq')$$, 6);
+SELECT * FROM compare('TABLE out_probe', 'TABLE out_full');
+SELECT keys_agree('arr2-probe');
+
+-- by event time: candidates stay pending across calls, and their timers fire
+-- in later calls whose rows are of other keys (found through the timer index)
+SELECT set_watermark('ev', 'ts', interval '30 seconds');
+SELECT run_both($$SELECT * FROM ptf.deduplicate_keep_first(NULL::sp.ev, partition_by => '{k}',
+    on_time => 'ts', uid => 'evt-%1$s', query => 'SELECT * FROM sp.ev WHERE batch = %2$s AND seq %% 1000 < 400 ORDER BY seq')$$, 6);
+SELECT * FROM compare('TABLE out_probe', 'TABLE out_full');
+-- calls without rows of a pending key emit it as the watermark passes it
+SELECT run_both($$SELECT * FROM ptf.deduplicate_keep_first(NULL::sp.ev, partition_by => '{k}',
+    on_time => 'ts', uid => 'evt-%1$s', query => 'SELECT * FROM sp.ev WHERE batch = %2$s AND seq %% 1000 >= 400 AND k < 500 ORDER BY seq')$$, 6);
+SELECT * FROM compare('TABLE out_probe', 'TABLE out_full');
+SELECT count(*) > 0 AS emitted_by_timers FROM out_probe;
+SELECT keys_agree('evt-probe');
+SELECT drop_watermark('ev');
+
+-- with a TTL: expired keys come back; expired keys not touched are deleted unread
+SELECT run_both($$SELECT * FROM ptf.deduplicate_keep_first(NULL::sp.ev, partition_by => '{k}',
+    state_ttl => interval '2 hours', proc_time => 'arrived',
+    uid => 'ttl-%1$s', query => 'SELECT * FROM sp.ev WHERE batch = %2$s ORDER BY seq')$$, 6);
+SELECT * FROM compare('TABLE out_probe', 'TABLE out_full');
+CREATE TABLE late AS SELECT 1000000 + i AS seq, 0 AS batch, i AS k, 0 AS k2,
+    timestamptz '2024-01-02' AS ts, timestamptz '2024-01-02' AS arrived, 'late' AS payload
+    FROM generate_series(1, 3) i;
+SELECT run_both($$SELECT * FROM ptf.deduplicate_keep_first(NULL::sp.ev, partition_by => '{k}',
+    state_ttl => interval '2 hours', proc_time => 'arrived',
+    uid => 'ttl-%1$s', query => 'SELECT * FROM sp.late')$$, 1);
+SELECT * FROM compare('TABLE out_probe', 'TABLE out_full');
+-- a day later every key but the three has expired: both tables hold three
+SELECT uid, keys FROM state WHERE uid LIKE 'ttl-%' ORDER BY uid;
+SELECT keys_agree('ttl-probe');
+
+-- to_changelog and from_changelog keep row images: over change streams and
+-- changelog queries, in several transactions
+CREATE TABLE acct (id int PRIMARY KEY, owner text, balance int);
+SELECT count(*) FROM to_changelog(NULL::acct, partition_by => '{id}', changes => true, uid => 'tc-full');
+SELECT count(*) FROM to_changelog(NULL::acct, partition_by => '{id}', changes => true, uid => 'tc-probe');
+CREATE TABLE tc_out (mode text, n int, r text);
+CREATE PROCEDURE tc_batches() LANGUAGE plpgsql AS $$
+BEGIN
+    FOR b IN 0 .. 4 LOOP
+        INSERT INTO sp.acct SELECT i, 'o' || i, b FROM generate_series(b * 1000, b * 1000 + 2999) i
+            ON CONFLICT (id) DO UPDATE SET balance = excluded.balance + 100;
+        COMMIT;
+        DELETE FROM sp.acct WHERE id % 7 = b;
+        COMMIT;
+        UPDATE sp.acct SET owner = owner || '+' WHERE id % 5 = b;
+        COMMIT;
+        SET ptf.state_load = full;
+        INSERT INTO sp.tc_out SELECT 'full', b, x::text FROM (SELECT op, data FROM ptf.to_changelog(NULL::sp.acct,
+            partition_by => '{id}', changes => true, uid => 'tc-full')) x;
+        SET ptf.state_load = probe;
+        INSERT INTO sp.tc_out SELECT 'probe', b, x::text FROM (SELECT op, data FROM ptf.to_changelog(NULL::sp.acct,
+            partition_by => '{id}', changes => true, uid => 'tc-probe')) x;
+        COMMIT;
+    END LOOP;
+    RESET ptf.state_load;
+END $$;
+CALL tc_batches();
+SELECT count(*) > 10000 AS many_changes FROM tc_out WHERE mode = 'probe';
+SELECT * FROM compare($$SELECT n, r FROM tc_out WHERE mode = 'probe'$$, $$SELECT n, r FROM tc_out WHERE mode = 'full'$$);
+SELECT keys_agree('tc-probe');
+
+CREATE TABLE landing (seq int, batch int, op text, after acct);
+INSERT INTO landing
+SELECT i, i / 2000, CASE WHEN i % 11 = 0 THEN 'd' WHEN i < 3000 THEN 'c' ELSE 'u' END,
+       ROW(i % 3000, 'o' || i, i)::acct
+FROM generate_series(0, 9999) i;
+SELECT run_both($$SELECT * FROM ptf.from_changelog(NULL::sp.landing, NULL::sp.acct, after => 'after',
+    op_mapping => '{"c": "INSERT", "u": "UPDATE_AFTER", "d": "DELETE"}', partition_by => '{id}',
+    uid => 'fc-%1$s', query => 'SELECT * FROM sp.landing WHERE batch = %2$s ORDER BY seq')$$, 5);
+SELECT * FROM compare('TABLE out_probe', 'TABLE out_full');
+SELECT keys_agree('fc-probe');
+
+-- auto: a small state is read whole; a large one key by key, until a call
+-- asks for more than an eighth of its keys: then the rest is read by a scan
+RESET ptf.state_load;
+CREATE TABLE big AS SELECT i AS k, i AS v FROM generate_series(1, 200000) i;
+SELECT count(*) FROM deduplicate_keep_first(NULL::big, partition_by => '{k}', uid => 'auto',
+    query => 'SELECT * FROM sp.big');
+SELECT state_load, keys_probed FROM last_call_stats();
+SELECT count(*) FROM deduplicate_keep_first(NULL::big, partition_by => '{k}', uid => 'auto',
+    query => 'SELECT k + 199990, v FROM sp.big WHERE k <= 100');
+SELECT state_load, keys_probed, keys_loaded FROM last_call_stats();
+SELECT count(*) FROM deduplicate_keep_first(NULL::big, partition_by => '{k}', uid => 'auto',
+    query => 'SELECT k + 100000, v FROM sp.big WHERE k <= 60000');
+SELECT state_load, keys_probed >= 25000 AS probed_an_eighth, keys_loaded FROM last_call_stats();
+SELECT keys_agree('auto');
+SELECT count(*) FROM deduplicate_keep_first(NULL::big, partition_by => '{k}', uid => 'small',
+    query => 'SELECT * FROM sp.big WHERE k <= 10');
+SELECT count(*) FROM deduplicate_keep_first(NULL::big, partition_by => '{k}', uid => 'small',
+    query => 'SELECT * FROM sp.big WHERE k <= 20');
+SELECT state_load, keys_loaded FROM last_call_stats();
+-- a key type without a btree operator class is always read whole
+SET ptf.state_load = probe;
+CREATE TABLE xids (x xid, v int);
+INSERT INTO xids VALUES ('7', 1), ('7', 2);
+SELECT v FROM deduplicate_keep_first(NULL::xids, partition_by => '{x}', uid => 'xids');
+SELECT state_load FROM last_call_stats();
+RESET ptf.state_load;
+
+SELECT count(*) FILTER (WHERE drop_state(uid)) AS dropped FROM state;
+DROP SCHEMA sp CASCADE;

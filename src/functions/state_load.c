@@ -1,0 +1,218 @@
+/*-------------------------------------------------------------------------
+ *
+ * state_load.c
+ *	  How much of a uid's durable state a call reads: all of it by one
+ *	  sequential scan before the first row, or only what its rows touch,
+ *	  through indexes, a buffer of rows at a time -- Flink reads RocksDB
+ *	  per key; a call over a large state should cost what its rows cost,
+ *	  not what the state costs.
+ *
+ * The rule (ptf.state_load = auto):
+ *	  - a function whose operator cannot be read a key at a time (processing-
+ *		time timers, or event-time timers its layout cannot find by time),
+ *		a key without a btree operator class, or a state table of at most
+ *		PROBE_MIN_BYTES: loaded whole, as a scan costs little;
+ *	  - otherwise keys are probed: before each buffer of FRAME_LOAD_BATCH
+ *		rows is processed, its keys that memory does not hold are read in
+ *		one index scan, and the keys whose timers the buffer can make due;
+ *	  - once a call has asked for more than 1/PROBE_SHARE of the stored
+ *		keys, and the table fits in ptf.state_memory_limit, the rest is
+ *		loaded by a scan (probing further would cost more than reading
+ *		everything).
+ * ptf.state_load = full or probe forces one way (tests, and users who know
+ * better).  ptf.last_call_stats() says which way a call went.
+ *
+ * Memory.  A pipeline worker keeps each uid's operator between steps; one
+ * whose state outgrows ptf.state_memory_limit is dropped after its step
+ * (functions/call.c) and read again, a key at a time, by the next -- so
+ * between steps a pipeline holds at most the limit, and within a step what
+ * its rows touch.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <limits.h>
+
+#include "utils/guc.h"
+
+#include "functions/state_load.h"
+
+#define PROBE_MIN_BYTES (1024 * 1024)
+#define PROBE_SHARE 8
+
+typedef enum
+{
+	STATE_LOAD_AUTO,
+	STATE_LOAD_FULL,
+	STATE_LOAD_PROBE
+} StateLoadMode;
+
+static const struct config_enum_entry state_load_options[] = {
+	{"auto", STATE_LOAD_AUTO, false},
+	{"full", STATE_LOAD_FULL, false},
+	{"probe", STATE_LOAD_PROBE, false},
+	{NULL, 0, false}
+};
+
+static int	state_load_mode = STATE_LOAD_AUTO;
+static int	state_memory_limit_kb = 256 * 1024;
+
+struct PtfStateLoad
+{
+	DurableState *ds;
+	PtfOperator *op;
+	KeySpec    *keys[FRAME_MAX_INPUTS];
+	int			nkeys;
+	bool		complete;		/* memory holds every key */
+	bool		may_switch;		/* auto: the rest may be loaded by a scan */
+	bool		switched;
+	bool		kept;
+	PtfTime		timers_upto;	/* keys with timers up to here are in memory */
+	PtfFrame   *frame;
+	Datum	   *values;			/* a buffer's keys */
+	bool	   *nulls;
+};
+
+void
+ptf_state_load_init(void)
+{
+	DefineCustomEnumVariable("ptf.state_load",
+							 "How a call reads a uid's durable state.",
+							 "auto: whole when small, else the keys its rows touch; "
+							 "full: always whole; probe: always key by key.",
+							 &state_load_mode,
+							 STATE_LOAD_AUTO, state_load_options,
+							 PGC_USERSET, 0,
+							 NULL, NULL, NULL);
+	DefineCustomIntVariable("ptf.state_memory_limit",
+							"Durable state a pipeline keeps in memory between steps, at most.",
+							"Above it the state is dropped after the step and read again "
+							"key by key; a call never loads a larger state whole.",
+							&state_memory_limit_kb,
+							256 * 1024, 64, MAX_KILOBYTES,
+							PGC_USERSET, GUC_UNIT_KB,
+							NULL, NULL, NULL);
+}
+
+Size
+ptf_state_memory_limit(void)
+{
+	return (Size) state_memory_limit_kb * 1024;
+}
+
+static bool
+choose_probe(DurableState *ds, bool probe_ok)
+{
+	if (!probe_ok || state_load_mode == STATE_LOAD_FULL || !durable_can_probe(ds))
+		return false;
+	if (state_load_mode == STATE_LOAD_PROBE)
+		return true;
+	return durable_table_bytes(ds) > PROBE_MIN_BYTES;
+}
+
+PtfStateLoad *
+ptf_state_load_begin(DurableState *ds, PtfOperator *op, bool kept, bool complete,
+					 bool probe_ok, KeySpec **input_keys, int ninputs)
+{
+	PtfStateLoad *sl = palloc0(sizeof(PtfStateLoad));
+	int			i;
+
+	sl->ds = ds;
+	sl->op = op;
+	sl->kept = kept;
+	for (i = 0; i < ninputs; i++)
+		sl->keys[i] = input_keys[i];
+	sl->nkeys = input_keys[0]->ncols;
+	durable_attach(ds, op->state);
+	if (complete)
+		sl->complete = true;
+	else if (!choose_probe(ds, probe_ok))
+	{
+		/* a kept operator that is not complete holds keys a scan must skip */
+		if (kept)
+			durable_load_rest(ds, op->state, &op->codec);
+		else
+			durable_load(ds, op->state, &op->codec);
+		sl->complete = true;
+	}
+	else
+	{
+		durable_prepare_probes(ds, op->state);
+		sl->may_switch = (state_load_mode == STATE_LOAD_AUTO);
+	}
+	return sl;
+}
+
+/* The rest by a scan, once probing would cost more than reading all of it. */
+static void
+maybe_switch(PtfStateLoad *sl)
+{
+	if (!sl->may_switch ||
+		(int64) durable_probes(sl->ds) * PROBE_SHARE <= durable_stored_keys(sl->ds) ||
+		durable_table_bytes(sl->ds) > ptf_state_memory_limit())
+		return;
+	durable_load_rest(sl->ds, sl->op->state, &sl->op->codec);
+	sl->complete = true;
+	sl->switched = true;
+	frame_stop_loading(sl->frame);
+}
+
+/* PtfFrameLoader: the keys of a buffer of rows, and the timers they make due. */
+static void
+load_buffer(void *arg, TupleTableSlot **rows, const int *inputs, int n, PtfTime upto)
+{
+	PtfStateLoad *sl = (PtfStateLoad *) arg;
+	int			nk = sl->nkeys;
+	int			i;
+	int			j;
+
+	if (sl->complete)
+		return;
+	if (upto > sl->timers_upto)
+	{
+		durable_probe_timers(sl->ds, sl->op->state, &sl->op->codec, sl->timers_upto, upto);
+		sl->timers_upto = upto;
+	}
+	if (n == 0)
+		return;
+	for (i = 0; i < n; i++)
+	{
+		KeySpec    *keys = sl->keys[inputs[i]];
+
+		for (j = 0; j < nk; j++)
+			sl->values[i * nk + j] = slot_getattr(rows[i], keys->cols[j].attno,
+												  &sl->nulls[i * nk + j]);
+	}
+	durable_probe_keys(sl->ds, sl->op->state, &sl->op->codec, sl->values, sl->nulls, n);
+	maybe_switch(sl);
+}
+
+void
+ptf_state_load_start(PtfStateLoad *sl, PtfFrame *frame, PtfTime watermark)
+{
+	if (sl->complete)
+		return;
+	sl->frame = frame;
+	/* every timer up to the stored watermark has fired: none of them is stored */
+	sl->timers_upto = watermark;
+	sl->values = palloc(sizeof(Datum) * FRAME_LOAD_BATCH * Max(sl->nkeys, 1));
+	sl->nulls = palloc(sizeof(bool) * FRAME_LOAD_BATCH * Max(sl->nkeys, 1));
+	frame_set_loader(frame, load_buffer, sl);
+}
+
+bool
+ptf_state_load_complete(PtfStateLoad *sl)
+{
+	return sl->complete;
+}
+
+void
+ptf_state_load_stats(PtfStateLoad *sl, PtfStateLoadStats *stats)
+{
+	stats->how = sl->switched ? "probe, then full" :
+		sl->complete ? (sl->kept && durable_loaded_keys(sl->ds) == 0 ? "kept" : "full") :
+		"probe";
+	stats->keys_probed = durable_probes(sl->ds);
+	stats->keys_loaded = durable_loaded_keys(sl->ds);
+}

@@ -1,0 +1,48 @@
+/*-------------------------------------------------------------------------
+ *
+ * state_load.h
+ *	  How much of a uid's durable state a call reads, and when: all of it
+ *	  up front, or only the keys its rows touch (see state_load.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef PTF_STATE_LOAD_H
+#define PTF_STATE_LOAD_H
+
+#include "frame.h"
+#include "operators/operator.h"
+#include "state/durable.h"
+
+typedef struct PtfStateLoad PtfStateLoad;
+
+/* what ptf.last_call_stats() shows of it */
+typedef struct PtfStateLoadStats
+{
+	const char *how;			/* "full", "probe", "probe, then full", "kept" */
+	uint64		keys_probed;
+	uint64		keys_loaded;
+} PtfStateLoadStats;
+
+extern void ptf_state_load_init(void);	/* GUCs, from _PG_init */
+
+/*
+ * Read op's state for this call: op is fresh (empty) or kept from a
+ * pipeline's last step (complete: it holds every key).  Either loads the
+ * state whole now, or returns a load that ptf_state_load_start attaches to
+ * the frame, to read keys as rows come.  probe_ok: the function's operator
+ * may be read a key at a time (no processing-time timers; event-time
+ * timers only through the layout's timer_field).
+ */
+extern PtfStateLoad *ptf_state_load_begin(DurableState *ds, PtfOperator *op,
+										  bool kept, bool complete, bool probe_ok,
+										  KeySpec **input_keys, int ninputs);
+extern void ptf_state_load_start(PtfStateLoad *sl, PtfFrame *frame, PtfTime watermark);
+
+/* Does memory hold every key of the uid now? */
+extern bool ptf_state_load_complete(PtfStateLoad *sl);
+extern void ptf_state_load_stats(PtfStateLoad *sl, PtfStateLoadStats *stats);
+
+/* ptf.state_memory_limit in bytes: what a pipeline keeps between steps */
+extern Size ptf_state_memory_limit(void);
+
+#endif							/* PTF_STATE_LOAD_H */
