@@ -141,9 +141,10 @@ SELECT i, i / 2000, CASE WHEN i % 11 = 0 THEN 'd' WHEN i < 3000 THEN 'c' ELSE 'u
 FROM generate_series(0, 9999) i;
 SELECT run_both($$SELECT * FROM ptf.from_changelog(NULL::sp.landing, NULL::sp.acct, after => 'after',
     op_mapping => '{"c": "INSERT", "u": "UPDATE_AFTER", "d": "DELETE"}', partition_by => '{id}',
+    consume_full_deletes => false,
     uid => 'fc-%1$s', query => 'SELECT * FROM sp.landing WHERE batch = %2$s ORDER BY seq')$$, 5);
 SELECT * FROM compare('TABLE out_probe', 'TABLE out_full');
-SELECT keys_agree('fc-probe');
+SELECT keys_agree('fc-probe'), keys > 2000 AS kept_images FROM state WHERE uid = 'fc-probe';
 
 -- auto: a small state is read whole; a large one key by key, until a call
 -- asks for more than an eighth of its keys: then the rest is read by a scan

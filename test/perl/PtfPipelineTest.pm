@@ -28,11 +28,16 @@ sub worker_pid
 }
 
 # the whole server restarts after a process with shared memory died
+# (until the killed process is gone: a query that runs before the
+# postmaster noticed the death would find the server up)
 sub kill_worker
 {
     my ($node) = @_;
-    kill 'KILL', worker_pid($node);
-    $node->poll_query_until('postgres', 'SELECT 1', '1') or die 'server did not come back';
+    my $pid = worker_pid($node);
+    kill 'KILL', $pid;
+    $node->poll_query_until('postgres',
+        "SELECT count(*) FROM pg_stat_activity WHERE pid = $pid", '0')
+      or die 'server did not come back';
 }
 
 # write (a code ref) makes the changes whose step is to stop at $point
