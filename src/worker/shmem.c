@@ -4,8 +4,9 @@
  *	  The shared-memory area of the pipeline workers: one struct with a
  *	  fixed array of worker entries (ptf.max_workers, shared by all
  *	  databases: the entries of a database are those with its OID) and one
- *	  of pipeline statuses, under one LWLock.  Requested in shmem_request_hook (PostgreSQL 15), set up in
- *	  shmem_startup_hook -- again, zeroed, after every crash restart.
+ *	  of pipeline statuses, under one LWLock.  Requested in
+ *	  shmem_request_hook (PostgreSQL 15), set up in shmem_startup_hook --
+ *	  again, zeroed, after every crash restart.
  *
  *-------------------------------------------------------------------------
  */
