@@ -301,6 +301,34 @@ reassign_streams(ReassignOwnedStmt *stmt)
 }
 
 /*
+ * The database's pipeline workers are not to be started again; their pids
+ * (0: not running) go into pids, ptf_max_workers of them, if given.  True
+ * if it had any.  Under the shared-memory lock.
+ */
+static bool
+unwant_workers(Oid dboid, int *pids)
+{
+	bool		any = false;
+	int			i;
+
+	for (i = 0; i < ptf_max_workers; i++)
+	{
+		DatabaseWorker *w = ptf_database_worker_at(i);
+
+		if (pids)
+			pids[i] = 0;
+		if (w->dboid != dboid)
+			continue;
+		w->wanted = false;
+		w->left_cleanly = false;	/* nor wanted again by a worker of it */
+		if (pids)
+			pids[i] = w->pid;
+		any = true;
+	}
+	return any;
+}
+
+/*
  * DROP DATABASE: PostgreSQL drops the database's slots; the replication
  * origins of its pipelines are server-wide and named after it.
  */
@@ -336,18 +364,14 @@ drop_origins_of_database(Oid dboid)
 		replorigin_drop_by_name(lfirst(lc), true, false);
 
 	/*
-	 * Its worker's place is free at once (the launcher would keep it for
-	 * its restart pause, taken for a worker that failed), and its
+	 * Its workers' places are free at once (the launcher would keep them
+	 * for their restart pause, taken for workers that failed), and its
 	 * pipelines' statuses go.
 	 */
 	if (ptf_shmem_available())
 	{
-		DatabaseWorker *w;
-
 		ptf_shmem_lock(true);
-		w = ptf_database_worker(dboid, false);
-		if (w != NULL)
-			w->wanted = false;
+		(void) unwant_workers(dboid, NULL);
 		ptf_forget_database(dboid);
 		ptf_shmem_unlock();
 		ptf_wake_launcher();
@@ -358,17 +382,16 @@ drop_origins_of_database(Oid dboid)
  * DROP DATABASE ... WITH (FORCE) checks for active slots before it ends
  * the database's sessions: a pipeline worker in the middle of a step
  * would make it fail now and then.  So a superuser (only one may end
- * the worker, a superuser's process) has the worker stopped first, and
- * its slots waited for.
+ * the workers, superusers' processes) has the database's workers stopped
+ * first, and its slots waited for.
  */
 static bool
 stop_worker_before_drop(DropdbStmt *stmt, Oid dboid)
 {
 	ListCell   *lc;
 	bool		force = false;
-	DatabaseWorker *w;
-	PGPROC	   *proc;
-	int			pid = 0;
+	bool		any;
+	int		   *pids;
 	int			i;
 
 	foreach(lc, stmt->options)
@@ -378,20 +401,24 @@ stop_worker_before_drop(DropdbStmt *stmt, Oid dboid)
 	if (!force || !superuser() || !ptf_shmem_available() ||
 		IsTransactionBlock() || dboid == MyDatabaseId)
 		return false;
+	pids = palloc(sizeof(int) * ptf_max_workers);
 	ptf_shmem_lock(true);
-	w = ptf_database_worker(dboid, false);
-	if (w != NULL)
-	{
-		w->wanted = false;		/* not started again */
-		pid = w->pid;
-	}
+	any = unwant_workers(dboid, pids);
 	ptf_shmem_unlock();
-	if (pid == 0)
-		return w != NULL;
-	/* the place may hold a pid that is no longer its worker's */
-	proc = BackendPidGetProc(pid);
-	if (proc != NULL && proc->databaseId == dboid)
-		(void) kill(pid, SIGTERM);
+	for (i = 0; i < ptf_max_workers; i++)
+	{
+		PGPROC	   *proc;
+
+		if (pids[i] == 0)
+			continue;
+		/* the place may hold a pid that is no longer its worker's */
+		proc = BackendPidGetProc(pids[i]);
+		if (proc != NULL && proc->databaseId == dboid)
+			(void) kill(pids[i], SIGTERM);
+	}
+	pfree(pids);
+	if (!any)
+		return false;
 	for (i = 0; i < 1000; i++)
 	{
 		int			nslots;

@@ -4,7 +4,7 @@
  *	  SQL entry points of pipelines: ptf.create_pipeline, drop_pipeline,
  *	  pause_pipeline, resume_pipeline, and ptf._pipeline_status() behind
  *	  the ptf.pipeline_status view.  The pipelines themselves run in the
- *	  database's pipeline worker (worker/pipeline.c).
+ *	  database's pipeline workers (worker/pipeline.c).
  *
  * A pipeline's query is checked when it is made: one SELECT from one of
  * our functions reading a change stream under a uid (it may pick columns
@@ -668,8 +668,6 @@ ptf_pipeline_status_rows(PG_FUNCTION_ARGS)
 	bool		in_recovery = RecoveryInProgress();
 	XLogRecPtr	flush = in_recovery ? InvalidXLogRecPtr : GetFlushRecPtr(NULL);
 	XLogRecPtr	insert = in_recovery ? InvalidXLogRecPtr : GetXLogInsertRecPtr();
-	bool		worker_alive = false;
-	int32		stepping = 0;
 	uint64		i;
 
 	InitMaterializedSRF(fcinfo, 0);
@@ -681,18 +679,6 @@ ptf_pipeline_status_rows(PG_FUNCTION_ARGS)
 						  "WHERE pg_catalog.pg_has_role($1, p.owner, 'USAGE') ORDER BY p.name",
 						  1, argtypes, args, NULL, SPI_OK_SELECT);
 
-	if (ptf_shmem_available())
-	{
-		DatabaseWorker *w;
-
-		ptf_shmem_lock(false);
-		w = ptf_database_worker(MyDatabaseId, false);
-		worker_alive = (w != NULL && w->pid != 0);
-		if (worker_alive)
-			stepping = w->stepping;
-		ptf_shmem_unlock();
-	}
-
 	for (i = 0; i < SPI_processed; i++)
 	{
 		HeapTuple	tup = SPI_tuptable->vals[i];
@@ -702,6 +688,8 @@ ptf_pipeline_status_rows(PG_FUNCTION_ARGS)
 		bool		paused = DatumGetBool(SPI_getbinval(tup, desc, 3, &isnull));
 		PipelineStatus st;
 		bool		have = false;
+		bool		worker_alive = false;
+		int32		stepping = 0;
 		XLogRecPtr	read_upto = InvalidXLogRecPtr;
 		bool		pending;
 		Datum		values[STATUS_COLUMNS];
@@ -716,8 +704,14 @@ ptf_pipeline_status_rows(PG_FUNCTION_ARGS)
 			s = ptf_pipeline_status(MyDatabaseId, id, false);
 			if (s != NULL)
 			{
+				/* the worker it is assigned to, running now */
+				DatabaseWorker *w = ptf_database_worker_of_pid(MyDatabaseId, s->pid);
+
 				st = *s;
 				have = true;
+				worker_alive = (w != NULL);
+				if (worker_alive)
+					stepping = w->stepping;
 			}
 			ptf_shmem_unlock();
 		}
@@ -741,7 +735,7 @@ ptf_pipeline_status_rows(PG_FUNCTION_ARGS)
 		else if (!have || !worker_alive)
 			values[1] = CStringGetTextDatum("waiting");
 		else if (st.state == PIPELINE_RUNNING && pending && stepping != 0 && stepping != id)
-			values[1] = CStringGetTextDatum("waiting");	/* behind another's step */
+			values[1] = CStringGetTextDatum("waiting");	/* behind another's step on its worker */
 		else
 			values[1] = CStringGetTextDatum(state_name(st.state));
 		if (!have)

@@ -2,8 +2,9 @@
  *
  * launcher.c
  *	  The launcher: a background worker started with the server (from
- *	  shared_preload_libraries) that keeps one pipeline worker running in
- *	  every database that wants one.
+ *	  shared_preload_libraries) that keeps the pipeline workers running
+ *	  that databases want: worker 0 of every database with pipelines, and
+ *	  the further ones its running workers ask for (worker/pipeline.c).
  *
  * A worker can connect to one database only, so the launcher connects to
  * none.  At start it looks at every database once (a worker started there
@@ -14,7 +15,10 @@
  * DATABASE ... TEMPLATE) arrives with its pipelines and nobody to ask: the
  * launcher reads pg_database every few seconds and looks at the databases
  * it had not seen.  A worker that dies is started again after a pause; one
- * that leaves because its database has no pipelines left is not.
+ * that leaves because it has no pipelines left to run is not.  The
+ * launcher starts the entries of shared memory, whatever their index: it
+ * does not know owners, which only a worker connected to the database can
+ * read.
  *
  *-------------------------------------------------------------------------
  */
@@ -120,7 +124,7 @@ database_exists(Oid dboid)
 }
 
 static bool
-start_worker(Oid dboid, BackgroundWorkerHandle **handle)
+start_worker(Oid dboid, int index, BackgroundWorkerHandle **handle)
 {
 	BackgroundWorker bgw;
 
@@ -130,9 +134,10 @@ start_worker(Oid dboid, BackgroundWorkerHandle **handle)
 	bgw.bgw_restart_time = BGW_NEVER_RESTART;
 	strlcpy(bgw.bgw_library_name, "deduplicate_keep_first", BGW_MAXLEN);
 	strlcpy(bgw.bgw_function_name, "ptf_pipeline_worker_main", BGW_MAXLEN);
-	snprintf(bgw.bgw_name, BGW_MAXLEN, "ptf pipeline worker for database %u", dboid);
+	snprintf(bgw.bgw_name, BGW_MAXLEN, "ptf pipeline worker %d for database %u", index, dboid);
 	strlcpy(bgw.bgw_type, "ptf pipeline worker", BGW_MAXLEN);
 	bgw.bgw_main_arg = ObjectIdGetDatum(dboid);
+	memcpy(bgw.bgw_extra, &index, sizeof(index));
 	bgw.bgw_notify_pid = MyProcPid;
 	return RegisterDynamicBackgroundWorker(&bgw, handle);
 }
@@ -142,6 +147,7 @@ ptf_launcher_main(Datum arg)
 {
 	BackgroundWorkerHandle **handles;
 	Oid		   *to_start;
+	int		   *to_start_index;
 	MemoryContext cxt;
 	TimestampTz next_scan;
 
@@ -154,6 +160,7 @@ ptf_launcher_main(Datum arg)
 	MemoryContextSwitchTo(cxt);
 	handles = palloc0(sizeof(BackgroundWorkerHandle *) * ptf_max_workers);
 	to_start = palloc0(sizeof(Oid) * ptf_max_workers);
+	to_start_index = palloc0(sizeof(int) * ptf_max_workers);
 	ptf_shmem_set_launcher(MyLatch);
 	probe_databases(true);
 	next_scan = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), RESCAN_MS);
@@ -188,11 +195,11 @@ ptf_launcher_main(Datum arg)
 		while (unprobed != NIL)
 		{
 			Oid			dboid = linitial_oid(unprobed);
-			DatabaseWorker *w = ptf_database_worker(dboid, false);
+			DatabaseWorker *w = ptf_database_worker(dboid, 0, false);
 
 			if (w == NULL)
 			{
-				w = ptf_database_worker(dboid, true);
+				w = ptf_database_worker(dboid, 0, true);
 				if (w == NULL)
 					break;		/* all taken: later */
 				w->wanted = true;
@@ -221,7 +228,8 @@ ptf_launcher_main(Datum arg)
 						TimestampTzPlusMilliseconds(now, RESTART_PAUSE_MS);
 				w->left_cleanly = false;
 			}
-			if (w->dboid == InvalidOid || handles[i] != NULL)
+			/* a worker with a pid and no handle was started by a launcher before this one */
+			if (w->dboid == InvalidOid || handles[i] != NULL || w->pid != 0)
 				continue;
 			if (!w->wanted)
 			{
@@ -234,6 +242,7 @@ ptf_launcher_main(Datum arg)
 				continue;
 			}
 			to_start[i] = w->dboid;
+			to_start_index[i] = w->index;
 		}
 		ptf_shmem_unlock();
 
@@ -250,12 +259,14 @@ ptf_launcher_main(Datum arg)
 			exists = database_exists(dboid);
 			if (exists)
 			{
-				started = start_worker(dboid, &handles[i]);
+				started = start_worker(dboid, to_start_index[i], &handles[i]);
 				if (!started)
 				{
 					handles[i] = NULL;
 					ereport(LOG,
-							(errmsg("could not start a pipeline worker for database %u", dboid),
+							(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+							 errmsg("could not start pipeline worker %d for database %u",
+									to_start_index[i], dboid),
 							 errhint("Raise max_worker_processes.")));
 				}
 			}
@@ -263,14 +274,21 @@ ptf_launcher_main(Datum arg)
 			{
 				DatabaseWorker *w = ptf_database_worker_at(i);
 
-				if (w->dboid == dboid && !exists)
+				/* the place may have been freed and taken meanwhile */
+				if (w->dboid == dboid && w->index == to_start_index[i])
 				{
-					w->wanted = false;	/* dropped meanwhile */
-					w->dboid = InvalidOid;
-					ptf_forget_database(dboid);
+					if (!exists)
+					{
+						w->wanted = false;	/* dropped meanwhile */
+						w->dboid = InvalidOid;
+						ptf_forget_database(dboid);
+					}
+					else if (!started)
+					{
+						w->retry_at = TimestampTzPlusMilliseconds(now, RESTART_PAUSE_MS);
+						w->start_failed = true;
+					}
 				}
-				else if (w->dboid == dboid && !started)
-					w->retry_at = TimestampTzPlusMilliseconds(now, RESTART_PAUSE_MS);
 			}
 			ptf_shmem_unlock();
 		}

@@ -1,8 +1,24 @@
 /*-------------------------------------------------------------------------
  *
  * pipeline.c
- *	  The pipeline worker of one database: runs every pipeline of the
- *	  database in steps, one transaction per step, exactly once.
+ *	  A pipeline worker of one database: runs the pipelines assigned to it
+ *	  in steps, one transaction per step, exactly once.
+ *
+ * A database has up to ptf.max_workers_per_database workers, so that one
+ * owner's slow step does not hold up other owners' pipelines.  Owners are
+ * isolated: the owners of the database's pipelines are ranked by their
+ * oldest pipeline (lowest id), and the owner of rank r goes to the
+ * (r mod n)-th of the database's n workers -- one owner's pipelines always
+ * to one worker, different owners to different workers while there are as
+ * many workers as owners.  Each worker works this out from the registry
+ * every round and asks for the workers the database lacks (at most one per
+ * owner).  An owner whose worker is starting, or restarting after it was
+ * ended, waits for it: a step that ended its worker must not end another
+ * owner's too.  While the assignment changes two workers may both
+ * take up one pipeline: a step holds its pipeline's lock in a mode that
+ * excludes another step (and the uid's lock), so the second skips it, and
+ * steps of one pipeline never overlap; what a worker keeps between steps
+ * is used again only while it equals what is stored.
  *
  * A step runs the pipeline's query -- one of our functions over a change
  * stream, under the pipeline's uid -- as the pipeline's owner, and writes
@@ -70,6 +86,7 @@ int			ptf_pipeline_batch_size = 100000;
 int			ptf_pipeline_idle_ms = 100;
 int			ptf_pipeline_max_backoff_ms = 60000;
 int			ptf_pipeline_step_timeout_ms = 60000;
+int			ptf_max_workers_per_database = 2;
 int			ptf_debug_fault_point = PTF_FAULT_NONE;
 
 typedef struct Pipeline
@@ -88,6 +105,7 @@ typedef struct Pipeline
 } Pipeline;
 
 static DatabaseWorker *me = NULL;
+static int	my_index = 0;		/* which of the database's workers this is */
 
 /*
  * A step whose code catches the cancel of ptf.pipeline_step_timeout and
@@ -588,11 +606,11 @@ set_stepping(int32 id)
 	ptf_shmem_unlock();
 }
 
-/* The worker's own lock: one worker per database. */
+/* The worker's own lock: one worker per (database, index). */
 static bool
 take_worker_lock(void)
 {
-	return ptf_lock(PTF_LOCK_WORKER, (uint32) MyDatabaseId, ExclusiveLock, true, false);
+	return ptf_lock(PTF_LOCK_WORKER, (uint32) my_index, ExclusiveLock, true, false);
 }
 
 /*
@@ -614,7 +632,8 @@ release_session_locks(void)
 	{
 		ereport(LOG,
 				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
-				 errmsg("another pipeline worker took over database %u", MyDatabaseId)));
+				 errmsg("another pipeline worker took over the place of worker %d of database %u",
+						my_index, MyDatabaseId)));
 		proc_exit(0);
 	}
 }
@@ -625,6 +644,7 @@ run_step(Pipeline *p)
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	volatile bool more = false;
+	volatile bool busy = false;
 	StepResult	result;
 
 	memset(&result, 0, sizeof(result));
@@ -660,15 +680,18 @@ run_step(Pipeline *p)
 
 		/*
 		 * drop_pipeline and pause_pipeline hold the pipeline's lock while
-		 * they change it; the step then comes back later rather than wait.
+		 * they change it, and so does another worker's step of it while the
+		 * assignment changes: the step then comes back later rather than
+		 * wait.  It is not a failure.  Held for the session, it covers the
+		 * slot's move after the commit too (a step of another worker would
+		 * find the slot in use), and goes with release_session_locks.
 		 */
-		if (!ptf_lock(PTF_LOCK_PIPELINE, (uint32) p->id, ShareLock, false, false))
-			ereport(ERROR,
-					(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
-					 errmsg("pipeline \"%s\" is being changed", p->name)));
-		ptf_spi_exec_as_owner("SELECT paused FROM ptf.pipeline_registry WHERE id OPERATOR(pg_catalog.=) $1",
-							  1, argtypes, args, NULL, SPI_OK_SELECT);
-		if (SPI_processed == 1 &&
+		busy = !ptf_lock(PTF_LOCK_PIPELINE, (uint32) p->id, ShareUpdateExclusiveLock,
+						 true, false);
+		if (!busy)
+			ptf_spi_exec_as_owner("SELECT paused FROM ptf.pipeline_registry WHERE id OPERATOR(pg_catalog.=) $1",
+								  1, argtypes, args, NULL, SPI_OK_SELECT);
+		if (!busy && SPI_processed == 1 &&
 			!DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)))
 		{
 			if (!SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(p->owner)))
@@ -697,7 +720,8 @@ run_step(Pipeline *p)
 			more = !change_stream_last_report.reached_end;
 		}
 
-		fault_point(PTF_FAULT_BEFORE_COMMIT, "before_commit");
+		if (!busy)
+			fault_point(PTF_FAULT_BEFORE_COMMIT, "before_commit");
 
 		/*
 		 * Code of the owner's that caught the cancel (an exception block
@@ -715,9 +739,12 @@ run_step(Pipeline *p)
 		CommitTransactionCommand();
 		end_step_session();
 
-		fault_point(PTF_FAULT_AFTER_COMMIT, "after_commit");
-		advance_slot(&result);
-		record_success(p, &result);
+		if (!busy)
+		{
+			fault_point(PTF_FAULT_AFTER_COMMIT, "after_commit");
+			advance_slot(&result);
+			record_success(p, &result);
+		}
 	}
 	PG_CATCH();
 	{
@@ -794,9 +821,118 @@ forget_dropped(List *pipelines)
 	ptf_shmem_unlock();
 }
 
-/* Take the database's worker lock, held for the worker's life. */
+/*
+ * The database's owners, each once, ranked by their oldest pipeline:
+ * pipelines come ordered by id.  An owner keeps its rank while owners of
+ * newer pipelines come and go.
+ */
+static List *
+ranked_owners(List *pipelines)
+{
+	List	   *owners = NIL;
+	ListCell   *lc;
+
+	foreach(lc, pipelines)
+	{
+		Oid			owner = ((Pipeline *) lfirst(lc))->owner;
+
+		if (!list_member_oid(owners, owner))
+			owners = lappend_oid(owners, owner);
+	}
+	return owners;
+}
+
+static int
+owner_rank(List *owners, Oid owner)
+{
+	ListCell   *lc;
+
+	foreach(lc, owners)
+		if (lfirst_oid(lc) == owner)
+			return foreach_current_index(lc);
+	return 0;
+}
+
+/* The index of the k-th (from 0) worker of the set. */
+static int
+kth_worker(uint64 workers, int k)
+{
+	int			index;
+
+	for (index = 0; index < PTF_MAX_WORKERS_PER_DATABASE; index++)
+		if ((workers & (UINT64CONST(1) << index)) != 0 && k-- == 0)
+			return index;
+	return -1;
+}
+
+static int
+count_workers(uint64 workers)
+{
+	int			n = 0;
+
+	for (; workers != 0; workers &= workers - 1)
+		n++;
+	return n;
+}
+
+/*
+ * The workers the database runs its owners on: as many as it has owners,
+ * up to ptf.max_workers_per_database, those a place was found for, and of
+ * them those running.  Those it lacks are asked of the launcher.
+ */
+static uint64
+database_workers(int owners)
+{
+	uint64		workers;
+	bool		added;
+
+	ptf_shmem_lock(true);
+	workers = ptf_database_workers_want(MyDatabaseId,
+										Min(owners, ptf_max_workers_per_database), &added);
+	ptf_shmem_unlock();
+	if (added)
+		ptf_wake_launcher();
+	return workers;
+}
+
+/*
+ * The pipelines this worker runs (see the header).  Their statuses name
+ * this worker; those of pipelines it no longer runs name none until their
+ * new worker takes them up, so pipeline_status says "waiting" meanwhile.
+ */
+static List *
+assigned_pipelines(List *pipelines)
+{
+	List	   *owners = ranked_owners(pipelines);
+	uint64		workers = database_workers(list_length(owners));
+	int			nworkers = count_workers(workers);
+	List	   *mine = NIL;
+	ListCell   *lc;
+
+	ptf_shmem_lock(true);
+	foreach(lc, pipelines)
+	{
+		Pipeline   *p = lfirst(lc);
+		int			rank = owner_rank(owners, p->owner);
+		bool		is_mine = nworkers > 0 && kth_worker(workers, rank % nworkers) == my_index;
+		PipelineStatus *st = ptf_pipeline_status(MyDatabaseId, p->id, is_mine);
+
+		if (is_mine)
+			mine = lappend(mine, p);
+		if (st == NULL)
+			continue;
+		if (is_mine)
+			st->pid = MyProcPid;
+		else if (st->pid == MyProcPid)
+			st->pid = 0;
+	}
+	ptf_shmem_unlock();
+	return mine;
+}
+
+/* Take the worker's lock, held for its life. */
 static bool
-only_worker(Oid dboid)
+only_worker(void)
 {
 	bool		got;
 
@@ -812,6 +948,7 @@ ptf_pipeline_worker_main(Datum arg)
 	Oid			dboid = DatumGetObjectId(arg);
 	MemoryContext loop_cxt;
 
+	memcpy(&my_index, MyBgworkerEntry->bgw_extra, sizeof(my_index));
 	pqsignal(SIGTERM, die);
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	BackgroundWorkerUnblockSignals();
@@ -819,22 +956,24 @@ ptf_pipeline_worker_main(Datum arg)
 	ptf_in_pipeline_worker = true;
 
 	/*
-	 * One worker per database: a launcher started again does not know the
+	 * One worker per place: a launcher started again does not know the
 	 * workers of the one before, so each worker makes sure.
 	 */
-	if (!only_worker(dboid))
+	if (!only_worker())
 	{
 		ereport(LOG,
-				(errmsg("a pipeline worker for database %u is running already", dboid)));
+				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+				 errmsg("pipeline worker %d of database %u is running already", my_index, dboid)));
 		proc_exit(0);
 	}
 
 	ptf_shmem_lock(true);
-	me = ptf_database_worker(dboid, true);
+	me = ptf_database_worker(dboid, my_index, true);
 	if (me != NULL)
 	{
 		me->pid = MyProcPid;
 		me->latch = MyLatch;
+		me->start_failed = false;
 	}
 	ptf_shmem_unlock();
 	if (me == NULL)
@@ -849,6 +988,7 @@ ptf_pipeline_worker_main(Datum arg)
 	for (;;)
 	{
 		List	   *pipelines;
+		List	   *mine;
 		ListCell   *lc;
 		uint64		generation;
 		bool		more = false;
@@ -871,12 +1011,13 @@ ptf_pipeline_worker_main(Datum arg)
 
 		pipelines = load_pipelines();
 		forget_dropped(pipelines);
+		mine = assigned_pipelines(pipelines);
 		{
-			/* what is kept for pipelines that are gone goes */
+			/* what is kept for pipelines gone, or gone to another worker, goes */
 			List	   *slots = NIL;
 			List	   *uids = NIL;
 
-			foreach(lc, pipelines)
+			foreach(lc, mine)
 			{
 				Pipeline   *p = lfirst(lc);
 
@@ -887,9 +1028,9 @@ ptf_pipeline_worker_main(Datum arg)
 			ptf_kept_retain(PTF_KEPT_DECODER, slots);
 			ptf_kept_retain(PTF_KEPT_OPERATOR, uids);
 		}
-		if (pipelines == NIL)
+		if (mine == NIL)
 		{
-			/* nothing to run: leave, unless a pipeline was made meanwhile */
+			/* nothing to run: leave, unless the pipelines changed meanwhile */
 			bool		leave;
 
 			ptf_shmem_lock(true);
@@ -906,7 +1047,7 @@ ptf_pipeline_worker_main(Datum arg)
 		}
 
 		now = GetCurrentTimestamp();
-		foreach(lc, pipelines)
+		foreach(lc, mine)
 		{
 			Pipeline   *p = lfirst(lc);
 
@@ -967,6 +1108,13 @@ ptf_worker_init(void)
 							60000, 0, INT_MAX,
 							PGC_SIGHUP, GUC_UNIT_MS,
 							NULL, NULL, NULL);
+	DefineCustomIntVariable("ptf.max_workers_per_database",
+							"Pipeline workers a database runs its pipelines on, at most.",
+							"Each owner's pipelines run on one worker; owners are spread over up to this many, one each while there are enough.",
+							&ptf_max_workers_per_database,
+							2, 1, PTF_MAX_WORKERS_PER_DATABASE,
+							PGC_SIGHUP, 0,
+							NULL, NULL, NULL);
 	DefineCustomEnumVariable("ptf.debug_fault_point",
 							 "Tests only: a point where pipeline steps stop and wait.",
 							 NULL,
@@ -979,8 +1127,8 @@ ptf_worker_init(void)
 	if (process_shared_preload_libraries_in_progress && !IsBinaryUpgrade)
 	{
 		DefineCustomIntVariable("ptf.max_workers",
-								"Databases that can run pipelines at the same time (a worker each).",
-								"Each takes a background worker: keep max_worker_processes above it.",
+								"Pipeline workers, across all databases.",
+								"Each takes a background worker: keep max_worker_processes above it.  A database's second and later workers leave one place free for a database that has none.",
 								&ptf_max_workers,
 								4, 1, 64,
 								PGC_POSTMASTER, 0,

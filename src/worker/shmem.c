@@ -2,9 +2,11 @@
  *
  * shmem.c
  *	  The shared-memory area of the pipeline workers: one struct with a
- *	  fixed array of databases and one of pipeline statuses, under one
- *	  LWLock.  Requested in shmem_request_hook (PostgreSQL 15), set up in
- *	  shmem_startup_hook -- again, zeroed, after every crash restart.
+ *	  fixed array of worker entries (ptf.max_workers, shared by all
+ *	  databases: the entries of a database are those with its OID) and one
+ *	  of pipeline statuses, under one LWLock.  Requested in
+ *	  shmem_request_hook (PostgreSQL 15), set up in shmem_startup_hook --
+ *	  again, zeroed, after every crash restart.
  *
  *-------------------------------------------------------------------------
  */
@@ -25,7 +27,7 @@ typedef struct PtfShared
 	LWLock	   *lock;
 	Latch	   *launcher_latch;
 	bool		probe_all;		/* a database found no free place: look again */
-	DatabaseWorker *databases;	/* ptf_max_workers of them */
+	DatabaseWorker *databases;	/* ptf_max_workers workers' entries */
 	PipelineStatus *pipelines;	/* ptf_max_pipelines of them */
 } PtfShared;
 
@@ -151,63 +153,132 @@ ptf_database_worker_at(int i)
 	return (i >= 0 && i < ptf_max_workers) ? &shared->databases[i] : NULL;
 }
 
+/*
+ * A database's further workers (index > 0) never take the last free place:
+ * it is kept for a database that has no worker yet, which would otherwise
+ * wait for another database to lose an owner.
+ */
 DatabaseWorker *
-ptf_database_worker(Oid dboid, bool create)
+ptf_database_worker(Oid dboid, int index, bool create)
 {
 	DatabaseWorker *free_entry = NULL;
+	int			nfree = 0;
 	int			i;
 
 	for (i = 0; i < ptf_max_workers; i++)
 	{
 		DatabaseWorker *w = &shared->databases[i];
 
-		if (w->dboid == dboid)
+		if (w->dboid == dboid && w->index == index)
 			return w;
-		if (w->dboid == InvalidOid && free_entry == NULL)
-			free_entry = w;
+		if (w->dboid == InvalidOid)
+		{
+			if (free_entry == NULL)
+				free_entry = w;
+			nfree++;
+		}
 	}
-	if (!create || free_entry == NULL)
+	if (!create || free_entry == NULL || (index > 0 && nfree < 2))
 		return NULL;
 	memset(free_entry, 0, sizeof(DatabaseWorker));
 	free_entry->dboid = dboid;
+	free_entry->index = index;
 	return free_entry;
+}
+
+DatabaseWorker *
+ptf_database_worker_of_pid(Oid dboid, int pid)
+{
+	int			i;
+
+	if (pid == 0)
+		return NULL;
+	for (i = 0; i < ptf_max_workers; i++)
+		if (shared->databases[i].dboid == dboid && shared->databases[i].pid == pid)
+			return &shared->databases[i];
+	return NULL;
+}
+
+/*
+ * The pipelines are shared out over the wanted workers, running or not:
+ * an owner whose worker is starting, or was stopped and waits for its
+ * restart, waits with it -- its step that ended the worker does not end
+ * another owner's next.  Only a worker that could not be started at all
+ * (no background worker free) is left out meanwhile, its owners run by
+ * the others.  A place given up by someone else (DROP DATABASE) is not
+ * wanted again.
+ */
+uint64
+ptf_database_workers_want(Oid dboid, int n, bool *added)
+{
+	uint64		workers = 0;
+	int			index;
+
+	*added = false;
+	for (index = 0; index < Min(n, PTF_MAX_WORKERS_PER_DATABASE); index++)
+	{
+		DatabaseWorker *w = ptf_database_worker(dboid, index, false);
+
+		if (w == NULL)
+		{
+			w = ptf_database_worker(dboid, index, true);
+			if (w == NULL)
+				continue;
+			w->wanted = true;
+			*added = true;
+		}
+		else if (!w->wanted && w->left_cleanly)
+		{
+			/* it found nothing to run just now: there is again */
+			w->wanted = true;
+			*added = true;
+		}
+		if (w->wanted && !w->start_failed)
+			workers |= UINT64CONST(1) << index;
+	}
+	return workers;
 }
 
 void
 ptf_request_worker(Oid dboid)
 {
 	DatabaseWorker *w;
-	Latch	   *worker_latch = NULL;
 	bool		have_slot;
+	bool		first_running;
+	int			i;
 
 	if (shared == NULL)
 		return;
 	ptf_shmem_lock(true);
-	w = ptf_database_worker(dboid, true);
+	w = ptf_database_worker(dboid, 0, true);
 	have_slot = (w != NULL);
+	first_running = (w != NULL && w->pid != 0);
 	if (w != NULL)
 	{
 		w->wanted = true;
-		w->generation++;
 		w->retry_at = 0;
-		if (w->pid != 0)
-			worker_latch = w->latch;
 	}
+	/* every worker of the database looks again: the owners may have changed */
+	for (i = 0; i < ptf_max_workers; i++)
+	{
+		w = &shared->databases[i];
+		if (w->dboid != dboid)
+			continue;
+		w->generation++;
+		if (w->pid != 0 && w->latch != NULL)
+			SetLatch(w->latch);
+	}
+	if (!have_slot)
+		shared->probe_all = true;
 	ptf_shmem_unlock();
 	if (!have_slot)
-	{
-		ptf_shmem_lock(true);
-		shared->probe_all = true;
-		ptf_shmem_unlock();
 		ereport(WARNING,
-				(errmsg("no pipeline worker can be started for this database now"),
-				 errdetail("ptf.max_workers (%d) databases have one; this one gets one when a place is free.",
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("no pipeline worker can be started for this database now"),
+				 errdetail("ptf.max_workers (%d) pipeline workers run in other databases; this one gets one when a place is free.",
 						   ptf_max_workers),
 				 errhint("Raise ptf.max_workers (needs a restart).")));
-	}
-	if (worker_latch)
-		SetLatch(worker_latch);
-	else
+	if (!first_running)
 		ptf_wake_launcher();
 }
 

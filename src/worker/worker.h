@@ -2,7 +2,8 @@
  *
  * worker.h
  *	  The background workers that run pipelines: the launcher (one per
- *	  server) and a pipeline worker per database with pipelines.
+ *	  server) and up to ptf.max_workers_per_database pipeline workers per
+ *	  database with pipelines, each running the pipelines of its owners.
  *
  *-------------------------------------------------------------------------
  */
@@ -14,6 +15,7 @@ extern int	ptf_pipeline_batch_size;	/* changes per step, at most */
 extern int	ptf_pipeline_idle_ms;	/* nap when nothing is new */
 extern int	ptf_pipeline_max_backoff_ms;	/* after failures, at most */
 extern int	ptf_pipeline_step_timeout_ms;	/* a step is cancelled after it */
+extern int	ptf_max_workers_per_database;	/* owners spread over this many */
 extern int	ptf_debug_fault_point;	/* tests: where a step stops */
 
 typedef enum PtfFaultPoint

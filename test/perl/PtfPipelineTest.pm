@@ -1,5 +1,5 @@
-# PtfPipelineTest: what the pipeline TAP tests (003, 004, 005) share --
-# finding and killing the pipeline worker, stopping a step at one of its
+# PtfPipelineTest: what the pipeline TAP tests (003, 004, 005, 008, 012)
+# share -- finding and killing the pipeline workers, stopping a step at one of its
 # fault points, checking that no slot got ahead of its stored position,
 # and the schedule of kills every pipeline must survive exactly once.
 #
@@ -17,14 +17,17 @@ use Test::More;
 
 our @EXPORT = qw(worker_pid kill_worker stop_at_fault slots_not_ahead survive_kills);
 
+# The pipeline workers' pids, of every database: all of them in list
+# context, the first in scalar context (a test with one worker).
 sub worker_pid
 {
     my ($node) = @_;
     $node->poll_query_until('postgres', q{
         SELECT count(*) > 0 FROM pg_stat_activity WHERE backend_type = 'ptf pipeline worker'})
       or die 'no pipeline worker';
-    return $node->safe_psql('postgres',
-        q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'ptf pipeline worker'});
+    my @pids = split /\n/, $node->safe_psql('postgres',
+        q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'ptf pipeline worker' ORDER BY pid});
+    return wantarray ? @pids : $pids[0];
 }
 
 # the whole server restarts after a process with shared memory died
