@@ -31,15 +31,16 @@ sub worker_pid
 }
 
 # the whole server restarts after a process with shared memory died
-# (until the killed process is gone: a query that runs before the
+# (until the killed processes are gone: a query that runs before the
 # postmaster noticed the death would find the server up)
 sub kill_worker
 {
     my ($node) = @_;
-    my $pid = worker_pid($node);
-    kill 'KILL', $pid;
+    my @pids = worker_pid($node);
+    kill 'KILL', @pids;
+    my $list = join(', ', @pids);
     $node->poll_query_until('postgres',
-        "SELECT count(*) FROM pg_stat_activity WHERE pid = $pid", '0')
+        "SELECT count(*) FROM pg_stat_activity WHERE pid IN ($list)", '0')
       or die 'server did not come back';
 }
 
