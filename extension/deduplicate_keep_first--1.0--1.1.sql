@@ -385,3 +385,43 @@ AS 'MODULE_PATHNAME', 'ptf_last_call_stats'
 LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION ptf.last_call_stats() IS
     'What the last table-function call of this session did: rows, keys, state memory, spilling, how a uid''s state was read';
+
+-------------------------------------------------------------------------------
+-- ptf.state shows the keys whose TTL passed and that no call removed yet.
+-------------------------------------------------------------------------------
+
+-- Expired keys not removed yet, for ptf.state (NULL for others' tables):
+-- reading them scans the state table.
+CREATE FUNCTION ptf._state_expired(state_table regclass, want_bytes boolean) RETURNS bigint
+AS 'MODULE_PATHNAME', 'ptf_state_expired'
+LANGUAGE C STABLE STRICT;
+COMMENT ON FUNCTION ptf._state_expired(regclass, boolean) IS
+    'Internal: a uid''s stored keys whose TTL passed and that no call removed yet, or their bytes (ptf.state)';
+
+-- security_barrier: the role filter runs before any function of the caller's
+CREATE OR REPLACE VIEW ptf.state WITH (security_barrier) AS
+SELECT r.uid,
+       r.function,
+       r.owner,
+       r.row_type,
+       r.key_columns AS partition_by,
+       r.on_time,
+       r.keys,
+       pg_catalog.pg_total_relation_size(r.state_table) AS bytes,
+       ptf._time_text(r.watermark, r.time_type) AS watermark,
+       r.last_lsn AS lsn,
+       r.slot_name,
+       pg_catalog.pg_wal_lsn_diff(pg_catalog.pg_current_wal_lsn(), s.restart_lsn) AS retained_wal_bytes,
+       r.rows_in,
+       r.rows_out,
+       r.rows_late,
+       r.rows_skipped,
+       r.state_table,
+       r.created_at,
+       r.updated_at,
+       ptf._state_expired(r.state_table, false) AS expired_keys,
+       ptf._state_expired(r.state_table, true) AS expired_bytes
+  FROM ptf.uid_registry r
+  LEFT JOIN pg_catalog.pg_replication_slots s ON s.slot_name OPERATOR(pg_catalog.=) r.slot_name
+        AND s.database OPERATOR(pg_catalog.=) pg_catalog.current_database()
+ WHERE pg_catalog.pg_has_role(r.owner, 'USAGE');

@@ -77,6 +77,14 @@ LANGUAGE sql STABLE PARALLEL SAFE AS $$
     END
 $$;
 
+-- Expired keys not removed yet, for ptf.state (NULL for others' tables):
+-- reading them scans the state table.
+CREATE FUNCTION ptf._state_expired(state_table regclass, want_bytes boolean) RETURNS bigint
+AS 'MODULE_PATHNAME', 'ptf_state_expired'
+LANGUAGE C STABLE STRICT;
+COMMENT ON FUNCTION ptf._state_expired(regclass, boolean) IS
+    'Internal: a uid''s stored keys whose TTL passed and that no call removed yet, or their bytes (ptf.state)';
+
 -- security_barrier: the role filter runs before any function of the caller's
 CREATE VIEW ptf.state WITH (security_barrier) AS
 SELECT r.uid,
@@ -97,7 +105,9 @@ SELECT r.uid,
        r.rows_skipped,
        r.state_table,
        r.created_at,
-       r.updated_at
+       r.updated_at,
+       ptf._state_expired(r.state_table, false) AS expired_keys,
+       ptf._state_expired(r.state_table, true) AS expired_bytes
   FROM ptf.uid_registry r
   LEFT JOIN pg_catalog.pg_replication_slots s ON s.slot_name OPERATOR(pg_catalog.=) r.slot_name
         AND s.database OPERATOR(pg_catalog.=) pg_catalog.current_database()

@@ -92,6 +92,17 @@ SELECT run_both($$SELECT * FROM ptf.deduplicate_keep_first(NULL::sp.ev, partitio
     state_ttl => interval '2 hours', proc_time => 'arrived',
     uid => 'ttl-%1$s', query => 'SELECT * FROM sp.ev WHERE batch = %2$s ORDER BY seq')$$, 6);
 SELECT * FROM compare('TABLE out_probe', 'TABLE out_full');
+-- ptf.state: keys expired (at the clock's time) and not removed yet
+SET ptf.debug_clock = '2024-01-01 03:30+00';
+SELECT uid, keys, expired_keys, expired_bytes > 0 AS has_bytes FROM state WHERE uid LIKE 'ttl-%' ORDER BY uid;
+RESET ptf.debug_clock;
+-- of others' uids, nothing
+SELECT state_table AS ttl_table FROM state WHERE uid = 'ttl-probe' \gset
+CREATE ROLE sp_other;
+SET ROLE sp_other;
+SELECT ptf._state_expired(:'ttl_table', false) AS others_expired;
+RESET ROLE;
+DROP ROLE sp_other;
 CREATE TABLE late AS SELECT 1000000 + i AS seq, 0 AS batch, i AS k, 0 AS k2,
     timestamptz '2024-01-02' AS ts, timestamptz '2024-01-02' AS arrived, 'late' AS payload
     FROM generate_series(1, 3) i;

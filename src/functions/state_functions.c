@@ -28,6 +28,7 @@
 #include "state/durable.h"
 
 PG_FUNCTION_INFO_V1(ptf_drop_state);
+PG_FUNCTION_INFO_V1(ptf_state_expired);
 PG_FUNCTION_INFO_V1(ptf_last_call_stats);
 PG_FUNCTION_INFO_V1(ptf_state_row);
 PG_FUNCTION_INFO_V1(ptf_interval_us);
@@ -53,6 +54,29 @@ ptf_state_row(PG_FUNCTION_ARGS)
 	desc = lookup_rowtype_tupdesc_copy(type, -1);
 	d = durable_image_datum(PG_GETARG_BYTEA_PP(0), desc);
 	PG_RETURN_DATUM(d);
+}
+
+/*
+ * ptf._state_expired(state_table, bytes): for ptf.state, the stored keys
+ * whose TTL passed and that no call removed yet, or their rows' bytes;
+ * NULL for a table that is not the state of a uid the caller may use.
+ */
+Datum
+ptf_state_expired(PG_FUNCTION_ARGS)
+{
+	Oid			relid = PG_GETARG_OID(0);
+	bool		want_bytes = PG_GETARG_BOOL(1);
+	int64		keys;
+	int64		bytes;
+	bool		mine;
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	mine = durable_count_expired(relid, ptf_now(), &keys, &bytes);
+	SPI_finish();
+	if (!mine)
+		PG_RETURN_NULL();
+	PG_RETURN_INT64(want_bytes ? bytes : keys);
 }
 
 Datum

@@ -2231,6 +2231,74 @@ durable_commit(DurableState *ds, KeyedState *ks, const StateCodec *codec,
 	leave_uid(ds->uid);
 }
 
+/* ---- expired keys, for ptf.state ---- */
+
+/*
+ * The stored keys of a state table whose expiry passed at now, and the
+ * bytes of their rows: what the next call that reads them (or sweeps)
+ * deletes.  One scan, under a snapshot of now; a call running meanwhile
+ * holds its uid's lock, not the table's rows, so nothing waits.  False
+ * for a table that is not the state of a uid the caller may use.
+ */
+bool
+durable_count_expired(Oid state_relid, PtfTime now, int64 *keys, int64 *bytes)
+{
+	Oid			argtypes[1] = {OIDOID};
+	Datum		args[1];
+	Relation	rel;
+	AttrNumber	att_expires;
+	AttrNumber	att_ns;
+	Snapshot	snapshot;
+	TableScanDesc scan;
+	TupleTableSlot *slot;
+
+	args[0] = ObjectIdGetDatum(state_relid);
+	ptf_spi_exec_as_owner("SELECT owner FROM ptf.uid_registry "
+						  "WHERE state_table OPERATOR(pg_catalog.=) $1",
+						  1, argtypes, args, NULL, SPI_OK_SELECT);
+	if (SPI_processed != 1 ||
+		!has_privs_of_role(GetUserId(), DatumGetObjectId(ptf_spi_datum(1))))
+		return false;
+	rel = try_table_open(state_relid, AccessShareLock);
+	if (rel == NULL)
+		return false;
+	/* internal columns keep their names: key columns are renamed around them */
+	att_expires = get_attnum(state_relid, "expires_at");
+	att_ns = get_attnum(state_relid, "ns");
+	*keys = *bytes = 0;
+	if (att_expires == InvalidAttrNumber)
+	{
+		table_close(rel, AccessShareLock);
+		return true;
+	}
+	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	scan = table_beginscan(rel, snapshot, 0, NULL);
+	slot = table_slot_create(rel, NULL);
+	while (table_scan_getnextslot(scan, ForwardScanDirection, slot))
+	{
+		bool		isnull;
+		Datum		d;
+
+		CHECK_FOR_INTERRUPTS();
+		d = slot_getattr(slot, att_expires, &isnull);
+		if (isnull || DatumGetTimestampTz(d) > (TimestampTz) now)
+			continue;
+		if (att_ns != InvalidAttrNumber)
+		{
+			(void) slot_getattr(slot, att_ns, &isnull);
+			if (!isnull)
+				continue;
+		}
+		(*keys)++;
+		*bytes += ExecFetchSlotHeapTuple(slot, false, NULL)->t_len;
+	}
+	ExecDropSingleTupleTableSlot(slot);
+	table_endscan(scan);
+	UnregisterSnapshot(snapshot);
+	table_close(rel, AccessShareLock);
+	return true;
+}
+
 /* ---- ptf.drop_state ---- */
 
 static bool

@@ -125,6 +125,9 @@ extern void durable_commit(DurableState *ds, KeyedState *ks, const StateCodec *c
  */
 extern bool durable_drop(const char *uid, bool of_pipeline, char **slot_name);
 
+/* ptf.state: stored keys expired at now, and their rows' bytes; false: not the caller's */
+extern bool durable_count_expired(Oid state_relid, PtfTime now, int64 *keys, int64 *bytes);
+
 /* A stored row image (an SF_IMAGE field) as a row of desc: ptf.state_row(). */
 extern Datum durable_image_datum(bytea *image, TupleDesc desc);
 
