@@ -123,7 +123,7 @@ COMMENT ON FUNCTION ptf.drop_state(text) IS 'Forget the durable state of a uid; 
 CREATE FUNCTION ptf.last_call_stats(
     OUT function text, OUT rows_in bigint, OUT rows_out bigint, OUT rows_late bigint,
     OUT keys bigint, OUT state_bytes bigint, OUT rows_spilled bigint, OUT spill_partitions int,
-    OUT state_load text, OUT keys_probed bigint, OUT keys_loaded bigint)
+    OUT state_load text, OUT keys_probed bigint, OUT keys_loaded bigint, OUT keys_evicted bigint)
 RETURNS record
 AS 'MODULE_PATHNAME', 'ptf_last_call_stats'
 LANGUAGE C VOLATILE;

@@ -1,7 +1,9 @@
 -- Reading a uid's state a key at a time (ptf.state_load, functions/state_load.c):
 -- every call gives what it gives with the state loaded whole.  Each case runs
 -- the same calls under two uids, one read whole ('full'), one key by key
--- ('probe'), and compares every call's output; then the rule of 'auto'.
+-- ('probe', with memory for a few thousand keys, so that keys are evicted
+-- and read again within a call), and compares every call's output; then
+-- the rule of 'auto'.
 
 CREATE SCHEMA sp;
 SET search_path = sp, ptf;
@@ -55,6 +57,8 @@ BEGIN
         SET LOCAL ptf.state_load = full;
         EXECUTE format('INSERT INTO sp.out_full SELECT %s, x::text FROM (%s) x', b, format(sql, 'full', b));
         SET LOCAL ptf.state_load = probe;
+        -- and memory for a few thousand keys: most are evicted and read again
+        SET LOCAL ptf.state_memory_limit = '64kB';
         EXECUTE format('INSERT INTO sp.out_probe SELECT %s, x::text FROM (%s) x', b, format(sql, 'probe', b));
     END LOOP;
 END $$;
@@ -65,8 +69,8 @@ SELECT run_both($$SELECT * FROM ptf.deduplicate_keep_first(NULL::sp.ev, partitio
 SELECT * FROM compare('TABLE out_probe', 'TABLE out_full');
 SELECT * FROM compare('SELECT r FROM out_probe', $$SELECT x::text FROM (SELECT DISTINCT ON (k) * FROM ev ORDER BY k, batch, seq) x$$);
 SELECT keys_agree('arr-probe'), keys_agree('arr-full');
--- the last call read only what its rows touched
-SELECT state_load, keys_probed, keys_loaded FROM last_call_stats();
+-- the last call read only what its rows touched, and evicted as it went
+SELECT state_load, keys_probed, keys_loaded, keys_evicted > 0 AS evicted FROM last_call_stats();
 
 SELECT run_both($$SELECT * FROM ptf.deduplicate_keep_first(NULL::sp.ev, partition_by => '{k2,k}',
     uid => 'arr2-%1$s', query => 'SELECT * FROM sp.ev WHERE batch = %2$s ORDER BY seq')$$, 6);

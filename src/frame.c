@@ -657,6 +657,8 @@ load_flush(PtfFrame *frame)
 
 	if (n == 0)
 		return;
+	/* no row may wait unprocessed while keys are read, or evicted */
+	frame_drain(frame);
 	if (frame->loader != NULL)
 		frame->loader(frame->loader_arg, frame->load_rows, frame->load_inputs, n,
 					  watermark_after_buffer(frame));

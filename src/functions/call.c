@@ -129,20 +129,24 @@ kept_operator_stored(DurableState *ds, PtfOperator *op, bool complete)
 }
 
 /*
- * A kept operator whose state outgrew ptf.state_memory_limit goes: the
- * next step reads what it needs again (functions/state_load.c).
+ * A kept operator whose state outgrew ptf.state_memory_limit evicts the
+ * keys its step did not use, or, when that frees nothing, goes: the next
+ * step reads what it needs again (functions/state_load.c).  Operators
+ * that cannot be read key by key keep all of their state.
  */
 static void
-kept_operator_bound(const char *uid, PtfOperator *op)
+kept_operator_bound(const char *uid, PtfOperator *op, PtfStateLoad *load)
 {
 	PtfKept    *k;
 
-	if (!ptf_in_pipeline_worker ||
+	if (!ptf_in_pipeline_worker || op->methods->evict == NULL ||
 		(k = ptf_kept_find(PTF_KEPT_OPERATOR, uid)) == NULL ||
 		kept_operator(k)->op != op || kept_operator(k)->in_use)
 		return;
-	if (op->methods->memory(op) > ptf_state_memory_limit())
+	if (!ptf_state_load_bound(load))
 		ptf_kept_forget(k);
+	else
+		kept_operator(k)->complete = ptf_state_load_complete(load);
 }
 
 /* What a new operator is built over, copied into cxt. */
@@ -575,8 +579,8 @@ ptf_call_run(PtfCall *call)
 	ptf_record_call_stats(call->function, call->frame, call->out->rows);
 	if (load != NULL)
 	{
+		kept_operator_bound(call->uid, op, load);
 		ptf_record_state_load_stats(load);
-		kept_operator_bound(call->uid, op);
 	}
 
 	SPI_finish();

@@ -379,7 +379,7 @@ ptf_record_call_stats(const char *function, PtfFrame *frame, uint64 rows_out)
 	frame_stats(frame, &last_call.frame);
 	last_call.rows_out = rows_out;
 	last_call.state_load = NULL;
-	last_call.keys_probed = last_call.keys_loaded = 0;
+	last_call.keys_probed = last_call.keys_loaded = last_call.keys_evicted = 0;
 	have_last_call = true;
 }
 
@@ -392,6 +392,7 @@ ptf_record_state_load_stats(struct PtfStateLoad *load)
 	last_call.state_load = st.how;
 	last_call.keys_probed = st.keys_probed;
 	last_call.keys_loaded = st.keys_loaded;
+	last_call.keys_evicted = st.keys_evicted;
 }
 
 const PtfCallStats *

@@ -95,6 +95,7 @@ typedef struct PtfCallStats
 	const char *state_load;		/* NULL: no uid */
 	uint64		keys_probed;
 	uint64		keys_loaded;
+	uint64		keys_evicted;
 } PtfCallStats;
 
 extern void ptf_record_call_stats(const char *function, PtfFrame *frame,

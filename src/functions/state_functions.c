@@ -110,8 +110,8 @@ ptf_last_call_stats(PG_FUNCTION_ARGS)
 {
 	const PtfCallStats *st = ptf_get_last_call_stats();
 	TupleDesc	desc;
-	Datum		values[11];
-	bool		nulls[11] = {0};
+	Datum		values[12];
+	bool		nulls[12] = {0};
 
 	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
@@ -130,7 +130,8 @@ ptf_last_call_stats(PG_FUNCTION_ARGS)
 	nulls[8] = (st->state_load == NULL);
 	values[9] = Int64GetDatum((int64) st->keys_probed);
 	values[10] = Int64GetDatum((int64) st->keys_loaded);
-	nulls[9] = nulls[10] = (st->state_load == NULL);
+	values[11] = Int64GetDatum((int64) st->keys_evicted);
+	nulls[9] = nulls[10] = nulls[11] = (st->state_load == NULL);
 	Assert(desc->natts <= (int) lengthof(values));
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(desc), values, nulls)));
 }

@@ -35,6 +35,7 @@
 #include <limits.h>
 
 #include "utils/guc.h"
+#include "utils/snapmgr.h"
 
 #include "functions/state_load.h"
 
@@ -72,6 +73,8 @@ struct PtfStateLoad
 	PtfFrame   *frame;
 	Datum	   *values;			/* a buffer's keys */
 	bool	   *nulls;
+	uint64		evict_above;	/* keys in memory that start an eviction pass; 0: none yet */
+	uint64		evicted;
 };
 
 void
@@ -144,6 +147,42 @@ ptf_state_load_begin(DurableState *ds, PtfOperator *op, bool kept, bool complete
 	return sl;
 }
 
+/*
+ * Keep memory near ptf.state_memory_limit while reading key by key: once
+ * it is past the limit, the number of keys it held then is the mark; a
+ * pass evicts the keys not used since the pass before whenever memory
+ * holds an eighth more (a pass walks every key: not for every buffer).
+ * A working set larger than the limit raises the mark rather than evict
+ * what the next rows need.  Not while a change stream is decoded: writing
+ * back then would run under the decoder's historic snapshot (a pipeline
+ * step is bounded by its batch size, and evicts when it ends).
+ */
+static void
+maybe_evict(PtfStateLoad *sl)
+{
+	KeyedState *ks = sl->op->state;
+	uint64		keys = keyed_state_count(ks);
+	uint64		n;
+
+	if (sl->op->methods->evict == NULL || HistoricSnapshotActive())
+		return;
+	if (sl->evict_above == 0)
+	{
+		if (sl->op->methods->memory(sl->op) <= ptf_state_memory_limit())
+			return;
+		sl->evict_above = keys + Max(keys / 8, FRAME_LOAD_BATCH);
+		return;
+	}
+	if (keys <= sl->evict_above)
+		return;
+	durable_flush(sl->ds, ks, &sl->op->codec);
+	n = ptf_operator_evict(sl->op);
+	durable_note_evicted(sl->ds, n);
+	sl->evicted += n;
+	keys = keyed_state_count(ks);
+	sl->evict_above = Max(sl->evict_above, keys + Max(keys / 8, FRAME_LOAD_BATCH));
+}
+
 /* The rest by a scan, once probing would cost more than reading all of it. */
 static void
 maybe_switch(PtfStateLoad *sl)
@@ -183,7 +222,10 @@ load_buffer(void *arg, TupleTableSlot **rows, const int *inputs, int n, PtfTime 
 		for (j = 0; j < nk; j++)
 			sl->values[i * nk + j] = slot_getattr(rows[i], keys->cols[j].attno,
 												  &sl->nulls[i * nk + j]);
+		/* what these rows need stays through an eviction */
+		(void) keyed_state_mark_used(sl->op->state, sl->values + i * nk, sl->nulls + i * nk);
 	}
+	maybe_evict(sl);
 	durable_probe_keys(sl->ds, sl->op->state, &sl->op->codec, sl->values, sl->nulls, n);
 	maybe_switch(sl);
 }
@@ -196,9 +238,29 @@ ptf_state_load_start(PtfStateLoad *sl, PtfFrame *frame, PtfTime watermark)
 	sl->frame = frame;
 	/* every timer up to the stored watermark has fired: none of them is stored */
 	sl->timers_upto = watermark;
+	keyed_state_track_use(sl->op->state);
 	sl->values = palloc(sizeof(Datum) * FRAME_LOAD_BATCH * Max(sl->nkeys, 1));
 	sl->nulls = palloc(sizeof(bool) * FRAME_LOAD_BATCH * Max(sl->nkeys, 1));
 	frame_set_loader(frame, load_buffer, sl);
+}
+
+/*
+ * After the call's state was stored: a pipeline's kept state past the
+ * limit evicts what the step did not use; false if that left it past the
+ * limit (the caller drops it all).
+ */
+bool
+ptf_state_load_bound(PtfStateLoad *sl)
+{
+	uint64		n;
+
+	if (sl->op->methods->memory(sl->op) <= ptf_state_memory_limit())
+		return true;
+	n = ptf_operator_evict(sl->op);
+	sl->evicted += n;
+	if (n > 0)
+		sl->complete = false;
+	return n > 0;
 }
 
 bool
@@ -215,4 +277,5 @@ ptf_state_load_stats(PtfStateLoad *sl, PtfStateLoadStats *stats)
 		"probe";
 	stats->keys_probed = durable_probes(sl->ds);
 	stats->keys_loaded = durable_loaded_keys(sl->ds);
+	stats->keys_evicted = sl->evicted;
 }

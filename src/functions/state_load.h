@@ -21,6 +21,7 @@ typedef struct PtfStateLoadStats
 	const char *how;			/* "full", "probe", "probe, then full", "kept" */
 	uint64		keys_probed;
 	uint64		keys_loaded;
+	uint64		keys_evicted;
 } PtfStateLoadStats;
 
 extern void ptf_state_load_init(void);	/* GUCs, from _PG_init */
@@ -37,6 +38,9 @@ extern PtfStateLoad *ptf_state_load_begin(DurableState *ds, PtfOperator *op,
 										  bool kept, bool complete, bool probe_ok,
 										  KeySpec **input_keys, int ninputs);
 extern void ptf_state_load_start(PtfStateLoad *sl, PtfFrame *frame, PtfTime watermark);
+
+/* After the state was stored: evict past the limit; false: still past it */
+extern bool ptf_state_load_bound(PtfStateLoad *sl);
 
 /* Does memory hold every key of the uid now? */
 extern bool ptf_state_load_complete(PtfStateLoad *sl);

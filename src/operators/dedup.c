@@ -357,9 +357,22 @@ dedup_prefetch(PtfOperator *op, TupleTableSlot *row, const PtfRowContext *ctx, i
 	keyed_state_prefetch(op->state, ctx->keys, row);
 }
 
+/*
+ * A key leaves memory, unless its candidate is pending (its timer must
+ * fire from memory); a seen key holds nothing else.
+ */
+static bool
+dedup_evict(PtfOperator *op, StateRef *ref)
+{
+	DedupOperator *d = (DedupOperator *) op;
+
+	return !(d->event_time && ((DedupCold *) ref->cold)->cand.tuple != NULL);
+}
+
 static const PtfOperatorMethods dedup_methods = {
 	.name = "deduplicate_keep_first",
 	.on_row = dedup_on_row,
+	.evict = dedup_evict,
 	.on_watermark = dedup_on_watermark,
 	.on_timer = dedup_on_timer,
 	.memory = ptf_operator_memory,
@@ -371,6 +384,7 @@ static const PtfOperatorMethods dedup_methods = {
 static const PtfOperatorMethods dedup_prefetching_methods = {
 	.name = "deduplicate_keep_first",
 	.on_row = dedup_on_row,
+	.evict = dedup_evict,
 	.prefetch = dedup_prefetch,
 	.on_watermark = dedup_on_watermark,
 	.on_timer = dedup_on_timer,

@@ -287,9 +287,21 @@ normalize_restore(void *arg, const StateRef *ref, int space, int64 ns, void *ns_
 		tuple_pool_store_image(n->pool, &v->image, (MinimalTuple) DatumGetPointer(values[0]));
 }
 
+/* A key leaves memory: its image stays in its table. */
+static bool
+normalize_evict(PtfOperator *op, StateRef *ref)
+{
+	NormalizeOperator *n = (NormalizeOperator *) op;
+	NormalizeValue *v = (NormalizeValue *) ref->value;
+
+	tuple_pool_free(n->pool, &v->image);
+	return true;
+}
+
 static const PtfOperatorMethods normalize_methods = {
 	.name = "changelog normalize",
 	.on_row = normalize_on_row,
+	.evict = normalize_evict,
 	.memory = ptf_operator_memory,
 	.keys = ptf_operator_keys,
 	.destroy = ptf_operator_destroy,

@@ -62,6 +62,30 @@ ptf_operator_reclaim(PtfOperator *op, int min_removed)
 	keyed_state_reclaim(op->state);
 }
 
+static bool
+release_key(StateRef *ref, void *arg)
+{
+	PtfOperator *op = (PtfOperator *) arg;
+
+	return op->methods->evict(op, ref);
+}
+
+uint64
+ptf_operator_evict(PtfOperator *op)
+{
+	uint64		n;
+
+	if (op->state == NULL || op->methods->evict == NULL)
+		return 0;
+	n = keyed_state_evict(op->state, release_key, op);
+	if (n > 0)
+	{
+		timer_forget_removed(op->timers);
+		keyed_state_reclaim(op->state);
+	}
+	return n;
+}
+
 void
 ptf_operator_destroy(PtfOperator *op)
 {

@@ -87,6 +87,13 @@ typedef struct PtfOperatorMethods
 	void		(*on_start) (PtfOperator *op, PtfTime watermark);
 	/* optional: the end of a call's input (a uid's call: the stream goes on) */
 	void		(*on_finish) (PtfOperator *op, bool end_of_stream);
+	/*
+	 * optional: the key of ref leaves memory (durable state read a key at
+	 * a time, state/keyed_state.h); release what the value holds and say
+	 * true, or false to keep the key (it has a pending timer).  Without it
+	 * the operator's keys are never evicted.
+	 */
+	bool		(*evict) (PtfOperator *op, StateRef *ref);
 	Size		(*memory) (PtfOperator *op);
 	uint64		(*keys) (PtfOperator *op);
 	void		(*destroy) (PtfOperator *op);
@@ -141,5 +148,13 @@ extern void ptf_operator_destroy(PtfOperator *op);
  * do; it does the work only once enough removed keys piled up (min_removed).
  */
 extern void ptf_operator_reclaim(PtfOperator *op, int min_removed);
+
+/*
+ * Evict the keys of op's durable state not used since the last pass
+ * (state/keyed_state.h): nothing of it may wait to be written back.  Their
+ * timers are forgotten and their memory recycled; returns how many went,
+ * 0 for an operator without an evict method.
+ */
+extern uint64 ptf_operator_evict(PtfOperator *op);
 
 #endif							/* PTF_OPERATOR_H */

@@ -118,6 +118,7 @@ struct DurableState
 	int64		stored_keys;	/* in the table when the call began */
 	uint64		memory_keys;	/* in memory when the call began */
 	uint64		loaded_keys;	/* read from the table by this call */
+	uint64		evicted_keys;	/* dropped from memory by this call */
 	Oid			key_index;		/* InvalidOid: not looked for yet */
 	Oid			timer_index;
 	Oid			expiry_index;
@@ -2124,7 +2125,8 @@ write_progress(DurableState *ds, KeyedState *ks, const DurableProgress *progress
 	nulls[3] = XLogRecPtrIsInvalid(progress->last_lsn) ? 'n' : ' ';
 	/* memory may hold part of the keys: the table's count moves by what memory gained */
 	values[4] = Int64GetDatum(ds->stored_keys + (int64) keyed_state_count(ks) -
-							  (int64) ds->memory_keys - (int64) ds->loaded_keys);
+							  (int64) ds->memory_keys - (int64) ds->loaded_keys +
+							  (int64) ds->evicted_keys);
 	values[5] = Int64GetDatum((int64) progress->rows_in);
 	values[6] = Int64GetDatum((int64) progress->rows_out);
 	values[7] = Int64GetDatum((int64) progress->rows_late);
@@ -2149,9 +2151,9 @@ write_progress(DurableState *ds, KeyedState *ks, const DurableProgress *progress
 		ds->version = ptf_spi_int64(1, 0);
 }
 
-void
-durable_commit(DurableState *ds, KeyedState *ks, const StateCodec *codec,
-			   const DurableProgress *progress)
+/* Write back the changed keys and namespaces, delete the removed ones. */
+static void
+write_changes(DurableState *ds, KeyedState *ks, const StateCodec *codec)
 {
 	InsertBatch b;
 	StateRecord **changed;
@@ -2162,7 +2164,6 @@ durable_commit(DurableState *ds, KeyedState *ks, const StateCodec *codec,
 	int			i;
 
 	Assert(codec->layout == ds->layout);
-	release_snapshot(ds);
 	memset(&b, 0, sizeof(b));
 	b.rel = table_open(ds->state_relid, RowExclusiveLock);
 	b.cid = GetCurrentCommandId(true);
@@ -2225,6 +2226,33 @@ durable_commit(DurableState *ds, KeyedState *ks, const StateCodec *codec,
 
 	/* make the writes visible to later commands of this transaction */
 	CommandCounterIncrement();
+}
+
+/*
+ * Write back what changed in the middle of a call, so that the keys can be
+ * evicted; later partial loads see what was written.
+ */
+void
+durable_flush(DurableState *ds, KeyedState *ks, const StateCodec *codec)
+{
+	write_changes(ds, ks, codec);
+	/* our own writes: the next command, under the same snapshot otherwise */
+	if (ds->snapshot != NULL)
+		ds->snapshot->curcid = GetCurrentCommandId(false);
+}
+
+void
+durable_note_evicted(DurableState *ds, uint64 n)
+{
+	ds->evicted_keys += n;
+}
+
+void
+durable_commit(DurableState *ds, KeyedState *ks, const StateCodec *codec,
+			   const DurableProgress *progress)
+{
+	release_snapshot(ds);
+	write_changes(ds, ks, codec);
 	write_progress(ds, ks, progress);
 	ds->must_write = false;
 	note_xid_writer(ds);

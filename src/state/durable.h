@@ -91,6 +91,9 @@ extern void durable_load(DurableState *ds, KeyedState *ks, const StateCodec *cod
 extern void durable_attach(DurableState *ds, KeyedState *ks);
 extern bool durable_can_probe(DurableState *ds);
 extern void durable_prepare_probes(DurableState *ds, KeyedState *ks);
+/* Write back what changed now (mid-call, before evicting); count evictions. */
+extern void durable_flush(DurableState *ds, KeyedState *ks, const StateCodec *codec);
+extern void durable_note_evicted(DurableState *ds, uint64 n);
 /* Delete stored keys expired at now that memory does not hold. */
 extern void durable_sweep_expired(DurableState *ds, KeyedState *ks, PtfTime now);
 extern void durable_probe_keys(DurableState *ds, KeyedState *ks, const StateCodec *codec,

@@ -86,6 +86,7 @@ typedef struct InlineMap
 	uint64		used;
 	bool		side_used[SIDE_COUNT];
 	char	   *side_values;	/* SIDE_COUNT values, hot and cold */
+	uint8	   *hits;			/* per slot, once use is tracked: looked up */
 } InlineMap;
 
 /*
@@ -283,6 +284,9 @@ inline_alloc(KeyedState *ks, uint64 size)
 											   MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
 	for (i = 0; i < size; i++)
 		SLOT_KEY(map, i) = INLINE_EMPTY;
+	if (map->hits != NULL)
+		map->hits = MemoryContextAllocExtended(ks->cxt, size,
+											   MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
 }
 
 static void
@@ -292,6 +296,7 @@ inline_grow(KeyedState *ks)
 	char	   *old_slots = map->slots;
 	void	   *old_alloc = map->alloc;
 	char	   *old_cold = map->cold;
+	uint8	   *old_hits = map->hits;
 	uint64		old_size = map->mask + 1;
 	uint64		i;
 
@@ -310,11 +315,15 @@ inline_grow(KeyedState *ks)
 		memcpy(SLOT(map, j), slot, map->stride);
 		if (ks->cold_size > 0)
 			memcpy(SLOT_COLD(ks, j), old_cold + i * ks->cold_size, ks->cold_size);
+		if (old_hits != NULL)
+			map->hits[j] = old_hits[i];
 		map->used++;
 	}
 	pfree(old_alloc);
 	if (old_cold)
 		pfree(old_cold);
+	if (old_hits)
+		pfree(old_hits);
 }
 
 /* Inline durable state writes back the keys it created, nothing else. */
@@ -354,6 +363,8 @@ inline_find_or_insert(KeyedState *ks, Datum d, bool create, uint64 *pos,
 		if (key == d)
 		{
 			*pos = i;
+			if (map->hits != NULL)
+				map->hits[i] = 1;
 			return true;
 		}
 		if (key == INLINE_EMPTY)
@@ -385,6 +396,8 @@ inline_find_or_insert(KeyedState *ks, Datum d, bool create, uint64 *pos,
 	SLOT_KEY(map, i) = d;
 	map->used++;
 	*pos = i;
+	if (map->hits != NULL)
+		map->hits[i] = 1;
 	return false;
 }
 
@@ -552,6 +565,7 @@ record_lookup(KeyedState *ks, KeySpec *probe, TupleTableSlot *row, PtfTime now,
 	{
 		rec = entry->key.rec;
 		Assert(!(rec->flags & RECORD_REMOVED));
+		rec->flags |= RECORD_USED;
 		set_record_ref(ks, rec, ref);
 		if (rec->expires_at > now)
 			return KS_FOUND;
@@ -578,6 +592,7 @@ record_lookup(KeyedState *ks, KeySpec *probe, TupleTableSlot *row, PtfTime now,
 	Assert(!found);
 	rec = record_create(ks, probe);
 	entry->key.rec = rec;
+	rec->flags |= RECORD_USED;
 	note_changed(ks, rec);
 	set_record_ref(ks, rec, ref);
 	return KS_CREATED;
@@ -1485,7 +1500,7 @@ keyed_state_load_key(KeyedState *ks, Datum *keyvalues, bool *keynulls, bool *hel
 	}
 	rec = record_create(ks, ks->keys);
 	entry->key.rec = rec;
-	rec->flags |= RECORD_LOADING;
+	rec->flags |= RECORD_LOADING | RECORD_USED;
 	if (ks->nloading >= ks->maxloading)
 		ks->loading = grow_array(ks, ks->loading, &ks->maxloading,
 								 sizeof(StateRecord *), 256);
@@ -1504,6 +1519,136 @@ keyed_state_end_load(KeyedState *ks)
 		ks->loading[i]->flags &= ~RECORD_LOADING;
 	ks->nloading = 0;
 	ks->in_load = false;
+}
+
+void
+keyed_state_track_use(KeyedState *ks)
+{
+	if (ks->is_inline && ks->map.hits == NULL)
+		ks->map.hits = MemoryContextAllocExtended(ks->cxt, ks->map.mask + 1,
+												  MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+}
+
+bool
+keyed_state_mark_used(KeyedState *ks, Datum *keyvalues, bool *keynulls)
+{
+	StateKey	nokey = {0};
+	StateEntry *entry;
+	uint32		hash;
+
+	if (ks->is_inline)
+		return keyed_state_holds(ks, keyvalues, keynulls);	/* marks its slot */
+	key_probe_values(ks->keys, keyvalues, keynulls);
+	hash = key_hash_values(ks->keys, keyvalues, keynulls);
+	current_probe = ks->keys;
+	entry = keyed_lookup_hash(ks->hash, nokey, hash);
+	if (entry == NULL)
+		return false;
+	entry->key.rec->flags |= RECORD_USED;
+	return true;
+}
+
+/* The inline map again, with only the slots looked up since the last pass. */
+static uint64
+inline_evict(KeyedState *ks)
+{
+	InlineMap  *map = &ks->map;
+	uint64		size = map->mask + 1;
+	char	   *old_slots = map->slots;
+	void	   *old_alloc = map->alloc;
+	char	   *old_cold = map->cold;
+	uint8	   *old_hits = map->hits;
+	uint64		before = map->used;
+	uint64		i;
+
+	Assert(old_hits != NULL && ks->nnew == 0);
+	inline_alloc(ks, size);
+	for (i = 0; i < size; i++)
+	{
+		char	   *slot = old_slots + i * map->stride;
+		Datum		key = *(Datum *) slot;
+		uint64		j;
+
+		if (key == INLINE_EMPTY || !old_hits[i])
+			continue;
+		for (j = mix64(key) & map->mask; SLOT_KEY(map, j) != INLINE_EMPTY;
+			 j = (j + 1) & map->mask)
+			;
+		memcpy(SLOT(map, j), slot, map->stride);
+		if (ks->cold_size > 0)
+			memcpy(SLOT_COLD(ks, j), old_cold + i * ks->cold_size, ks->cold_size);
+		map->used++;
+	}
+	pfree(old_alloc);
+	if (old_cold)
+		pfree(old_cold);
+	pfree(old_hits);
+	ks->full = false;
+	return before - map->used;
+}
+
+uint64
+keyed_state_evict(KeyedState *ks, KeyedEvictFn release, void *arg)
+{
+	keyed_iterator it;
+	StateEntry *entry;
+	List	   *evict = NIL;
+	ListCell   *lc;
+	uint64		n = 0;
+
+	Assert(ks->nchanged == 0 && ks->nchanged_ns == 0 && ks->ndead == 0);
+	if (ks->is_inline)
+		return inline_evict(ks);
+	if (ks->nspaces > 0)
+		return 0;
+	keyed_start_iterate(ks->hash, &it);
+	while ((entry = keyed_iterate(ks->hash, &it)) != NULL)
+	{
+		StateRecord *rec = entry->key.rec;
+		StateRef	ref;
+
+		Assert(!(rec->flags & (RECORD_CHANGED | RECORD_LISTED | RECORD_REMOVED)));
+		if (rec->flags & RECORD_USED)
+		{
+			rec->flags &= ~RECORD_USED;
+			continue;
+		}
+		set_record_ref(ks, rec, &ref);
+		if (!release(&ref, arg))
+			continue;
+		evict = lappend(evict, rec);
+	}
+	foreach(lc, evict)
+	{
+		StateRecord *rec = (StateRecord *) lfirst(lc);
+		Datum	   *values = palloc(sizeof(Datum) * Max(ks->keys->ncols, 1));
+		bool	   *nulls = palloc(sizeof(bool) * Max(ks->keys->ncols, 1));
+		StateKey	nokey = {0};
+		uint32		hash;
+
+		keyed_state_record_key(ks, rec, values, nulls);
+		key_probe_values(ks->keys, values, nulls);
+		hash = key_hash_values(ks->keys, values, nulls);
+		current_probe = ks->keys;
+		entry = keyed_lookup_hash(ks->hash, nokey, hash);
+		Assert(entry != NULL && entry->key.rec == rec);
+		keyed_delete_item(ks->hash, entry);
+		/* its tuple stays: removed from memory only */
+		rec->flags |= RECORD_REMOVED | RECORD_EVICTED;
+		if (rec->pad != 0)
+		{
+			if (ks->nremoved >= ks->maxremoved)
+				ks->removed = grow_array(ks, ks->removed, &ks->maxremoved,
+										 sizeof(StateRecord *), 256);
+			ks->removed[ks->nremoved++] = rec;
+		}
+		pfree(values);
+		pfree(nulls);
+		n++;
+	}
+	list_free(evict);
+	ks->full = false;
+	return n;
 }
 
 void

@@ -58,6 +58,8 @@ typedef struct StateRecord
 #define RECORD_REMOVED		0x08	/* deleted from the hash table */
 #define RECORD_KEY_NULLS	0x10	/* packed key has a null bitmap */
 #define RECORD_LOADING		0x20	/* made by the load under way */
+#define RECORD_USED			0x40	/* looked up since the last eviction pass */
+#define RECORD_EVICTED		0x80	/* (with RECORD_REMOVED) still stored */
 
 #define STATE_RECORD_VALUE(rec) ((void *) ((char *) (rec) + sizeof(StateRecord)))
 
@@ -197,6 +199,22 @@ extern void keyed_state_begin_load(KeyedState *ks);
 extern StateRecord *keyed_state_load_key(KeyedState *ks, Datum *keyvalues,
 										 bool *keynulls, bool *held);
 extern void keyed_state_end_load(KeyedState *ks);
+
+/*
+ * Eviction of durable state read a key at a time (a clock, the classic
+ * approximation of least recently used): once tracking is on, every lookup
+ * marks its key used; an eviction pass drops the keys not used since the
+ * pass before -- and clears the mark of the others -- unless release says
+ * the operator needs one in memory (a pending timer).  Only state without
+ * changes to write back (and without namespaces) is evicted: its keys are
+ * all in its table, and dropping them deletes nothing.  Dropped records
+ * wait for keyed_state_reclaim like removed ones (forget their timers
+ * first).  mark_used: the key of a row about to be processed stays.
+ */
+typedef bool (*KeyedEvictFn) (StateRef *ref, void *arg);	/* false: keep it */
+extern void keyed_state_track_use(KeyedState *ks);
+extern bool keyed_state_mark_used(KeyedState *ks, Datum *keyvalues, bool *keynulls);
+extern uint64 keyed_state_evict(KeyedState *ks, KeyedEvictFn release, void *arg);
 
 typedef struct ChangedNs
 {
