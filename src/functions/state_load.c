@@ -22,11 +22,10 @@
  * ptf.state_load = full or probe forces one way (tests, and users who know
  * better).  ptf.last_call_stats() says which way a call went.
  *
- * Memory.  A pipeline worker keeps each uid's operator between steps; one
- * whose state outgrows ptf.state_memory_limit is dropped after its step
- * (functions/call.c) and read again, a key at a time, by the next -- so
- * between steps a pipeline holds at most the limit, and within a step what
- * its rows touch.
+ * Memory.  Keys read this way are evicted by a clock once memory passes
+ * ptf.state_memory_limit (maybe_evict, and ptf_state_load_bound after a
+ * pipeline's step): what was not used since the last pass goes, after
+ * what changed was written back, and is read again when rows need it.
  *
  *-------------------------------------------------------------------------
  */
