@@ -338,3 +338,20 @@ SELECT data FROM pg_logical_slot_get_changes('demo_json', NULL, NULL,
     'format', 'debezium', 'tables', 'accounts', 'include_lsn', 'off', 'include_xid', 'off',
     'include_commit_time', 'off');
 SELECT pg_drop_replication_slot('demo_json');
+
+\echo
+\echo '=== (k) State at scale: a uid whose state is large reads only the keys a'
+\echo '===     call touches (through indexes on its state table), not all of it.'
+CREATE TABLE visits (visitor bigint, page text);
+INSERT INTO visits SELECT g, 'home' FROM generate_series(1, 300000) g;
+\echo '=== 300000 visitors, each kept once: the first call writes them all.'
+SELECT count(*) AS first_visits FROM ptf.deduplicate_keep_first(NULL::visits,
+    partition_by => ARRAY['visitor'], uid => 'first_visit', query => 'SELECT * FROM visits');
+SELECT state_load, keys_probed, keys_loaded FROM ptf.last_call_stats();
+\echo '=== Five visits, two of them by new visitors: the call reads five keys.'
+SELECT visitor, page FROM ptf.deduplicate_keep_first(NULL::visits,
+    partition_by => ARRAY['visitor'], uid => 'first_visit',
+    query => $$VALUES (7::bigint, 'docs'), (42, 'docs'), (300001, 'home'), (99, 'docs'), (300002, 'pricing')$$);
+SELECT state_load, keys_probed, keys_loaded FROM ptf.last_call_stats();
+SELECT keys, pg_size_pretty(bytes) AS size FROM ptf.state WHERE uid = 'first_visit';
+SELECT ptf.drop_state('first_visit');
