@@ -482,6 +482,8 @@ ptf_temporal_join(PG_FUNCTION_ARGS)
 	tc.opts.live = call->uid != NULL || call->need_proc_time;
 	if (!call->need_proc_time)
 		tc.opts.retention_us = 0;
+	/* without the TTL's processing-time timers, state may be read key by key */
+	call->probe_ok = !call->need_proc_time;
 
 	call->on_time = tc.time_names[TJ_INPUT_PROBE];
 	call->time_type = probe->frame.on_time_type;

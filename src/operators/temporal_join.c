@@ -140,7 +140,11 @@ static const StateField tj_fields[] = {
 	{"seqs", SF_BYTEA, 0},
 };
 
-const StateLayout temporal_join_layout = {lengthof(tj_fields), tj_fields};
+/*
+ * Timers by time: a key's registered timer, and every timer of
+ * TJ_SPACE_TIMERS (the row's namespace, also in its timer field).
+ */
+const StateLayout temporal_join_layout = {lengthof(tj_fields), tj_fields, "timer"};
 
 /* ---- row images ---- */
 
@@ -735,7 +739,9 @@ tj_save(void *arg, const StateRef *ref, int space, int64 ns, void *ns_value,
 				break;
 			}
 		case TJ_SPACE_TIMERS:
-			/* the namespace is the timer */
+			/* the namespace is the timer; the field finds it by time */
+			values[TJ_FIELD_TIMER] = Int64GetDatum(ns);
+			nulls[TJ_FIELD_TIMER] = false;
 			break;
 	}
 }
