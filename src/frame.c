@@ -659,6 +659,10 @@ load_flush(PtfFrame *frame)
 		return;
 	/* no row may wait unprocessed while keys are read, or evicted */
 	frame_drain(frame);
+	/* a truncation touches every key: all of them, first */
+	for (i = 0; i < n && frame->loader != NULL; i++)
+		if (frame->load_kinds[i] == ROWKIND_TRUNCATE)
+			frame->loader(frame->loader_arg, NULL, NULL, -1, frame->watermark);
 	if (frame->loader != NULL)
 		frame->loader(frame->loader_arg, frame->load_rows, frame->load_inputs, n,
 					  watermark_after_buffer(frame));

@@ -78,7 +78,7 @@ extern void frame_start(PtfFrame *frame, PtfOperator *op);
 #define FRAME_LOAD_BATCH 1024
 
 typedef void (*PtfFrameLoader) (void *arg, TupleTableSlot **rows, const int *inputs,
-								int n, PtfTime upto);
+								int n, PtfTime upto);	/* n -1: every key (a truncation) */
 
 extern void frame_set_loader(PtfFrame *frame, PtfFrameLoader loader, void *arg);
 extern void frame_stop_loading(PtfFrame *frame);

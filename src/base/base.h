@@ -27,6 +27,13 @@ typedef enum RowKind
 
 #define ROWKIND_COUNT 4
 
+/*
+ * Not the kind of a row but a table's truncation, with a row of NULLs:
+ * handed only to operators whose inputs asked for it (TRUNCATE_PASS of a
+ * change stream), never emitted by one but as itself.
+ */
+#define ROWKIND_TRUNCATE ((RowKind) ROWKIND_COUNT)
+
 /* true for +I and +U: the row is an image that now exists */
 #define ROWKIND_IS_ADDITION(k) ((k) == ROWKIND_INSERT || (k) == ROWKIND_UPDATE_AFTER)
 

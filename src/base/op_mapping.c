@@ -123,6 +123,8 @@ op_mapping_identity(OpMapping *m)
 		m->mapped[k] = true;
 		m->code[k] = pstrdup(rowkind_long_name((RowKind) k));
 	}
+	m->read_code = NULL;
+	m->truncate_code = pstrdup("TRUNCATE");
 }
 
 typedef struct
@@ -142,14 +144,18 @@ op_pair(void *arg, const char *key, int keylen, const char *val, int vallen)
 	{
 		RowKind		kind;
 
-		if (strcmp(lfirst(lc), "READ") == 0)
+		if (strcmp(lfirst(lc), "READ") == 0 || strcmp(lfirst(lc), "TRUNCATE") == 0)
 		{
-			if (a->m->read_code != NULL)
+			char	  **slot = strcmp(lfirst(lc), "READ") == 0 ?
+				&a->m->read_code : &a->m->truncate_code;
+
+			if (*slot != NULL)
 				ereport(ERROR,
 						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						 errmsg("duplicate change operation \"READ\" in %s", a->argname),
+						 errmsg("duplicate change operation \"%s\" in %s",
+								(char *) lfirst(lc), a->argname),
 						 errdetail("Each operation may be mapped once.")));
-			a->m->read_code = code;
+			*slot = code;
 			continue;
 		}
 		kind = parse_kind_name(lfirst(lc), a->argname);

@@ -8,7 +8,9 @@
  * several, comma-separated), values the codes.  Kinds left out are dropped.
  * The key READ, no kind of Flink's, codes the inserts that were read from a
  * table rather than decoded from the WAL -- a snapshot's rows -- as
- * Debezium's op 'r' does; without it they get INSERT's code.
+ * Debezium's op 'r' does; without it they get INSERT's code.  The key
+ * TRUNCATE codes a change stream's truncation of its table, a row of its
+ * own (Debezium's op 't'); without it a truncation is not a row.
  *
  * FROM_CHANGELOG maps codes to kinds: keys are codes (a key may list
  * several: 'c, r'), values kind names; 'UPDATE_BEFORE, UPDATE_AFTER' makes
@@ -33,9 +35,12 @@ typedef struct OpMapping
 	char	   *read_code;		/* key READ: the code of inserts read from a
 								 * table, not from the WAL (Debezium's 'r');
 								 * NULL: INSERT's */
+	char	   *truncate_code;	/* key TRUNCATE: the code of a change stream's
+								 * truncation, a row of its own (Debezium's
+								 * 't'); NULL: not mapped */
 } OpMapping;
 
-/* the identity: every kind under its own name (INSERT, UPDATE_BEFORE, ...) */
+/* the identity: every kind under its own name (INSERT, UPDATE_BEFORE, ..., TRUNCATE) */
 extern void op_mapping_identity(OpMapping *m);
 
 /* kinds -> codes, from a jsonb object */

@@ -207,6 +207,15 @@ load_buffer(void *arg, TupleTableSlot **rows, const int *inputs, int n, PtfTime 
 
 	if (sl->complete)
 		return;
+	if (n < 0)
+	{
+		/* every key, for a truncation: the rest by a scan */
+		durable_load_rest(sl->ds, sl->op->state, &sl->op->codec);
+		sl->complete = true;
+		sl->switched = true;
+		frame_stop_loading(sl->frame);
+		return;
+	}
 	if (upto > sl->timers_upto)
 	{
 		durable_probe_timers(sl->ds, sl->op->state, &sl->op->codec, sl->timers_upto, upto);

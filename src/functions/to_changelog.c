@@ -120,8 +120,14 @@ emit_change(void *arg, RowKind kind, TupleTableSlot *row)
 	const char *code;
 
 	/* an insert read from a table (a snapshot's row) has no WAL position */
-	if (kind == ROWKIND_INSERT && tc->mapping.read_code != NULL &&
-		XLogRecPtrIsInvalid(meta->lsn))
+	if (kind == ROWKIND_TRUNCATE)
+	{
+		if (tc->mapping.truncate_code == NULL)
+			return;				/* its rows' deletes were emitted, if any */
+		code = tc->mapping.truncate_code;
+	}
+	else if (kind == ROWKIND_INSERT && tc->mapping.read_code != NULL &&
+			 XLogRecPtrIsInvalid(meta->lsn))
 		code = tc->mapping.read_code;
 	else if (tc->mapping.mapped[kind])
 		code = tc->mapping.code[kind];
@@ -130,10 +136,14 @@ emit_change(void *arg, RowKind kind, TupleTableSlot *row)
 		tc->unmapped++;
 		return;
 	}
-	ptf_check_row_complete(tc->out.frame, row);
-
 	values[0] = CStringGetTextDatum(code);
-	values[1] = row_datum(tc, kind, row);
+	if (kind == ROWKIND_TRUNCATE)
+		nulls[1] = true;		/* no row: the whole table */
+	else
+	{
+		ptf_check_row_complete(tc->out.frame, row);
+		values[1] = row_datum(tc, kind, row);
+	}
 	if (XLogRecPtrIsInvalid(meta->lsn))
 		nulls[2] = nulls[3] = nulls[4] = true;
 	else
@@ -270,7 +280,12 @@ ptf_to_changelog(PG_FUNCTION_ARGS)
 
 	in = ptf_call_add_input(call, "input", &tc.input, query);
 	in->frame.keys = tc.keys;
-	in->on_truncate = TRUNCATE_ERROR;
+	/*
+	 * A truncation deletes every kept image, and is a row of its own when
+	 * mapped; a stream with neither cannot say what it removed.
+	 */
+	in->on_truncate = (tc.normalize || tc.mapping.truncate_code != NULL) ?
+		TRUNCATE_PASS : TRUNCATE_ERROR;
 	call->need_proc_time = tc.normalize && call->ttl_us > 0;
 	/* no processing-time timers; event-time ones are found by time */
 	call->probe_ok = true;

@@ -1003,10 +1003,27 @@ cs_truncate(void *arg, ReorderBufferTXN *txn, int nrelations, Relation *relation
 		if (st->t.on_truncate == TRUNCATE_ERROR)
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-					 errmsg("table %s was truncated, which a changelog cannot represent",
+					 errmsg("table %s was truncated, which a changelog without kept images cannot represent",
 							RelationGetRelationName(relations[i])),
-					 errdetail("The truncation is at %X/%X.", LSN_FORMAT_ARGS(change->lsn)),
-					 errhint("Forget the uid's state with ptf.drop_state() to start a new stream after the truncation.")));
+					 errdetail("The truncation is at %X/%X; the WAL names no row it removed.",
+							   LSN_FORMAT_ARGS(change->lsn)),
+					 errhint("Map \"TRUNCATE\" in op_mapping to read it as a row of its own, then call again; ptf.drop_state() forgets the uid and starts a new stream.")));
+		if (st->t.on_truncate == TRUNCATE_PASS)
+		{
+			ResourceOwner decoding_owner = CurrentResourceOwner;
+
+			cs->meta.lsn = change->lsn;
+			cs->meta.partial = cs->meta.incomplete = false;
+			ExecStoreAllNullTuple(st->old_slot);
+			/* as hand_over: what the operators acquire is the caller's */
+			CurrentResourceOwner = cs->outer_owner;
+			st->t.sink(st->t.sink_arg, ROWKIND_TRUNCATE, st->old_slot, &cs->meta);
+			CurrentResourceOwner = decoding_owner;
+			ExecClearTuple(st->old_slot);
+			cs->rows++;
+			cs->txn_handed_over = true;
+			continue;
+		}
 		ereport(NOTICE,
 				(errmsg("table %s was truncated; the deletions of its rows change nothing here",
 						RelationGetRelationName(relations[i]))));

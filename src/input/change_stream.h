@@ -29,7 +29,8 @@ typedef struct PtfChangeStream PtfChangeStream;
 typedef enum ChangeStreamTruncate
 {
 	TRUNCATE_SKIP,				/* nothing to emit: note it and go on */
-	TRUNCATE_ERROR				/* a changelog cannot represent it */
+	TRUNCATE_ERROR,				/* a changelog cannot represent it */
+	TRUNCATE_PASS				/* handed over as ROWKIND_TRUNCATE */
 } ChangeStreamTruncate;
 
 extern int	ptf_max_changes_per_call;	/* GUC; 0: no limit */

@@ -138,6 +138,51 @@ drop_carry(NormalizeOperator *n)
 		tuple_pool_free(n->pool, &n->carry);
 }
 
+static void
+collect_record(StateRef *ref, void *arg)
+{
+	List	  **recs = (List **) arg;
+
+	*recs = lappend(*recs, ref->rec);
+}
+
+/*
+ * A truncation (the frame read every key first): with images kept, each
+ * is deleted -- what the truncation did to its row -- and the key goes;
+ * then the truncation itself goes on, for whoever maps it.
+ */
+static PtfRowResult
+truncate_all(NormalizeOperator *n, TupleTableSlot *row)
+{
+	KeyedState *ks = n->base.state;
+	List	   *recs = NIL;
+	ListCell   *lc;
+
+	drop_carry(n);
+	if (n->mode != NORMALIZE_PASSTHROUGH && ks != NULL)
+	{
+		keyed_state_foreach(ks, collect_record, &recs);
+		foreach(lc, recs)
+		{
+			StateRecord *rec = (StateRecord *) lfirst(lc);
+			StateRef	ref;
+			NormalizeValue *v;
+
+			keyed_state_record_ref(ks, rec, &ref);
+			v = (NormalizeValue *) ref.value;
+			if (v->image.tuple != NULL)
+			{
+				emit_image(n, ROWKIND_DELETE, v);
+				tuple_pool_free(n->pool, &v->image);
+			}
+			keyed_state_remove(ks, rec);
+		}
+		list_free(recs);
+	}
+	ptf_operator_emit(&n->base, ROWKIND_TRUNCATE, row);
+	return PTF_ROW_DONE;
+}
+
 /*
  * Partial retractions made whole: a -U or -D carries the kept image of its
  * key (a key with none is dropped and counted); additions go on as they
@@ -189,6 +234,8 @@ normalize_on_row(PtfOperator *op, RowKind kind, TupleTableSlot *row,
 	NormalizeValue *v;
 	KeyedLookup res;
 
+	if (kind == ROWKIND_TRUNCATE)
+		return truncate_all(n, row);
 	if (n->mode == NORMALIZE_PASSTHROUGH)
 	{
 		ptf_operator_emit(op, kind, row);
