@@ -75,8 +75,9 @@ int			ptf_pipeline_max_backoff_ms = 60000;
 int			ptf_pipeline_step_timeout_ms = 60000;
 int			ptf_debug_fault_point = PTF_FAULT_NONE;
 
-/* the soonest a round follows one that stepped: see the main loop */
+/* how a round that stepped is followed by the next: see the main loop */
 #define PIPELINE_ROUND_SPACING_MS 10
+#define PIPELINE_REST_FACTOR 3
 
 typedef struct Pipeline
 {
@@ -1010,22 +1011,27 @@ ptf_pipeline_worker_main(Datum arg)
 			continue;
 
 		/*
-		 * Commits wake the worker as often as they come: under a steady
-		 * stream, a round that stepped is followed by the next one
-		 * PIPELINE_ROUND_SPACING_MS after its start at the soonest, so that
-		 * a step's fixed cost (its transactions, the slot moved and saved)
-		 * is paid per that much of changes, not per commit, and the worker
-		 * leaves the writers their CPU.  A commit after idle is read at
-		 * once; a step that stopped at ptf.pipeline_batch_size goes on at
-		 * once (above).
+		 * Commits wake the worker as often as they come.  Under a steady
+		 * stream of them a round that stepped would be followed by the next
+		 * at once, paying a step's fixed cost (its transactions, the slot
+		 * moved and saved) per commit and taking the writers' CPU: the
+		 * worker rests first, PIPELINE_REST_FACTOR times as long as the
+		 * round took, so that it steps a quarter of the time at most, and
+		 * at least until PIPELINE_ROUND_SPACING_MS after the round began.
+		 * Never longer than ptf.pipeline_idle_time, the nap it took after
+		 * every round before commits woke it: it keeps up with whatever it
+		 * kept up with then.  A commit after idle is read at once; a step
+		 * that stopped at ptf.pipeline_batch_size goes on at once (above).
 		 */
-		if (stepped)
+		if (stepped && ptf_pipeline_wake_at_commit)
 		{
-			long		spacing = PIPELINE_ROUND_SPACING_MS -
-				(long) ((GetCurrentTimestamp() - now) / 1000);
+			long		took = (long) ((GetCurrentTimestamp() - now) / 1000);
+			long		rest = Min(Max(PIPELINE_REST_FACTOR * took,
+									   PIPELINE_ROUND_SPACING_MS - took),
+								   ptf_pipeline_idle_ms);
 
-			if (spacing > 0)
-				(void) WaitLatch(NULL, WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, spacing,
+			if (rest > 0)
+				(void) WaitLatch(NULL, WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, rest,
 								 PG_WAIT_EXTENSION);
 		}
 
