@@ -52,7 +52,8 @@ OBJS = \
 	src/state/tuple_pool.o \
 	src/worker/launcher.o \
 	src/worker/pipeline.o \
-	src/worker/shmem.o
+	src/worker/shmem.o \
+	src/worker/wake.o
 
 PG_CPPFLAGS = -I$(srcdir)/src
 PG_CFLAGS   = -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Werror

@@ -1,18 +1,28 @@
 #!/usr/bin/env bash
 # bench/pipeline.sh: a keep-first pipeline behind pgbench inserting events
 # at steady rates, on a throwaway server: the rate the pipeline sustains
-# and the end-to-end lag (the event's insert to its row in the sink).
+# and the end-to-end lag (the event's insert to its row in the sink), with
+# the worker woken at commit (ptf.pipeline_wake_at_commit on) and without
+# (off: it looks every ptf.pipeline_idle_time), in the same run.
 #
 #   bash bench/pipeline.sh          (as root: installs what is missing, builds)
 #
 # Events come in transactions of ROWS_PER_TXN rows (default 10); 20% of
-# them repeat a key seen before.  For each rate in RATES (changes/s,
-# default "5000 20000") pgbench runs RUN_SECONDS seconds (default 20) with -R;
-# then it runs unthrottled for as long, and the pipeline's throughput is
-# what it processed divided by the time until it caught up.  Lag is
+# them repeat a key seen before.  For each setting in WAKE_MODES (default
+# "off on") and each rate in RATES (changes/s, default "5000 20000")
+# pgbench runs RUN_SECONDS seconds (default 20) with -R; then it runs
+# unthrottled for as long, and the pipeline's throughput is what it
+# processed divided by the time until it caught up.  Lag is
 # sink.seen_at - events.created_at (both clock_timestamp()), p50 and p99
-# over the rows of the run.  Last, from idle, a batch of 200 rows: the
-# time until the last of them is in the sink.
+# over the rows of the run.  Then, from idle, IDLE_BATCHES (default 5)
+# batches of 200 rows, 2 s apart: the time from the first row's insert to
+# the last one's arrival in the sink, median and worst.
+#
+# Last, what the wake-up costs writers that no pipeline reads: pgbench
+# (CLIENTS clients, one-row inserts into a table without a pipeline) for
+# COST_SECONDS (default 5) with the setting off, then on, COST_ROUNDS
+# (default 3) times, in a database without pipelines and in the
+# pipeline's own database; COST_ROUNDS=0 skips it.
 set -euo pipefail
 
 PTF_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -20,6 +30,10 @@ PTF_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 . "$PTF_ROOT/scripts/lib.sh"
 
 RATES=${RATES:-"5000 20000"}
+WAKE_MODES=${WAKE_MODES:-"off on"}
+IDLE_BATCHES=${IDLE_BATCHES:-5}
+COST_SECONDS=${COST_SECONDS:-5}
+COST_ROUNDS=${COST_ROUNDS:-3}
 SECONDS_PER_RUN=${RUN_SECONDS:-20}
 ROWS_PER_TXN=${ROWS_PER_TXN:-10}
 CLIENTS=${CLIENTS:-2}
@@ -75,35 +89,49 @@ pgbench_run() { # rate (0: unthrottled)
         { cat "$dir/pgbench.out" >&2; ptf_die "pgbench failed"; }
 }
 
+set_wake() { # on|off
+    ptf_psql -X -q -c "ALTER SYSTEM SET ptf.pipeline_wake_at_commit = $1" -c "SELECT pg_reload_conf()" >/dev/null
+    sleep 1
+}
+
 rows=()
-for rate in $RATES; do
-    ptf_log "bench: $rate changes/s for ${SECONDS_PER_RUN}s"
+idle_rows=()
+for mode in $WAKE_MODES; do
+    set_wake "$mode"
+    for rate in $RATES; do
+        ptf_log "bench: wake at commit $mode, $rate changes/s for ${SECONDS_PER_RUN}s"
+        since=$(ptf_psql -X -At -c "SELECT coalesce(max(id), 0) FROM events")
+        pgbench_run "$rate"
+        drain=$(wait_caught_up)
+        read -r p50 p99 n <<<"$(lag_stats "$since")"
+        written=$(ptf_psql -X -At -c "SELECT count(*) FROM events WHERE id > $since")
+        rows+=("| $mode | $rate changes/s offered | $(awk -v w="$written" -v s="$SECONDS_PER_RUN" 'BEGIN { printf "%.0f", w / s }') | $p50 | $p99 | $drain |")
+    done
+
+    ptf_log "bench: wake at commit $mode, unthrottled for ${SECONDS_PER_RUN}s"
     since=$(ptf_psql -X -At -c "SELECT coalesce(max(id), 0) FROM events")
-    pgbench_run "$rate"
+    start=$(date +%s.%N)
+    pgbench_run 0
     drain=$(wait_caught_up)
-    read -r p50 p99 n <<<"$(lag_stats "$since")"
+    end=$(date +%s.%N)
     written=$(ptf_psql -X -At -c "SELECT count(*) FROM events WHERE id > $since")
-    rows+=("| $rate changes/s offered | $(awk -v w="$written" -v s="$SECONDS_PER_RUN" 'BEGIN { printf "%.0f", w / s }') | $p50 | $p99 | $drain |")
+    read -r p50 p99 n <<<"$(lag_stats "$since")"
+    sustained=$(awk -v w="$written" -v s="$start" -v e="$end" 'BEGIN { printf "%.0f", w / (e - s) }')
+    rows+=("| $mode | unthrottled: $(awk -v w="$written" -v s="$SECONDS_PER_RUN" 'BEGIN { printf "%.0f", w / s }') changes/s written | **$sustained** (all $written changes, until caught up) | $p50 | $p99 | $drain |")
+
+    ptf_log "bench: wake at commit $mode, $IDLE_BATCHES 200-row batches from idle"
+    : >"$dir/idle.txt"
+    for _ in $(seq "$IDLE_BATCHES"); do
+        sleep 2
+        since=$(ptf_psql -X -At -c "SELECT coalesce(max(id), 0) FROM events")
+        ptf_psql -X -q -c "INSERT INTO events (user_id, payload) SELECT nextval('new_users'), 'batch' FROM generate_series(1, 200)"
+        until [ "$(ptf_psql -X -At -c "SELECT count(*) FROM first_events WHERE id > $since")" -ge 200 ]; do sleep 0.01; done
+        # measured in the server: the first row's insert to the last row's arrival
+        ptf_psql -X -At -c "SELECT round(1000 * extract(epoch FROM max(seen_at) - min(created_at)))
+                              FROM first_events WHERE id > $since" >>"$dir/idle.txt"
+    done
+    idle_rows+=("| $mode | $(sort -n "$dir/idle.txt" | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }') | $(sort -n "$dir/idle.txt" | tail -1) |")
 done
-
-ptf_log "bench: unthrottled for ${SECONDS_PER_RUN}s"
-since=$(ptf_psql -X -At -c "SELECT coalesce(max(id), 0) FROM events")
-start=$(date +%s.%N)
-pgbench_run 0
-drain=$(wait_caught_up)
-end=$(date +%s.%N)
-written=$(ptf_psql -X -At -c "SELECT count(*) FROM events WHERE id > $since")
-read -r p50 p99 n <<<"$(lag_stats "$since")"
-sustained=$(awk -v w="$written" -v s="$start" -v e="$end" 'BEGIN { printf "%.0f", w / (e - s) }')
-rows+=("| unthrottled: $(awk -v w="$written" -v s="$SECONDS_PER_RUN" 'BEGIN { printf "%.0f", w / s }') changes/s written | **$sustained** (all $written changes, until caught up) | $p50 | $p99 | $drain |")
-
-ptf_log "bench: a 200-row batch from idle"
-sleep 2
-since=$(ptf_psql -X -At -c "SELECT coalesce(max(id), 0) FROM events")
-start=$(date +%s.%N)
-ptf_psql -X -q -c "INSERT INTO events (user_id, payload) SELECT nextval('new_users'), 'batch' FROM generate_series(1, 200)"
-until [ "$(ptf_psql -X -At -c "SELECT count(*) FROM first_events WHERE id > $since")" -ge 200 ]; do sleep 0.01; done
-idle_ms=$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.0f", 1000 * (e - s) }')
 
 # With several writers, arrival (commit) order is not id order: the check
 # is that every key is in the sink once, with one of its events.
@@ -124,11 +152,49 @@ if [ "$CLIENTS" -eq 1 ]; then
     if grep -q differs "$dir/check.txt"; then ptf_die "the sink is wrong"; fi
 fi
 
+cost_rows=()
+if [ "$COST_ROUNDS" -gt 0 ]; then
+    ptf_psql -X -q -v ON_ERROR_STOP=1 -c "CREATE DATABASE nopipes" -c "CREATE TABLE plain (id bigint, payload text)"
+    ptf_psql -X -q -v ON_ERROR_STOP=1 -d nopipes -c "CREATE TABLE plain (id bigint, payload text)"
+    echo "INSERT INTO plain VALUES (1, 'plain payload');" >"$dir/plain.sql"
+    chown postgres "$dir/plain.sql"
+    for db in nopipes postgres; do
+        : >"$dir/cost.txt"
+        for round in $(seq "$COST_ROUNDS"); do
+            for mode in off on; do
+                ptf_log "bench: cost, database $db, wake at commit $mode, round $round"
+                set_wake "$mode"
+                ptf_as_postgres "$PTF_BINDIR/pgbench" -n -c "$CLIENTS" -j "$CLIENTS" -T "$COST_SECONDS" \
+                    -f "$dir/plain.sql" -h "$PGHOST" -p "$PGPORT" "$db" >"$dir/pgbench.out" 2>&1 ||
+                    { cat "$dir/pgbench.out" >&2; ptf_die "pgbench failed"; }
+                echo "$mode $(awk '/^tps = / { print $3 }' "$dir/pgbench.out")" >>"$dir/cost.txt"
+            done
+        done
+        label=$([ "$db" = nopipes ] && echo "without pipelines" || echo "with the pipeline (another table)")
+        cost_rows+=("$(awk -v l="$label" '{ s[$1] += $2; n[$1]++ }
+            END { off = s["off"] / n["off"]; on = s["on"] / n["on"];
+                  printf "| %s | %.0f | %.0f | %.3f |", l, off, on, on / off }' "$dir/cost.txt")")
+    done
+    set_wake on
+fi
+
 echo
 echo "### keep-first pipeline behind pgbench ($CLIENTS clients, $ROWS_PER_TXN rows per transaction, 20% repeated keys)"
 echo
-echo "| load | changes/s processed | lag p50 ms | lag p99 ms | catch-up after the run, s |"
-echo "|---|---:|---:|---:|---:|"
+echo "| wake at commit | load | changes/s processed | lag p50 ms | lag p99 ms | catch-up after the run, s |"
+echo "|---|---|---:|---:|---:|---:|"
 printf '%s\n' "${rows[@]}"
 echo
-echo "A 200-row batch after 2 s idle: in the sink after $idle_ms ms. The sink has each key once, with one of its events$([ "$CLIENTS" -eq 1 ] && echo ', and equals DISTINCT ON over all events')."
+echo "| wake at commit | 200-row batch after 2 s idle, in the sink after: median ms | worst ms (of $IDLE_BATCHES) |"
+echo "|---|---:|---:|"
+printf '%s\n' "${idle_rows[@]}"
+echo
+echo "The sink has each key once, with one of its events$([ "$CLIENTS" -eq 1 ] && echo ', and equals DISTINCT ON over all events')."
+if [ "$COST_ROUNDS" -gt 0 ]; then
+    echo
+    echo "### what the wake-up costs writers no pipeline reads ($CLIENTS clients, one-row inserts, ${COST_SECONDS}s runs, $COST_ROUNDS rounds)"
+    echo
+    echo "| database | TPS, wake at commit off | TPS, on | on / off |"
+    echo "|---|---:|---:|---:|"
+    printf '%s\n' "${cost_rows[@]}"
+fi

@@ -35,7 +35,8 @@
  * takes neither the worker nor other pipelines down.  When nothing new
  * was committed since a pipeline last read everything, its step is not
  * run at all; when no pipeline had work, the worker naps until woken by a
- * change of the pipelines or ptf.pipeline_idle_time passes.
+ * commit that wrote a table its pipelines read (wake.c), a change of the
+ * pipelines, or ptf.pipeline_idle_time passes.
  *
  *-------------------------------------------------------------------------
  */
@@ -62,6 +63,7 @@
 #include "storage/lock.h"
 #include "tcop/tcopprot.h"
 #include "utils/acl.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
@@ -78,6 +80,7 @@
 #include "catalog.h"
 #include "input/change_stream.h"
 #include "worker/shmem.h"
+#include "worker/wake.h"
 #include "worker/worker.h"
 
 PGDLLEXPORT void ptf_pipeline_worker_main(Datum arg);
@@ -88,6 +91,10 @@ int			ptf_pipeline_max_backoff_ms = 60000;
 int			ptf_pipeline_step_timeout_ms = 60000;
 int			ptf_max_workers_per_database = 2;
 int			ptf_debug_fault_point = PTF_FAULT_NONE;
+
+/* how a round that stepped is followed by the next: see the main loop */
+#define PIPELINE_ROUND_SPACING_MS 10
+#define PIPELINE_REST_FACTOR 3
 
 typedef struct Pipeline
 {
@@ -102,6 +109,8 @@ typedef struct Pipeline
 	bool		paused;
 	char	   *slot_name;		/* its stream's, NULL before its first step */
 	char	   *search_path;	/* as it was when the pipeline was made */
+	Oid		   *sources;		/* the tables its uid reads, whose commits */
+	int			nsources;		/* wake the worker; -1: not known yet */
 } Pipeline;
 
 static DatabaseWorker *me = NULL;
@@ -190,13 +199,17 @@ load_pipelines(void)
 		sql_1_0 = get_attnum(get_relname_relid("pipeline_registry",
 											   get_namespace_oid("ptf", false)),
 							 "sink_name") == InvalidAttrNumber;
-		/* the registry's columns by Anum_, then the uid's slot */
+		/* the registry's columns by Anum_, then the uid's slot and tables */
 		if (SPI_execute(psprintf("SELECT %s, "
 								 "(SELECT r.slot_name FROM ptf.uid_registry r "
-								 " WHERE r.uid OPERATOR(pg_catalog.=) p.uid) "
+								 " WHERE r.uid OPERATOR(pg_catalog.=) p.uid), "
+								 "%s "
 								 "FROM ptf.pipeline_registry p ORDER BY p.id",
 								 sql_1_0 ? PIPELINE_REGISTRY_COLUMNS_1_0 ", NULL::pg_catalog.text" :
-								 PIPELINE_REGISTRY_COLUMNS),
+								 PIPELINE_REGISTRY_COLUMNS,
+								 sql_1_0 ? "NULL::pg_catalog.oid[]" :
+								 "(SELECT r.input_tables FROM ptf.uid_registry r "
+								 " WHERE r.uid OPERATOR(pg_catalog.=) p.uid)"),
 						true, 0) != SPI_OK_SELECT)
 			elog(ERROR, "could not read ptf.pipeline_registry");
 		for (i = 0; i < SPI_processed; i++)
@@ -222,6 +235,34 @@ load_pipelines(void)
 			p->search_path = SPI_getvalue(tup, desc, Anum_pipeline_registry_search_path);
 			p->sink_name = SPI_getvalue(tup, desc, Anum_pipeline_registry_sink_name);
 			p->slot_name = SPI_getvalue(tup, desc, Natts_pipeline_registry + 1);
+			p->nsources = -1;
+			{
+				Datum		tables = SPI_getbinval(tup, desc, Natts_pipeline_registry + 2,
+												   &isnull);
+
+				if (!isnull)
+				{
+					Datum	   *elems;
+					bool	   *nulls;
+					int			n;
+					int			j;
+
+					deconstruct_array(DatumGetArrayTypeP(tables), OIDOID, sizeof(Oid), true,
+									  TYPALIGN_INT, &elems, &nulls, &n);
+					p->sources = palloc(Max(n, 1) * sizeof(Oid));
+					p->nsources = n;
+					for (j = 0; j < n; j++)
+					{
+						if (nulls[j])
+							p->nsources = -1;
+						else
+							p->sources[j] = DatumGetObjectId(elems[j]);
+					}
+					/* a stream reads tables: none known is not none read */
+					if (p->nsources == 0)
+						p->nsources = -1;
+				}
+			}
 			pipelines = lappend(pipelines, p);
 			MemoryContextSwitchTo(old);
 		}
@@ -515,6 +556,50 @@ step_due(Pipeline *p, TimestampTz now, TimestampTz *wake_at)
 	}
 	ptf_shmem_unlock();
 	return due;
+}
+
+/*
+ * The tables whose commits wake the worker: those of its pipelines that
+ * may step -- not paused ones, nor failing ones before their retry, which
+ * would be woken for nothing.  A pipeline whose tables are not known (a
+ * uid of 1.0 before its first step under 1.1) is woken by any commit.
+ */
+static void
+watch_sources(List *pipelines, TimestampTz now)
+{
+	Oid		   *relids = palloc(sizeof(Oid));
+	int			n = 0;
+	int			cap = 1;
+	ListCell   *lc;
+
+	foreach(lc, pipelines)
+	{
+		Pipeline   *p = lfirst(lc);
+		PipelineStatus *st;
+		bool		backing_off;
+
+		if (p->paused)
+			continue;
+		ptf_shmem_lock(false);
+		st = ptf_pipeline_status(MyDatabaseId, p->id, false);
+		backing_off = (st != NULL && st->state == PIPELINE_FAILING && st->retry_at > now);
+		ptf_shmem_unlock();
+		if (backing_off)
+			continue;
+		if (p->nsources < 0)
+		{
+			ptf_wake_watch(NULL, -1);
+			return;
+		}
+		while (n + p->nsources > cap)
+		{
+			cap *= 2;
+			relids = repalloc(relids, cap * sizeof(Oid));
+		}
+		memcpy(relids + n, p->sources, p->nsources * sizeof(Oid));
+		n += p->nsources;
+	}
+	ptf_wake_watch(relids, n);
 }
 
 /* Move the slot up to what committed, outside any transaction. */
@@ -992,6 +1077,7 @@ ptf_pipeline_worker_main(Datum arg)
 		ListCell   *lc;
 		uint64		generation;
 		bool		more = false;
+		bool		stepped = false;
 		TimestampTz now;
 		TimestampTz wake_at = 0;
 		long		nap;
@@ -1047,6 +1133,9 @@ ptf_pipeline_worker_main(Datum arg)
 		}
 
 		now = GetCurrentTimestamp();
+		/* a commit that wrote a table of this worker's pipelines wakes it */
+		watch_sources(mine, now);
+		ptf_wake_flush_commits();
 		foreach(lc, mine)
 		{
 			Pipeline   *p = lfirst(lc);
@@ -1054,12 +1143,41 @@ ptf_pipeline_worker_main(Datum arg)
 			if (p->paused)
 				record_paused(p);
 			else if (step_due(p, now, &wake_at))
+			{
 				more |= run_step(p);
+				stepped = true;
+			}
 			CHECK_FOR_INTERRUPTS();
 		}
 		if (more)
 			continue;
 
+		/*
+		 * Commits wake the worker as often as they come.  Under a steady
+		 * stream of them a round that stepped would be followed by the next
+		 * at once, paying a step's fixed cost (its transactions, the slot
+		 * moved and saved) per commit and taking the writers' CPU: the
+		 * worker rests first, PIPELINE_REST_FACTOR times as long as the
+		 * round took, so that it steps a quarter of the time at most, and
+		 * at least until PIPELINE_ROUND_SPACING_MS after the round began.
+		 * Never longer than ptf.pipeline_idle_time, the nap it took after
+		 * every round before commits woke it: it keeps up with whatever it
+		 * kept up with then.  A commit after idle is read at once; a step
+		 * that stopped at ptf.pipeline_batch_size goes on at once (above).
+		 */
+		if (stepped && ptf_pipeline_wake_at_commit)
+		{
+			long		took = (long) ((GetCurrentTimestamp() - now) / 1000);
+			long		rest = Min(Max(PIPELINE_REST_FACTOR * took,
+									   PIPELINE_ROUND_SPACING_MS - took),
+								   ptf_pipeline_idle_ms);
+
+			if (rest > 0)
+				(void) WaitLatch(NULL, WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, rest,
+								 PG_WAIT_EXTENSION);
+		}
+
+		/* woken by a commit (wake.c), by a change of the pipelines, or at the end of the nap */
 		nap = ptf_pipeline_idle_ms;
 		if (wake_at != 0)
 			nap = Min(nap, Max((long) ((wake_at - GetCurrentTimestamp()) / 1000), 1));
@@ -1122,6 +1240,7 @@ ptf_worker_init(void)
 							 PTF_FAULT_NONE, fault_points,
 							 PGC_SIGHUP, GUC_NOT_IN_SAMPLE | GUC_NO_SHOW_ALL,
 							 NULL, NULL, NULL);
+	ptf_wake_init(process_shared_preload_libraries_in_progress && !IsBinaryUpgrade);
 
 	/* settings of the shared memory the workers use exist only when preloaded */
 	if (process_shared_preload_libraries_in_progress && !IsBinaryUpgrade)
