@@ -559,6 +559,7 @@ ptf_call_run(PtfCall *call)
 		for (i = 0; i < call->ninputs; i++)
 			frame_restore_input(call->inputs[i].handle, progress.max_event_time[i],
 								progress.watermark[i], progress.last_row_proc_time[i]);
+	op->rows_before = progress.rows_in;
 	frame_start(call->frame, op);
 	if (load != NULL)
 		ptf_state_load_start(load, call->frame, progress.combined_watermark);

@@ -152,9 +152,9 @@ ptf_state_load_begin(DurableState *ds, PtfOperator *op, bool kept, bool complete
  * pass evicts the keys not used since the pass before whenever memory
  * holds an eighth more (a pass walks every key: not for every buffer).
  * A working set larger than the limit raises the mark rather than evict
- * what the next rows need.  Not while a change stream is decoded: writing
- * back then would run under the decoder's historic snapshot (a pipeline
- * step is bounded by its batch size, and evicts when it ends).
+ * what the next rows need.  Not while a change stream is decoded: decoding
+ * rolls back what is written under it (a pipeline step is bounded by its
+ * batch size, and evicts when it ends).
  */
 static void
 maybe_evict(PtfStateLoad *sl)
@@ -163,7 +163,7 @@ maybe_evict(PtfStateLoad *sl)
 	uint64		keys = keyed_state_count(ks);
 	uint64		n;
 
-	if (sl->op->methods->evict == NULL || HistoricSnapshotActive())
+	if (sl->op->methods->evict == NULL)
 		return;
 	if (sl->evict_above == 0)
 	{
@@ -196,17 +196,15 @@ maybe_switch(PtfStateLoad *sl)
 	frame_stop_loading(sl->frame);
 }
 
-/* PtfFrameLoader: the keys of a buffer of rows, and the timers they make due. */
+/* The keys of a buffer of rows, and the timers they make due. */
 static void
-load_buffer(void *arg, TupleTableSlot **rows, const int *inputs, int n, PtfTime upto)
+load_keys(PtfStateLoad *sl, TupleTableSlot **rows, const int *inputs, int n, PtfTime upto,
+		  bool decoding)
 {
-	PtfStateLoad *sl = (PtfStateLoad *) arg;
 	int			nk = sl->nkeys;
 	int			i;
 	int			j;
 
-	if (sl->complete)
-		return;
 	if (n < 0)
 	{
 		/* every key, for a truncation: the rest by a scan */
@@ -233,9 +231,46 @@ load_buffer(void *arg, TupleTableSlot **rows, const int *inputs, int n, PtfTime 
 		/* what these rows need stays through an eviction */
 		(void) keyed_state_mark_used(sl->op->state, sl->values + i * nk, sl->nulls + i * nk);
 	}
-	maybe_evict(sl);
+	if (!decoding)
+		maybe_evict(sl);
 	durable_probe_keys(sl->ds, sl->op->state, &sl->op->codec, sl->values, sl->nulls, n);
 	maybe_switch(sl);
+}
+
+/*
+ * PtfFrameLoader.  Rows of a change stream come while it is decoded, when
+ * the catalog is the historic one of their time: the state table's indexes
+ * may be younger than the change (made by this very call), so the catalog
+ * of now is put back while the state table is read, and the historic one
+ * restored after.  Nothing the decoder caches is read meanwhile: the state
+ * table and its indexes are the extension's.  Eviction, which writes, waits
+ * for the end of decoding (which rolls back what is written under it).
+ */
+static void
+load_buffer(void *arg, TupleTableSlot **rows, const int *inputs, int n, PtfTime upto)
+{
+	PtfStateLoad *sl = (PtfStateLoad *) arg;
+	volatile Snapshot historic = NULL;
+	struct HTAB *volatile tuplecids = NULL;
+
+	if (sl->complete)
+		return;
+	if (HistoricSnapshotActive())
+	{
+		historic = GetTransactionSnapshot();
+		tuplecids = HistoricSnapshotGetTupleCids();
+		TeardownHistoricSnapshot(false);
+	}
+	PG_TRY();
+	{
+		load_keys(sl, rows, inputs, n, upto, historic != NULL);
+	}
+	PG_FINALLY();
+	{
+		if (historic != NULL)
+			SetupHistoricSnapshot(historic, tuplecids);
+	}
+	PG_END_TRY();
 }
 
 void
@@ -244,8 +279,12 @@ ptf_state_load_start(PtfStateLoad *sl, PtfFrame *frame, PtfTime watermark)
 	if (sl->complete)
 		return;
 	sl->frame = frame;
-	/* every timer up to the stored watermark has fired: none of them is stored */
-	sl->timers_upto = watermark;
+	/*
+	 * Timers fire when the watermark moves past them: one at the stored
+	 * watermark itself may be pending (a row at the watermark is not late),
+	 * those below it have fired.
+	 */
+	sl->timers_upto = (watermark == PTF_TIME_MIN) ? PTF_TIME_MIN : watermark - 1;
 	keyed_state_track_use(sl->op->state);
 	sl->values = palloc(sizeof(Datum) * FRAME_LOAD_BATCH * Max(sl->nkeys, 1));
 	sl->nulls = palloc(sizeof(bool) * FRAME_LOAD_BATCH * Max(sl->nkeys, 1));
@@ -264,6 +303,12 @@ ptf_state_load_bound(PtfStateLoad *sl)
 
 	if (sl->op->methods->memory(sl->op) <= ptf_state_memory_limit())
 		return true;
+	/* a state that did not track use yet starts now, and evicts next time */
+	if (!keyed_state_tracks_use(sl->op->state))
+	{
+		keyed_state_track_use(sl->op->state);
+		return true;
+	}
 	n = ptf_operator_evict(sl->op);
 	sl->evicted += n;
 	if (n > 0)

@@ -350,6 +350,18 @@ dedup_restore(void *arg, const StateRef *ref, int space, int64 ns, void *ns_valu
 		d->next_seq = seq + 1;
 }
 
+/*
+ * Arrival numbers order candidates of one event time: go on after every
+ * row the uid read, whether or not the keys that say so are in memory.
+ */
+static void
+dedup_on_start(PtfOperator *op, PtfTime watermark)
+{
+	DedupOperator *d = (DedupOperator *) op;
+
+	d->next_seq = Max(d->next_seq, (int64) op->rows_before);
+}
+
 static void
 dedup_prefetch(PtfOperator *op, TupleTableSlot *row, const PtfRowContext *ctx, int stage,
 			   uint64 *scratch)
@@ -375,6 +387,7 @@ static const PtfOperatorMethods dedup_methods = {
 	.evict = dedup_evict,
 	.on_watermark = dedup_on_watermark,
 	.on_timer = dedup_on_timer,
+	.on_start = dedup_on_start,
 	.memory = ptf_operator_memory,
 	.keys = ptf_operator_keys,
 	.destroy = ptf_operator_destroy,
@@ -388,6 +401,7 @@ static const PtfOperatorMethods dedup_prefetching_methods = {
 	.prefetch = dedup_prefetch,
 	.on_watermark = dedup_on_watermark,
 	.on_timer = dedup_on_timer,
+	.on_start = dedup_on_start,
 	.memory = ptf_operator_memory,
 	.keys = ptf_operator_keys,
 	.destroy = ptf_operator_destroy,

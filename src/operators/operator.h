@@ -109,6 +109,11 @@ struct PtfOperator
 	/* for durable state (functions/call.c loads and stores it) */
 	KeyedState *state;
 	StateCodec	codec;
+	/*
+	 * rows the uid read before this call: arrival numbers go on from there
+	 * when the state's keys are not all in memory to say so
+	 */
+	uint64		rows_before;
 };
 
 static inline void

@@ -77,6 +77,7 @@
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
+#include "utils/hsearch.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/pg_lsn.h"
@@ -123,6 +124,11 @@ struct DurableState
 	Oid			timer_index;
 	Oid			expiry_index;
 	bool		has_indexes;	/* writes must keep indexes */
+
+	/* the dead TIDs of memory as a set, added to as they come, in cxt */
+	MemoryContext cxt;			/* the call's, where this lives */
+	HTAB	   *dead_set;
+	int			dead_in_set;
 
 	/*
 	 * What partial loads read the table under: taken before the input runs,
@@ -1004,6 +1010,7 @@ durable_open(const DurableIdentity *id, DurableProgress *progress)
 	int			i;
 
 	Assert(id->ninputs >= 1 && id->ninputs <= DURABLE_MAX_INPUTS);
+	ds->cxt = CurrentMemoryContext;
 	ds->uid = pstrdup(id->uid);
 	ds->had_xid = TransactionIdIsValid(GetTopTransactionIdIfAny());
 	ds->row_types = row_types;
@@ -1272,8 +1279,7 @@ typedef struct RowLoader
 	bool		keep_expiry;
 	Datum	   *fvalues;
 	bool	   *fnulls;
-	ItemPointerData *dead;
-	int			ndead;
+	HTAB	   *dead;			/* NULL: none */
 	MemoryContext rowcxt;
 } RowLoader;
 
@@ -1281,6 +1287,46 @@ static int
 tid_cmp(const void *a, const void *b)
 {
 	return ItemPointerCompare((ItemPointer) a, (ItemPointer) b);
+}
+
+/*
+ * The dead TIDs as a set, brought up to date: memory's list only grows
+ * until it is written back (forget_dead_set), so only its new end is added.
+ */
+static HTAB *
+dead_set(DurableState *ds, KeyedState *ks)
+{
+	int			n;
+	ItemPointer dead = keyed_state_dead_tids(ks, &n);
+	int			i;
+
+	if (n == 0)
+		return NULL;
+	if (ds->dead_set == NULL)
+	{
+		HASHCTL		ctl;
+
+		ctl.keysize = sizeof(ItemPointerData);
+		ctl.entrysize = sizeof(ItemPointerData);
+		ctl.hcxt = ds->cxt;
+		ds->dead_set = hash_create("ptf dead tids", Max(n, 256), &ctl,
+								   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+		ds->dead_in_set = 0;
+	}
+	Assert(n >= ds->dead_in_set);
+	for (i = ds->dead_in_set; i < n; i++)
+		(void) hash_search(ds->dead_set, &dead[i], HASH_ENTER, NULL);
+	ds->dead_in_set = n;
+	return ds->dead_set;
+}
+
+static void
+forget_dead_set(DurableState *ds)
+{
+	if (ds->dead_set != NULL)
+		hash_destroy(ds->dead_set);
+	ds->dead_set = NULL;
+	ds->dead_in_set = 0;
 }
 
 static void
@@ -1300,14 +1346,7 @@ loader_begin(RowLoader *l, DurableState *ds, KeyedState *ks, const StateCodec *c
 									  ALLOCSET_DEFAULT_SIZES);
 	if (partial)
 	{
-		ItemPointer dead = keyed_state_dead_tids(ks, &l->ndead);
-
-		if (l->ndead > 0)
-		{
-			l->dead = palloc(sizeof(ItemPointerData) * l->ndead);
-			memcpy(l->dead, dead, sizeof(ItemPointerData) * l->ndead);
-			qsort(l->dead, l->ndead, sizeof(ItemPointerData), tid_cmp);
-		}
+		l->dead = dead_set(ds, ks);
 		keyed_state_begin_load(ks);
 	}
 }
@@ -1327,8 +1366,8 @@ loader_row(RowLoader *l, TupleTableSlot *slot)
 	{
 		bool		held;
 
-		if (l->ndead > 0 &&
-			bsearch(&slot->tts_tid, l->dead, l->ndead, sizeof(ItemPointerData), tid_cmp))
+		if (l->dead != NULL &&
+			hash_search(l->dead, &slot->tts_tid, HASH_FIND, NULL) != NULL)
 			goto done;			/* removed since it was read */
 		rec = keyed_state_load_key(ks, slot->tts_values, slot->tts_isnull, &held);
 		if (held)
@@ -1399,6 +1438,8 @@ durable_load(DurableState *ds, KeyedState *ks, const StateCodec *codec)
 	ds->memory_keys = 0;
 	scan_into(ds, ks, codec, false);
 	keyed_state_clear_changes(ks);
+	/* what the table holds, counted: a stored count that drifted heals */
+	ds->stored_keys = ds->loaded_keys;
 }
 
 void
@@ -1549,10 +1590,14 @@ durable_table_bytes(DurableState *ds)
 	return bytes;
 }
 
-/* The btree equality procedure and collation of the index's column i. */
+/*
+ * The btree equality procedure and collation of the index's column i: of
+ * its operator class's input type (a domain's base type, anyenum, anyarray).
+ */
 static void
-index_column_eq(Relation index, int i, Oid typid, RegProcedure *proc, Oid *collation)
+index_column_eq(Relation index, int i, RegProcedure *proc, Oid *collation)
 {
+	Oid			typid = index->rd_opcintype[i];
 	Oid			opno = get_opfamily_member(index->rd_opfamily[i], typid, typid,
 										   BTEqualStrategyNumber);
 
@@ -1587,6 +1632,7 @@ durable_probe_keys(DurableState *ds, KeyedState *ks, const StateCodec *codec,
 	int			narray = 0;
 	RowLoader	l;
 	int			nk = ds->nkeys;
+	bool		by_array;
 	int			i;
 	int			j;
 
@@ -1601,8 +1647,10 @@ durable_probe_keys(DurableState *ds, KeyedState *ks, const StateCodec *codec,
 	scan = index_beginscan(rel, index, snapshot, nk, 0);
 	skeys = palloc(sizeof(ScanKeyData) * nk);
 	for (j = 0; j < nk; j++)
-		index_column_eq(index, j, TupleDescAttr(RelationGetDescr(rel), j)->atttypid,
-						&procs[j], &collations[j]);
+		index_column_eq(index, j, &procs[j], &collations[j]);
+	/* an array of arrays is not an array: such keys are looked up one by one */
+	by_array = (nk == 1 &&
+				!type_is_array(getBaseType(TupleDescAttr(RelationGetDescr(rel), 0)->atttypid)));
 	loader_begin(&l, ds, ks, codec, true);
 
 	/*
@@ -1615,10 +1663,10 @@ durable_probe_keys(DurableState *ds, KeyedState *ks, const StateCodec *codec,
 		Datum	   *kv = values + i * nk;
 		bool	   *kn = nulls + i * nk;
 
-		ds->probes++;
 		if (keyed_state_holds(ks, kv, kn))
 			continue;
-		if (nk == 1 && !kn[0])
+		ds->probes++;			/* a key asked of the table */
+		if (by_array && !kn[0])
 		{
 			array[narray++] = kv[0];
 			continue;
@@ -1828,9 +1876,13 @@ durable_probe_timers(DurableState *ds, KeyedState *ks, const StateCodec *codec,
 	UnregisterSnapshot(snapshot);
 	index_close(index, AccessShareLock);
 	table_close(rel, NoLock);
-	durable_probe_keys(ds, ks, codec, values, nulls, n);
-	/* asking for these was not the call's rows' doing */
-	ds->probes -= n;
+	{
+		/* asking for these was not the call's rows' doing */
+		uint64		probes = ds->probes;
+
+		durable_probe_keys(ds, ks, codec, values, nulls, n);
+		ds->probes = probes;
+	}
 	MemoryContextSwitchTo(old);
 	MemoryContextDelete(cxt);
 }
@@ -2222,6 +2274,7 @@ write_changes(DurableState *ds, KeyedState *ks, const StateCodec *codec)
 		ExecDropSingleTupleTableSlot(b.slots[i]);
 	MemoryContextDelete(b.cxt);
 	keyed_state_clear_changes(ks);
+	forget_dead_set(ds);
 	table_close(b.rel, NoLock);
 
 	/* make the writes visible to later commands of this transaction */

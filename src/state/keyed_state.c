@@ -1529,6 +1529,13 @@ keyed_state_track_use(KeyedState *ks)
 												  MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
 }
 
+/* records always mark their use; the inline map once asked to */
+bool
+keyed_state_tracks_use(KeyedState *ks)
+{
+	return !ks->is_inline || ks->map.hits != NULL;
+}
+
 bool
 keyed_state_mark_used(KeyedState *ks, Datum *keyvalues, bool *keynulls)
 {
@@ -1598,7 +1605,15 @@ keyed_state_evict(KeyedState *ks, KeyedEvictFn release, void *arg)
 
 	Assert(ks->nchanged == 0 && ks->nchanged_ns == 0 && ks->ndead == 0);
 	if (ks->is_inline)
+	{
+		/* nothing says which keys were used yet: from now on */
+		if (ks->map.hits == NULL)
+		{
+			keyed_state_track_use(ks);
+			return 0;
+		}
 		return inline_evict(ks);
+	}
 	if (ks->nspaces > 0)
 		return 0;
 	keyed_start_iterate(ks->hash, &it);

@@ -213,6 +213,7 @@ extern void keyed_state_end_load(KeyedState *ks);
  */
 typedef bool (*KeyedEvictFn) (StateRef *ref, void *arg);	/* false: keep it */
 extern void keyed_state_track_use(KeyedState *ks);
+extern bool keyed_state_tracks_use(KeyedState *ks);
 extern bool keyed_state_mark_used(KeyedState *ks, Datum *keyvalues, bool *keynulls);
 extern uint64 keyed_state_evict(KeyedState *ks, KeyedEvictFn release, void *arg);
 
