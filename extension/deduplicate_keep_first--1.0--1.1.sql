@@ -425,3 +425,18 @@ SELECT r.uid,
   LEFT JOIN pg_catalog.pg_replication_slots s ON s.slot_name OPERATOR(pg_catalog.=) r.slot_name
         AND s.database OPERATOR(pg_catalog.=) pg_catalog.current_database()
  WHERE pg_catalog.pg_has_role(r.owner, 'USAGE');
+
+-------------------------------------------------------------------------------
+-- ptf.resync: a stream goes on from its tables as they are, keeping its state.
+-------------------------------------------------------------------------------
+
+-- A stream brought in line with its tables (a stream stopped at a change it
+-- cannot complete, or one to be checked): its next call reads the tables'
+-- rows as they are then, says the net effect on its state, and goes on with
+-- the changes after them (functions/call.c).
+CREATE FUNCTION ptf.resync(uid text) RETURNS void
+AS 'MODULE_PATHNAME', 'ptf_resync'
+LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION ptf.resync(text) IS
+    'The uid''s next call reads its tables as they are and emits the net effect on its state, then goes on with the changes after';
+

@@ -115,6 +115,16 @@ SELECT r.uid,
 COMMENT ON VIEW ptf.state IS 'Durable state per uid, for the uids of roles the current user belongs to';
 GRANT SELECT ON ptf.state TO PUBLIC;
 
+-- A stream brought in line with its tables (a stream stopped at a change it
+-- cannot complete, or one to be checked): its next call reads the tables'
+-- rows as they are then, says the net effect on its state, and goes on with
+-- the changes after them (functions/call.c).
+CREATE FUNCTION ptf.resync(uid text) RETURNS void
+AS 'MODULE_PATHNAME', 'ptf_resync'
+LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION ptf.resync(text) IS
+    'The uid''s next call reads its tables as they are and emits the net effect on its state, then goes on with the changes after';
+
 CREATE FUNCTION ptf.drop_state(uid text) RETURNS boolean
 AS 'MODULE_PATHNAME', 'ptf_drop_state'
 LANGUAGE C VOLATILE STRICT;

@@ -594,6 +594,15 @@ pass_row(PtfFrameInput *input, RowKind kind, TupleTableSlot *row, const PtfRowMe
 		frame_drain(frame);
 }
 
+static void load_flush(PtfFrame *frame);
+
+void
+frame_flush(PtfFrame *frame)
+{
+	load_flush(frame);
+	frame_drain(frame);
+}
+
 void
 frame_set_loader(PtfFrame *frame, PtfFrameLoader loader, void *arg)
 {

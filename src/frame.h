@@ -83,6 +83,9 @@ typedef void (*PtfFrameLoader) (void *arg, TupleTableSlot **rows, const int *inp
 extern void frame_set_loader(PtfFrame *frame, PtfFrameLoader loader, void *arg);
 extern void frame_stop_loading(PtfFrame *frame);
 
+/* every row pushed so far through to the operator (buffered, batched) */
+extern void frame_flush(PtfFrame *frame);
+
 /* one input row; the PtfRowSink of every input adapter (arg: the input) */
 extern void frame_push(void *input, RowKind kind, TupleTableSlot *row,
 					   const PtfRowMeta *meta);

@@ -288,6 +288,7 @@ open_state(PtfCall *call, const char *slot_name, DurableProgress *progress)
 /* ---- a stream's initial snapshot (snapshot => true) ---- */
 
 #define SNAPSHOT_PENDING "pending"
+#define SNAPSHOT_RESYNC "resync"
 
 /*
  * Read the stream's tables as they are now, every row an insert, and say
@@ -339,7 +340,8 @@ parse_snapshot(const char *text, XLogRecPtr *lsn, TransactionId *xmin, Transacti
 	const char *p;
 	int			cap = 8;
 
-	if (text == NULL || strcmp(text, SNAPSHOT_PENDING) == 0)
+	if (text == NULL || strcmp(text, SNAPSHOT_PENDING) == 0 ||
+		strcmp(text, SNAPSHOT_RESYNC) == 0)
 		return false;
 	if (sscanf(text, "%X/%X %u %u%n", &hi, &lo, xmin, xmax, &consumed) != 4)
 		elog(ERROR, "malformed stream snapshot \"%s\"", text);
@@ -361,8 +363,29 @@ parse_snapshot(const char *text, XLogRecPtr *lsn, TransactionId *xmin, Transacti
 	return true;
 }
 
+/*
+ * ptf.resync: the tables' rows as they are now, read over every key of the
+ * state (their marks cleared), and what the operator says of the keys no
+ * row came for (to_changelog: deleted).  The snapshot is then skipped in the
+ * stream as a first one is: the changes it holds are not read again.
+ */
+static char *
+read_resync_snapshot(PtfCall *call, PtfOperator *op, PtfStateLoad *load)
+{
+	char	   *snapshot;
+
+	ptf_state_load_all(load);
+	Assert(op->methods->on_resync != NULL);
+	op->methods->on_resync(op, false);
+	snapshot = read_initial_snapshot(call);
+	frame_flush(call->frame);
+	op->methods->on_resync(op, true);
+	return snapshot;
+}
+
 static PtfChangeStream *
-run_inputs(PtfCall *call, const char *slot_name, DurableProgress *progress)
+run_inputs(PtfCall *call, const char *slot_name, DurableProgress *progress,
+		   PtfOperator *op, PtfStateLoad *load)
 {
 	PtfChangeStream *cs = NULL;
 	int			i;
@@ -382,6 +405,18 @@ run_inputs(PtfCall *call, const char *slot_name, DurableProgress *progress)
 			strcmp(progress->stream_snapshot, SNAPSHOT_PENDING) == 0 && !change_stream_start_only)
 		{
 			progress->stream_snapshot = read_initial_snapshot(call);
+			progress->snapshot_changed = true;
+		}
+		else if (progress->stream_snapshot != NULL &&
+				 strcmp(progress->stream_snapshot, SNAPSHOT_RESYNC) == 0)
+		{
+			if (op->methods->on_resync == NULL)
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("the stream of uid \"%s\" cannot be brought in line with its tables by %s",
+								call->uid, call->function),
+						 errhint("ptf.drop_state('%s') forgets the uid.", call->uid)));
+			progress->stream_snapshot = read_resync_snapshot(call, op, load);
 			progress->snapshot_changed = true;
 		}
 		has_snapshot = parse_snapshot(progress->stream_snapshot, &snap_lsn, &xmin, &xmax, &xip, &nxip);
@@ -564,7 +599,7 @@ ptf_call_run(PtfCall *call)
 	if (load != NULL)
 		ptf_state_load_start(load, call->frame, progress.combined_watermark);
 	call->out->frame = call->frame;
-	cs = run_inputs(call, slot_name, &progress);
+	cs = run_inputs(call, slot_name, &progress, op, load);
 	frame_finish(call->frame, call->uid == NULL);
 	ptf_wake_at = call->uid != NULL ? frame_next_wake(call->frame) : 0;
 

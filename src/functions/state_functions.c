@@ -28,6 +28,7 @@
 #include "state/durable.h"
 
 PG_FUNCTION_INFO_V1(ptf_drop_state);
+PG_FUNCTION_INFO_V1(ptf_resync);
 PG_FUNCTION_INFO_V1(ptf_state_expired);
 PG_FUNCTION_INFO_V1(ptf_last_call_stats);
 PG_FUNCTION_INFO_V1(ptf_state_row);
@@ -77,6 +78,27 @@ ptf_state_expired(PG_FUNCTION_ARGS)
 	if (!mine)
 		PG_RETURN_NULL();
 	PG_RETURN_INT64(want_bytes ? bytes : keys);
+}
+
+/*
+ * ptf.resync(uid): the uid's next call reads its tables as they are then,
+ * says the net effect on the state kept, and goes on with the changes after
+ * (state/durable.c says which functions can).
+ */
+Datum
+ptf_resync(PG_FUNCTION_ARGS)
+{
+	char	   *uid = ptf_uid_arg(fcinfo, 0);
+
+	if (uid == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("uid must not be NULL")));
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	durable_resync(uid);
+	SPI_finish();
+	PG_RETURN_VOID();
 }
 
 Datum

@@ -316,6 +316,19 @@ ptf_state_load_bound(PtfStateLoad *sl)
 	return n > 0;
 }
 
+/* Every key in memory from now on (a resync reads all of the tables). */
+void
+ptf_state_load_all(PtfStateLoad *sl)
+{
+	if (sl->complete)
+		return;
+	durable_load_rest(sl->ds, sl->op->state, &sl->op->codec);
+	sl->complete = true;
+	sl->switched = true;
+	if (sl->frame != NULL)
+		frame_stop_loading(sl->frame);
+}
+
 bool
 ptf_state_load_complete(PtfStateLoad *sl)
 {

@@ -42,6 +42,9 @@ extern void ptf_state_load_start(PtfStateLoad *sl, PtfFrame *frame, PtfTime wate
 /* After the state was stored: evict past the limit; false: still past it */
 extern bool ptf_state_load_bound(PtfStateLoad *sl);
 
+/* Read every key not in memory yet; the frame stops loading */
+extern void ptf_state_load_all(PtfStateLoad *sl);
+
 /* Does memory hold every key of the uid now? */
 extern bool ptf_state_load_complete(PtfStateLoad *sl);
 extern void ptf_state_load_stats(PtfStateLoad *sl, PtfStateLoadStats *stats);

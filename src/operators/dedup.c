@@ -351,6 +351,16 @@ dedup_restore(void *arg, const StateRef *ref, int space, int64 ns, void *ns_valu
 }
 
 /*
+ * ptf.resync: by arrival, the tables' rows are rows like any -- a key not
+ * seen yet is a first row, the others are swallowed -- and no key goes.
+ */
+static void
+dedup_on_resync(PtfOperator *op, bool end)
+{
+	Assert(!((DedupOperator *) op)->event_time);
+}
+
+/*
  * Arrival numbers order candidates of one event time: go on after every
  * row the uid read, whether or not the keys that say so are in memory.
  */
@@ -388,6 +398,7 @@ static const PtfOperatorMethods dedup_methods = {
 	.on_watermark = dedup_on_watermark,
 	.on_timer = dedup_on_timer,
 	.on_start = dedup_on_start,
+	.on_resync = dedup_on_resync,
 	.memory = ptf_operator_memory,
 	.keys = ptf_operator_keys,
 	.destroy = ptf_operator_destroy,
@@ -402,6 +413,7 @@ static const PtfOperatorMethods dedup_prefetching_methods = {
 	.on_watermark = dedup_on_watermark,
 	.on_timer = dedup_on_timer,
 	.on_start = dedup_on_start,
+	.on_resync = dedup_on_resync,
 	.memory = ptf_operator_memory,
 	.keys = ptf_operator_keys,
 	.destroy = ptf_operator_destroy,

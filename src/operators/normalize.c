@@ -334,6 +334,44 @@ normalize_restore(void *arg, const StateRef *ref, int space, int64 ns, void *ns_
 		tuple_pool_store_image(n->pool, &v->image, (MinimalTuple) DatumGetPointer(values[0]));
 }
 
+/*
+ * ptf.resync: the rows of the table as it is now come as inserts, each an
+ * upsert of its key (an update when its image differs, nothing when equal,
+ * an insert when new); at the end the keys no row came for are deleted.
+ */
+static void
+normalize_on_resync(PtfOperator *op, bool end)
+{
+	NormalizeOperator *n = (NormalizeOperator *) op;
+	List	   *gone;
+	ListCell   *lc;
+
+	Assert(n->mode == NORMALIZE_UPSERT);
+	drop_carry(n);
+	if (!end)
+	{
+		keyed_state_clear_used(op->state);
+		return;
+	}
+	gone = keyed_state_unused(op->state);
+	foreach(lc, gone)
+	{
+		StateRecord *rec = (StateRecord *) lfirst(lc);
+		StateRef	ref;
+		NormalizeValue *v;
+
+		keyed_state_record_ref(op->state, rec, &ref);
+		v = (NormalizeValue *) ref.value;
+		if (v->image.tuple != NULL)
+		{
+			emit_image(n, ROWKIND_DELETE, v);
+			tuple_pool_free(n->pool, &v->image);
+		}
+		keyed_state_remove(op->state, rec);
+	}
+	list_free(gone);
+}
+
 /* A key leaves memory: its image stays in its table. */
 static bool
 normalize_evict(PtfOperator *op, StateRef *ref)
@@ -349,6 +387,7 @@ static const PtfOperatorMethods normalize_methods = {
 	.name = "changelog normalize",
 	.on_row = normalize_on_row,
 	.evict = normalize_evict,
+	.on_resync = normalize_on_resync,
 	.memory = ptf_operator_memory,
 	.keys = ptf_operator_keys,
 	.destroy = ptf_operator_destroy,

@@ -85,6 +85,13 @@ typedef struct PtfOperatorMethods
 							 PtfTime watermark, PtfTime proc_time);
 	/* optional: a call starts, under the watermark its state was stored with */
 	void		(*on_start) (PtfOperator *op, PtfTime watermark);
+	/*
+	 * optional: ptf.resync reads the tables' rows as they are now over the
+	 * whole state (before: end false), then the operator says the net
+	 * effect on keys no row came for (end true).  Without it a stream
+	 * cannot be resynchronized.
+	 */
+	void		(*on_resync) (PtfOperator *op, bool end);
 	/* optional: the end of a call's input (a uid's call: the stream goes on) */
 	void		(*on_finish) (PtfOperator *op, bool end_of_stream);
 	/*

@@ -2312,6 +2312,62 @@ durable_commit(DurableState *ds, KeyedState *ks, const StateCodec *codec,
 	leave_uid(ds->uid);
 }
 
+/* ---- ptf.resync ---- */
+
+/*
+ * Mark a uid's stream to be brought in line with its tables by its next
+ * call (functions/call.c): under the uid's lock, so that no call running
+ * now writes over the mark, and with a new version, so that a pipeline
+ * worker's kept operator is read again.  The function must be able to say
+ * the net effect of changes it will not read one by one: keep-first by
+ * arrival (a key in the tables not seen yet is a first row), to_changelog
+ * with an image kept per key (the difference between images and rows).
+ */
+void
+durable_resync(const char *uid)
+{
+	Oid			argtypes[1] = {TEXTOID};
+	Datum		args[1];
+	const char *function;
+	char	   *options;
+	bool		on_time;
+
+	args[0] = CStringGetTextDatum(uid);
+	ptf_spi_exec_as_owner("SELECT " UID_REGISTRY_COLUMNS " FROM ptf.uid_registry "
+						  "WHERE uid OPERATOR(pg_catalog.=) $1",
+						  1, argtypes, args, NULL, SPI_OK_SELECT);
+	if (SPI_processed != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("uid \"%s\" has no state", uid),
+				 errhint("ptf.state lists the uids of your roles.")));
+	durable_check_owner(uid, DatumGetObjectId(ptf_spi_datum(Anum_uid_registry_owner)));
+	if (ptf_spi_isnull(Anum_uid_registry_slot_name))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("uid \"%s\" reads no change stream", uid),
+				 errdetail("Only a stream can be brought in line with its tables.")));
+	function = ptf_spi_text(Anum_uid_registry_function);
+	options = ptf_spi_text(Anum_uid_registry_options);
+	on_time = !ptf_spi_isnull(Anum_uid_registry_on_time);
+	if (!((strcmp(function, "deduplicate_keep_first") == 0 && !on_time) ||
+		  (strcmp(function, "to_changelog") == 0 && options != NULL &&
+		   strstr(options, "normalizing") != NULL)))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("the stream of uid \"%s\" (%s) cannot be brought in line with its tables",
+						uid, function),
+				 errdetail("Only keep-first by arrival, and to_changelog keeping an image per key, can say the net effect of changes they do not read one by one."),
+				 errhint("ptf.drop_state('%s') forgets the uid; a first call with snapshot => true starts it again from the tables' rows.",
+						 uid)));
+	(void) ptf_lock(PTF_LOCK_UID, ptf_lock_id_of_name(uid), ExclusiveLock, false, true);
+	ptf_spi_exec_as_owner("UPDATE ptf.uid_registry SET stream_snapshot = 'resync', "
+						  "version = pg_catalog.nextval('ptf.state_version_seq'), "
+						  "updated_at = pg_catalog.clock_timestamp() "
+						  "WHERE uid OPERATOR(pg_catalog.=) $1",
+						  1, argtypes, args, NULL, SPI_OK_UPDATE);
+}
+
 /* ---- expired keys, for ptf.state ---- */
 
 /*

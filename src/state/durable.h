@@ -60,8 +60,9 @@ typedef struct DurableProgress
 	bool		created;		/* the uid was made by this call */
 	/*
 	 * A change stream's initial snapshot (snapshot => true): NULL, "pending"
-	 * (asked for, not read yet), or the snapshot read ("lsn xmin xmax xip..."),
-	 * whose transactions the stream skips until it passes lsn.
+	 * (asked for, not read yet), "resync" (ptf.resync: asked for over the
+	 * state kept), or the snapshot read ("lsn xmin xmax xip..."), whose
+	 * transactions the stream skips until it passes lsn.
 	 */
 	char	   *stream_snapshot;
 	bool		snapshot_changed;	/* stream_snapshot must be written */
@@ -127,6 +128,12 @@ extern void durable_commit(DurableState *ds, KeyedState *ks, const StateCodec *c
  * its change stream's slot, for the caller to drop, or NULL.
  */
 extern bool durable_drop(const char *uid, bool of_pipeline, char **slot_name);
+
+/*
+ * ptf.resync: the uid's next call reads its tables as they are then and
+ * says the net effect on its state, then goes on with the changes after.
+ */
+extern void durable_resync(const char *uid);
 
 /* ptf.state: stored keys expired at now, and their rows' bytes; false: not the caller's */
 extern bool durable_count_expired(Oid state_relid, PtfTime now, int64 *keys, int64 *bytes);

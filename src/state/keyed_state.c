@@ -1529,6 +1529,33 @@ keyed_state_track_use(KeyedState *ks)
 												  MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
 }
 
+void
+keyed_state_clear_used(KeyedState *ks)
+{
+	keyed_iterator it;
+	StateEntry *entry;
+
+	Assert(!ks->is_inline);
+	keyed_start_iterate(ks->hash, &it);
+	while ((entry = keyed_iterate(ks->hash, &it)) != NULL)
+		entry->key.rec->flags &= ~RECORD_USED;
+}
+
+List *
+keyed_state_unused(KeyedState *ks)
+{
+	keyed_iterator it;
+	StateEntry *entry;
+	List	   *unused = NIL;
+
+	Assert(!ks->is_inline);
+	keyed_start_iterate(ks->hash, &it);
+	while ((entry = keyed_iterate(ks->hash, &it)) != NULL)
+		if (!(entry->key.rec->flags & RECORD_USED))
+			unused = lappend(unused, entry->key.rec);
+	return unused;
+}
+
 /* records always mark their use; the inline map once asked to */
 bool
 keyed_state_tracks_use(KeyedState *ks)

@@ -38,6 +38,7 @@
 #define PTF_KEYED_STATE_H
 
 #include "executor/tuptable.h"
+#include "nodes/pg_list.h"
 #include "storage/itemptr.h"
 
 #include "base/base.h"
@@ -216,6 +217,10 @@ extern void keyed_state_track_use(KeyedState *ks);
 extern bool keyed_state_tracks_use(KeyedState *ks);
 extern bool keyed_state_mark_used(KeyedState *ks, Datum *keyvalues, bool *keynulls);
 extern uint64 keyed_state_evict(KeyedState *ks, KeyedEvictFn release, void *arg);
+
+/* records layout: every mark cleared; then the records not looked up since */
+extern void keyed_state_clear_used(KeyedState *ks);
+extern List *keyed_state_unused(KeyedState *ks);
 
 typedef struct ChangedNs
 {
