@@ -42,6 +42,9 @@ extern void ptf_state_load_start(PtfStateLoad *sl, PtfFrame *frame, PtfTime wate
 /* After the state was stored: evict past the limit; false: still past it */
 extern bool ptf_state_load_bound(PtfStateLoad *sl);
 
+/* The earliest stored timer of keys memory may not hold (PTF_TIME_MAX: none) */
+extern PtfTime ptf_state_load_next_timer(PtfStateLoad *sl);
+
 /* Does memory hold every key of the uid now? */
 extern bool ptf_state_load_complete(PtfStateLoad *sl);
 extern void ptf_state_load_stats(PtfStateLoad *sl, PtfStateLoadStats *stats);
