@@ -203,6 +203,84 @@ SELECT run_both($$SELECT * FROM ptf.deduplicate_keep_first(NULL::sp.odd, partiti
 SELECT * FROM compare('TABLE out_probe', 'TABLE out_full');
 SELECT count(*) AS array_key_rows FROM out_probe;
 
+-- window_aggregate: its timers are found through fires_at (a key's next
+-- window, a session's end), so the windows of keys absent from a call's rows
+-- fire in it; keys read in the middle of a call are armed as they come.  A
+-- key's events are about 3300 s apart, a call's rows about 1700 s: windows
+-- fire in later calls than their rows', and rows come up to 40 s late
+CREATE TYPE wsum AS (k int, window_start timestamptz, window_end timestamptz, n bigint,
+    total bigint, pl text);
+SELECT run_both($$SELECT * FROM ptf.window_aggregate(NULL::sp.ev, NULL::sp.wsum, 'tumble', 'ts',
+    '5 minutes', partition_by => '{k}', watermark_delay => '10 seconds',
+    aggregates => 'count(*) AS n, sum(seq) AS total, min(payload) AS pl',
+    uid => 'tw-%1$s', query => 'SELECT * FROM sp.ev WHERE batch = %2$s ORDER BY seq')$$, 6);
+SELECT * FROM compare('TABLE out_probe', 'TABLE out_full');
+SELECT state_load, keys_probed > 0 AS probed, keys_loaded < 20000 AS partial FROM last_call_stats();
+SELECT keys_agree('tw-probe');
+SELECT (SELECT rows_late FROM state WHERE uid = 'tw-probe') = (SELECT rows_late FROM state WHERE uid = 'tw-full')
+    AS same_late, (SELECT rows_late FROM state WHERE uid = 'tw-probe') > 0 AS some_late;
+-- calls with the rows of a few keys only: the others' windows fire all the same
+SELECT run_both($$SELECT * FROM ptf.window_aggregate(NULL::sp.ev, NULL::sp.wsum, 'tumble', 'ts',
+    '5 minutes', partition_by => '{k}', watermark_delay => '10 seconds',
+    aggregates => 'count(*) AS n, sum(seq) AS total, min(payload) AS pl',
+    uid => 'tf-%1$s', query => 'SELECT * FROM sp.ev WHERE batch = %2$s AND (batch < 3 OR k < 100) ORDER BY seq')$$, 6);
+SELECT * FROM compare('TABLE out_probe', 'TABLE out_full');
+SELECT count(*) > 100 AS fired_by_timers FROM out_probe WHERE n = 3 AND (r::sp.wsum).k >= 100;
+-- HOP (slices of the gcd: size no multiple of the slide), CUMULATE (with
+-- emit_only_on_update), SESSION (sessions merging across calls)
+SELECT run_both($$SELECT * FROM ptf.window_aggregate(NULL::sp.ev, NULL::sp.wsum, 'hop', 'ts',
+    '10 minutes', '4 minutes', partition_by => '{k}', watermark_delay => '10 seconds',
+    aggregates => 'count(*) AS n, sum(seq) AS total, min(payload) AS pl',
+    uid => 'hw-%1$s', query => 'SELECT * FROM sp.ev WHERE batch = %2$s ORDER BY seq')$$, 6);
+SELECT * FROM compare('TABLE out_probe', 'TABLE out_full');
+SELECT keys_agree('hw-probe');
+SELECT run_both($$SELECT * FROM ptf.window_aggregate(NULL::sp.ev, NULL::sp.wsum, 'cumulate', 'ts',
+    '15 minutes', '5 minutes', partition_by => '{k}', watermark_delay => '10 seconds',
+    aggregates => 'count(*) AS n, sum(seq) AS total, min(payload) AS pl', emit_only_on_update => true,
+    uid => 'cw-%1$s', query => 'SELECT * FROM sp.ev WHERE batch = %2$s ORDER BY seq')$$, 6);
+SELECT * FROM compare('TABLE out_probe', 'TABLE out_full');
+SELECT run_both($$SELECT * FROM ptf.window_aggregate(NULL::sp.ev, NULL::sp.wsum, 'session', 'ts',
+    '1 hour', partition_by => '{k}', watermark_delay => '10 seconds',
+    aggregates => 'count(*) AS n, sum(seq) AS total, min(payload) AS pl',
+    uid => 'sw-%1$s', query => 'SELECT * FROM sp.ev WHERE batch = %2$s ORDER BY seq')$$, 6);
+SELECT * FROM compare('TABLE out_probe', 'TABLE out_full');
+SELECT count(*) > 0 AS merged_across_calls FROM out_probe WHERE (r::sp.wsum).n > 1;
+SELECT keys_agree('sw-probe');
+-- updating input: each call first takes back rows of the call before (of keys
+-- read from the table; some of their windows have fired: late), then adds its
+-- rows and takes some of them back
+CREATE FUNCTION upd(b int) RETURNS text LANGUAGE sql AS $f$
+    SELECT format($q$SELECT kind, d FROM (
+        SELECT seq - 0.5 AS o, '-D' AS kind, e AS d FROM sp.ev e
+         WHERE batch = %1$s - 1 AND seq %% 10000 >= 7000 AND seq %% 4 = 0
+        UNION ALL SELECT seq, '+I', e FROM sp.ev e WHERE batch = %1$s
+        UNION ALL SELECT seq + 100.5, '-D', e FROM sp.ev e WHERE batch = %1$s AND seq %% 7 = 0) x
+    ORDER BY o$q$, b)
+$f$;
+SELECT run_both($$SELECT * FROM ptf.window_aggregate(NULL::sp.ev, NULL::sp.wsum, 'tumble', 'ts',
+    '10 minutes', partition_by => '{k}', watermark_delay => '10 seconds',
+    aggregates => 'count(*) AS n, sum(seq) AS total, min(payload) AS pl',
+    uid => 'tu-%1$s', query => sp.upd(%2$s))$$, 6);
+SELECT * FROM compare('TABLE out_probe', 'TABLE out_full');
+SELECT keys_agree('tu-probe');
+SELECT rows_late > 0 AS some_late, rows_skipped > 0 AS some_skipped FROM state WHERE uid = 'tu-probe';
+SELECT run_both($$SELECT * FROM ptf.window_aggregate(NULL::sp.ev, NULL::sp.wsum, 'hop', 'ts',
+    '20 minutes', '5 minutes', partition_by => '{k}', watermark_delay => '10 seconds',
+    aggregates => 'count(*) AS n, sum(seq) AS total, min(payload) AS pl',
+    uid => 'hu-%1$s', query => sp.upd(%2$s))$$, 6);
+SELECT * FROM compare('TABLE out_probe', 'TABLE out_full');
+SELECT run_both($$SELECT * FROM ptf.window_aggregate(NULL::sp.ev, NULL::sp.wsum, 'cumulate', 'ts',
+    '15 minutes', '5 minutes', partition_by => '{k}', watermark_delay => '10 seconds',
+    aggregates => 'count(*) AS n, sum(seq) AS total, min(payload) AS pl',
+    uid => 'cu-%1$s', query => sp.upd(%2$s))$$, 6);
+SELECT * FROM compare('TABLE out_probe', 'TABLE out_full');
+SELECT run_both($$SELECT * FROM ptf.window_aggregate(NULL::sp.ev, NULL::sp.wsum, 'session', 'ts',
+    '30 minutes', partition_by => '{k}', watermark_delay => '10 seconds',
+    aggregates => 'count(*) AS n, sum(seq) AS total, min(payload) AS pl',
+    uid => 'su-%1$s', query => sp.upd(%2$s))$$, 6);
+SELECT * FROM compare('TABLE out_probe', 'TABLE out_full');
+SELECT keys_agree('su-probe');
+
 -- auto: a small state is read whole; a large one key by key, until a call
 -- asks for more than an eighth of its keys: then the rest is read by a scan
 RESET ptf.state_load;

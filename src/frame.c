@@ -835,7 +835,7 @@ apply_idle_rule(PtfFrame *frame, PtfOperator *op, PtfTime now)
 }
 
 PtfTime
-frame_next_wake(PtfFrame *frame)
+frame_next_wake(PtfFrame *frame, PtfTime stored_timer)
 {
 	PtfTime		next_timer;
 	PtfTime		wake = 0;
@@ -843,7 +843,7 @@ frame_next_wake(PtfFrame *frame)
 
 	if (frame->main_op == NULL)
 		return 0;
-	next_timer = timer_next_time(frame->main_op->timers, PTF_EVENT_TIME);
+	next_timer = Min(timer_next_time(frame->main_op->timers, PTF_EVENT_TIME), stored_timer);
 	if (next_timer == PTF_TIME_MAX)
 		return 0;
 	for (i = 0; i < frame->ninputs; i++)

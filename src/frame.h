@@ -119,9 +119,11 @@ extern PtfTime frame_processing_time(PtfFrame *frame);
 
 /*
  * The processing time at which, with no new input, the idle rule would
- * move the watermark up to the operator's next timer: when a pipeline's
- * step is due again although nothing was written.  0: never.
+ * move the watermark up to the operator's next timer, or to stored_timer
+ * if earlier (the timers of state not in memory: PTF_TIME_MAX for none):
+ * when a pipeline's step is due again although nothing was written.
+ * 0: never.
  */
-extern PtfTime frame_next_wake(PtfFrame *frame);
+extern PtfTime frame_next_wake(PtfFrame *frame, PtfTime stored_timer);
 
 #endif							/* PTF_FRAME_H */

@@ -601,7 +601,20 @@ ptf_call_run(PtfCall *call)
 	call->out->frame = call->frame;
 	cs = run_inputs(call, slot_name, &progress, op, load);
 	frame_finish(call->frame, call->uid == NULL);
-	ptf_wake_at = call->uid != NULL ? frame_next_wake(call->frame) : 0;
+	ptf_wake_at = 0;
+	if (call->uid != NULL)
+	{
+		PtfTime		stored_timer = PTF_TIME_MAX;
+
+		/* with the idle rule, the timers of keys not read too */
+		for (i = 0; load != NULL && i < call->ninputs; i++)
+			if (call->inputs[i].frame.idle_us > 0)
+			{
+				stored_timer = ptf_state_load_next_timer(load);
+				break;
+			}
+		ptf_wake_at = frame_next_wake(call->frame, stored_timer);
+	}
 
 	/* 4. store */
 	if (ds != NULL)

@@ -26,6 +26,16 @@
  * ptf.state_memory_limit (maybe_evict, and ptf_state_load_bound after a
  * pipeline's step): what was not used since the last pass goes, after
  * what changed was written back, and is read again when rows need it.
+ * Operators without an evict method (the window aggregate) keep what
+ * they read.
+ *
+ * Timers.  A key is read before its timer can come due: the frame tells
+ * load_buffer the watermark a buffer's rows can raise the operator's to
+ * (frame_finish the idle rule's), and the keys whose timer field lies
+ * below it are read first.  Timers that depend on several of a key's rows
+ * (a window aggregate's next window) are registered once the key is all
+ * read (StateCodec.loaded).  The idle rule also wakes a pipeline for the
+ * timers of keys not read (ptf_state_load_next_timer).
  *
  *-------------------------------------------------------------------------
  */
@@ -327,6 +337,19 @@ ptf_state_load_all(PtfStateLoad *sl)
 	sl->switched = true;
 	if (sl->frame != NULL)
 		frame_stop_loading(sl->frame);
+}
+
+/*
+ * The earliest event-time timer of the keys memory may not hold, as far as
+ * the state table tells (PTF_TIME_MAX: none, or memory holds every key):
+ * what the idle rule must wake the uid for besides memory's own timers.
+ */
+PtfTime
+ptf_state_load_next_timer(PtfStateLoad *sl)
+{
+	if (sl->complete)
+		return PTF_TIME_MAX;
+	return durable_next_timer(sl->ds, sl->timers_upto);
 }
 
 bool

@@ -45,6 +45,9 @@ extern bool ptf_state_load_bound(PtfStateLoad *sl);
 /* Read every key not in memory yet; the frame stops loading */
 extern void ptf_state_load_all(PtfStateLoad *sl);
 
+/* The earliest stored timer of keys memory may not hold (PTF_TIME_MAX: none) */
+extern PtfTime ptf_state_load_next_timer(PtfStateLoad *sl);
+
 /* Does memory hold every key of the uid now? */
 extern bool ptf_state_load_complete(PtfStateLoad *sl);
 extern void ptf_state_load_stats(PtfStateLoad *sl, PtfStateLoadStats *stats);

@@ -684,6 +684,12 @@ ptf_window_aggregate(PG_FUNCTION_ARGS)
 							 wc.opts.emit_only_on_update ? ", emit only on update" : "");
 	call->layout = &window_agg_layout;
 	call->nspaces = WINDOW_AGG_NSPACES;
+	/*
+	 * Its timers are event-time ones, found by fires_at; the idle rule moves
+	 * the watermark with processing time, but through the frame, which
+	 * first reads the keys whose timers that watermark makes due.
+	 */
+	call->probe_ok = true;
 	call->prepared = window_agg_prepared;
 	call->build = build_window_agg;
 	call->skipped = window_agg_call_skipped;

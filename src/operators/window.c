@@ -50,6 +50,14 @@
  * Sessions: a row opens [t, t + gap); sessions that overlap or touch
  * merge, their states combined; a session fires at end - 1 ms.
  *
+ * Durable state (a uid) stores keys and their slices and sessions (not the
+ * MOVING states of windows: made again from the slices' rows), and in
+ * fires_at the time of each key's next window and each session's end, by
+ * which a call reading its state a key at a time finds the keys whose
+ * windows its watermark closes.  Loaded keys are armed when the call
+ * starts (ensure_armed) or, when read in the middle of it, at once
+ * (window_agg_loaded).
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -450,6 +458,8 @@ typedef struct WinAggOp
 	AggMemory  *firemem;		/* one window's results; reset after each */
 	TupleDesc	values_desc;	/* the outputs as a row (emit_only_on_update) */
 	bool		armed;			/* loaded keys have their timers */
+	bool		live;			/* in a call: between on_start and on_finish */
+	PtfTime		watermark;		/* the call's, while live */
 
 	uint64		skipped;
 } WinAggOp;
@@ -461,7 +471,8 @@ enum
 	FIELD_NROWS,
 	FIELD_STATES,
 	FIELD_INPUTS,
-	FIELD_SESSION_END
+	FIELD_SESSION_END,
+	FIELD_FIRES_AT
 };
 
 static const StateField window_agg_fields[] = {
@@ -471,9 +482,19 @@ static const StateField window_agg_fields[] = {
 	{"states", SF_BYTEA, 0},
 	{"inputs", SF_BYTEA, 0},
 	{"session_end", SF_TIME, 0},
+	{"fires_at", SF_TIME, 0},
 };
 
-const StateLayout window_agg_layout = {lengthof(window_agg_fields), window_agg_fields};
+/*
+ * fires_at, the timer field (state/layout.h): a key's row holds its next
+ * window's timer, next_fire - 1 ms -- the key's one live aligned timer,
+ * and every change of next_fire marks the key changed -- and a session's
+ * row its session's, end - 1 ms.  Slice rows hold none: a slice's next
+ * window is its key's to say.  Both are exact, and later than the
+ * watermark they are written under (due timers have fired by then).
+ */
+const StateLayout window_agg_layout = {lengthof(window_agg_fields), window_agg_fields,
+"fires_at"};
 
 /* -- shared memory of slice ends -- */
 
@@ -1373,7 +1394,23 @@ window_agg_on_row(PtfOperator *op, RowKind kind, TupleTableSlot *row, const PtfR
 static void
 window_agg_on_start(PtfOperator *op, PtfTime watermark)
 {
-	ensure_armed((WinAggOp *) op, watermark);
+	WinAggOp  *wa = (WinAggOp *) op;
+
+	ensure_armed(wa, watermark);
+	wa->live = true;
+	wa->watermark = watermark;
+}
+
+static void
+window_agg_on_watermark(PtfOperator *op, PtfTime watermark, PtfTime proc_time)
+{
+	((WinAggOp *) op)->watermark = watermark;
+}
+
+static void
+window_agg_on_finish(PtfOperator *op, bool end_of_stream)
+{
+	((WinAggOp *) op)->live = false;
 }
 
 static void
@@ -1409,8 +1446,14 @@ window_agg_save(void *arg, const StateRef *ref, int space, int64 ns, void *ns_va
 
 	if (space == STATE_KEY_SPACE)
 	{
+		KeyHot	   *hot = (KeyHot *) ref->value;
 		KeyCold    *cold = (KeyCold *) ref->cold;
 
+		if (hot->next_fire != PTF_TIME_MIN)
+		{
+			values[FIELD_FIRES_AT] = Int64GetDatum(hot->next_fire - MS);
+			nulls[FIELD_FIRES_AT] = false;
+		}
 		if (cold->prev_values != NULL)
 		{
 			values[FIELD_PREV_END] = Int64GetDatum(cold->prev_end);
@@ -1443,6 +1486,8 @@ window_agg_save(void *arg, const StateRef *ref, int space, int64 ns, void *ns_va
 			rows = &sv->rows;
 			values[FIELD_SESSION_END] = Int64GetDatum(sv->end);
 			nulls[FIELD_SESSION_END] = false;
+			values[FIELD_FIRES_AT] = Int64GetDatum(sv->end - MS);
+			nulls[FIELD_FIRES_AT] = false;
 		}
 		values[FIELD_NROWS] = Int64GetDatum(nrows);
 		nulls[FIELD_NROWS] = false;
@@ -1480,8 +1525,13 @@ window_agg_restore(void *arg, const StateRef *ref, int space, int64 ns, void *ns
 			cold->prev_values = MemoryContextAlloc(keyed_state_context(ks), VARSIZE_ANY(b));
 			memcpy(cold->prev_values, b, VARSIZE_ANY(b));
 		}
-		/* slices may come before or after their key: timers are armed later */
-		wa->armed = false;
+		/*
+		 * Slices may come before or after their key: timers are armed later,
+		 * when the call starts (or, in a call, once the key is all loaded:
+		 * window_agg_loaded).
+		 */
+		if (!wa->live)
+			wa->armed = false;
 		return;
 	}
 	if (space == SPACE_SLICES)
@@ -1543,6 +1593,27 @@ arm_key(StateRef *ref, void *arg)
 }
 
 /*
+ * A key read in the middle of a call (state read a key at a time) is armed
+ * at once, under the call's watermark.  It is read before a timer of it
+ * can come due (it is found by fires_at as soon as the rows to be
+ * processed can raise the watermark to its timer), so no window of it
+ * fired between the stored watermark and this one: its next window is the
+ * one it was stored with.  Sessions registered theirs in restore.
+ */
+static void
+window_agg_loaded(void *arg, const StateRef *ref)
+{
+	WinAggOp  *wa = (WinAggOp *) arg;
+	ArmContext	c;
+
+	if (!wa->live || wa->spec.kind == WINDOW_SESSION)
+		return;					/* before the call: on_start arms it */
+	c.wa = wa;
+	c.watermark = wa->watermark;
+	arm_key((StateRef *) ref, &c);
+}
+
+/*
  * Loaded state has no timers yet: they are armed when a call starts,
  * under the watermark the state was stored with.
  */
@@ -1590,6 +1661,8 @@ static const PtfOperatorMethods window_agg_methods = {
 	.prefetch = window_agg_prefetch,
 	.prefetch_stages = KEYED_PREFETCH_STAGES,
 	.on_start = window_agg_on_start,
+	.on_watermark = window_agg_on_watermark,
+	.on_finish = window_agg_on_finish,
 	.on_timer = window_agg_on_timer,
 	.memory = ptf_operator_memory,
 	.keys = ptf_operator_keys,
@@ -1650,6 +1723,7 @@ window_agg_create(const WindowAggOptions *opts, const PtfOperatorEnv *env)
 	wa->base.codec.arg = wa;
 	wa->base.codec.save = window_agg_save;
 	wa->base.codec.restore = window_agg_restore;
+	wa->base.codec.loaded = window_agg_loaded;
 
 	/* a pipeline worker keeps the operator beyond the call's memory */
 	wa->outdesc = CreateTupleDescCopy(opts->outdesc);

@@ -1408,7 +1408,24 @@ static void
 loader_end(RowLoader *l)
 {
 	if (l->partial)
+	{
+		/* the keys brought in, each whole now: for the timers of several rows */
+		if (l->codec->loaded != NULL)
+		{
+			int			n;
+			StateRecord **recs = keyed_state_loading(l->ks, &n);
+			int			i;
+
+			for (i = 0; i < n; i++)
+			{
+				StateRef	ref;
+
+				keyed_state_record_ref(l->ks, recs[i], &ref);
+				l->codec->loaded(l->codec->arg, &ref);
+			}
+		}
 		keyed_state_end_load(l->ks);
+	}
 	MemoryContextDelete(l->rowcxt);
 }
 
@@ -1801,33 +1818,14 @@ timer_attno(DurableState *ds)
 	return InvalidAttrNumber;
 }
 
-void
-durable_probe_timers(DurableState *ds, KeyedState *ks, const StateCodec *codec,
-					 PtfTime after, PtfTime upto)
+/* The timer index's scan keys for times in (after, upto]; how many. */
+static int
+timer_scan_keys(DurableState *ds, Relation index, PtfTime after, PtfTime upto,
+				ScanKeyData *skeys)
 {
-	Relation	rel;
-	Relation	index;
-	Snapshot	snapshot;
-	IndexScanDesc scan;
-	TupleTableSlot *slot;
-	ScanKeyData skeys[2];
+	Oid			opfamily = index->rd_opfamily[0];
 	int			nskeys = 0;
-	Oid			opfamily;
-	Datum	   *values;
-	bool	   *nulls;
-	int			n = 0;
-	int			cap = 64;
-	MemoryContext cxt;
-	MemoryContext old;
 
-	if (ds->layout->timer_field == NULL || upto <= after)
-		return;
-	Assert(OidIsValid(ds->timer_index));	/* durable_prepare_probes */
-	cxt = AllocSetContextCreate(CurrentMemoryContext, "ptf timer keys", ALLOCSET_DEFAULT_SIZES);
-	old = MemoryContextSwitchTo(cxt);
-	rel = table_open(ds->state_relid, RowExclusiveLock);
-	index = index_open(ds->timer_index, AccessShareLock);
-	opfamily = index->rd_opfamily[0];
 	if (after != PTF_TIME_MIN)
 		ScanKeyEntryInitialize(&skeys[nskeys++], 0, 1, BTGreaterStrategyNumber,
 							   ds->time_type, index->rd_indcollation[0],
@@ -1842,6 +1840,35 @@ durable_probe_timers(DurableState *ds, KeyedState *ks, const StateCodec *codec,
 															  ds->time_type,
 															  BTLessEqualStrategyNumber)),
 							   ptf_time_to_datum(upto, ds->time_type));
+	return nskeys;
+}
+
+void
+durable_probe_timers(DurableState *ds, KeyedState *ks, const StateCodec *codec,
+					 PtfTime after, PtfTime upto)
+{
+	Relation	rel;
+	Relation	index;
+	Snapshot	snapshot;
+	IndexScanDesc scan;
+	TupleTableSlot *slot;
+	ScanKeyData skeys[2];
+	int			nskeys;
+	Datum	   *values;
+	bool	   *nulls;
+	int			n = 0;
+	int			cap = 64;
+	MemoryContext cxt;
+	MemoryContext old;
+
+	if (ds->layout->timer_field == NULL || upto <= after)
+		return;
+	Assert(OidIsValid(ds->timer_index));	/* durable_prepare_probes */
+	cxt = AllocSetContextCreate(CurrentMemoryContext, "ptf timer keys", ALLOCSET_DEFAULT_SIZES);
+	old = MemoryContextSwitchTo(cxt);
+	rel = table_open(ds->state_relid, RowExclusiveLock);
+	index = index_open(ds->timer_index, AccessShareLock);
+	nskeys = timer_scan_keys(ds, index, after, upto, skeys);
 	Assert(ds->snapshot != NULL);	/* durable_attach */
 	snapshot = RegisterSnapshot(ds->snapshot);
 	slot = table_slot_create(rel, NULL);
@@ -1885,6 +1912,53 @@ durable_probe_timers(DurableState *ds, KeyedState *ks, const StateCodec *codec,
 	}
 	MemoryContextSwitchTo(old);
 	MemoryContextDelete(cxt);
+}
+
+/*
+ * The earliest timer field after `after` in the table (PTF_TIME_MAX: none),
+ * as the call's snapshot sees it: a bound on the next timer of the keys
+ * memory does not hold.  A row of a key memory holds may be older than
+ * memory: the bound is then early, never late.
+ */
+PtfTime
+durable_next_timer(DurableState *ds, PtfTime after)
+{
+	Relation	rel;
+	Relation	index;
+	Snapshot	snapshot;
+	IndexScanDesc scan;
+	TupleTableSlot *slot;
+	ScanKeyData skeys[2];
+	int			nskeys;
+	PtfTime		next = PTF_TIME_MAX;
+
+	if (ds->layout->timer_field == NULL || !OidIsValid(ds->timer_index) ||
+		after == PTF_TIME_MAX)
+		return PTF_TIME_MAX;
+	rel = table_open(ds->state_relid, AccessShareLock);
+	index = index_open(ds->timer_index, AccessShareLock);
+	nskeys = timer_scan_keys(ds, index, after, PTF_TIME_MAX, skeys);
+	Assert(ds->snapshot != NULL);	/* durable_attach */
+	snapshot = RegisterSnapshot(ds->snapshot);
+	slot = table_slot_create(rel, NULL);
+	scan = index_beginscan(rel, index, snapshot, nskeys, 0);
+	index_rescan(scan, skeys, nskeys, NULL, 0);
+	/* the index holds no NULLs (ensure_index): its first row is the earliest */
+	if (index_getnext_slot(scan, ForwardScanDirection, slot))
+	{
+		bool		isnull;
+		Datum		d = slot_getattr(slot, timer_attno(ds), &isnull);
+
+		Assert(!isnull);
+		if (!isnull)
+			next = ptf_time_from_datum(d, ds->time_type);
+	}
+	index_endscan(scan);
+	ExecDropSingleTupleTableSlot(slot);
+	UnregisterSnapshot(snapshot);
+	index_close(index, AccessShareLock);
+	table_close(rel, AccessShareLock);
+	return next;
 }
 
 /* The state-table row of a key (space STATE_KEY_SPACE) or of one of its namespaces. */

@@ -102,6 +102,8 @@ extern void durable_probe_keys(DurableState *ds, KeyedState *ks, const StateCode
 extern void durable_probe_timers(DurableState *ds, KeyedState *ks, const StateCodec *codec,
 								 PtfTime after, PtfTime upto);
 extern void durable_load_rest(DurableState *ds, KeyedState *ks, const StateCodec *codec);
+/* The earliest stored timer field after `after` (PTF_TIME_MAX: none). */
+extern PtfTime durable_next_timer(DurableState *ds, PtfTime after);
 extern int64 durable_stored_keys(DurableState *ds);
 extern Size durable_table_bytes(DurableState *ds);
 extern uint64 durable_probes(DurableState *ds);

@@ -1509,6 +1509,14 @@ keyed_state_load_key(KeyedState *ks, Datum *keyvalues, bool *keynulls, bool *hel
 	return rec;
 }
 
+StateRecord **
+keyed_state_loading(KeyedState *ks, int *n)
+{
+	Assert(ks->in_load);
+	*n = ks->nloading;
+	return ks->loading;
+}
+
 void
 keyed_state_end_load(KeyedState *ks)
 {

@@ -199,6 +199,8 @@ extern bool keyed_state_holds(KeyedState *ks, Datum *keyvalues, bool *keynulls);
 extern void keyed_state_begin_load(KeyedState *ks);
 extern StateRecord *keyed_state_load_key(KeyedState *ks, Datum *keyvalues,
 										 bool *keynulls, bool *held);
+/* the records the load under way made (before end_load) */
+extern StateRecord **keyed_state_loading(KeyedState *ks, int *n);
 extern void keyed_state_end_load(KeyedState *ks);
 
 /*

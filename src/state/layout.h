@@ -45,9 +45,13 @@ typedef struct StateField
 
 /*
  * timer_field: an SF_TIME field that holds, in every row with a pending
- * event-time timer, a time no later than that timer (NULL in rows with
- * none).  State read a key at a time finds the keys whose timers come due
- * through it; a layout without one (NULL) is read whole when it has timers.
+ * event-time timer, a time no later than that timer and later than the
+ * watermark the row was written under (NULL in rows with none): a key
+ * with a pending timer has at least one such row.  State read a key at a
+ * time finds the keys whose timers come due through it -- the rows whose
+ * field lies between the stored watermark and the watermark the call's
+ * rows reach -- so a row must not claim a time its timer has passed.  A
+ * layout without one (NULL) is read whole when it has timers.
  */
 typedef struct StateLayout
 {
@@ -79,7 +83,10 @@ extern StateImages *state_images_from_bytea(bytea *b, TupleDesc desc);
  * of the layout; nulls start all true) for the key's own value (space
  * STATE_KEY_SPACE, ns_value NULL) or one namespace's value; restore gets
  * them back, valid only during the call (the operator copies what it
- * keeps) and re-registers the timers the value implies.
+ * keeps) and re-registers the timers the value implies.  loaded
+ * (optional): a load into state already in use (read a key at a time)
+ * brought in the key of ref, all of its rows restored -- for timers that
+ * depend on several of a key's rows, as restore sees one at a time.
  */
 typedef struct StateCodec
 {
@@ -89,6 +96,7 @@ typedef struct StateCodec
 						 void *ns_value, Datum *values, bool *nulls);
 	void		(*restore) (void *arg, const StateRef *ref, int space, int64 ns,
 							void *ns_value, Datum *values, bool *nulls);
+	void		(*loaded) (void *arg, const StateRef *ref);
 } StateCodec;
 
 #endif							/* PTF_LAYOUT_H */
