@@ -540,6 +540,9 @@ check_stream_table(Oid relid)
 				 errhint("Read the change stream as the table's owner or a role that bypasses row-level security.")));
 }
 
+static const char *slot_lost(const char *slot_name);
+static char *restart_stream(const char *uid, const char *stored, const char *lost);
+
 char *
 change_stream_prepare(const char *uid, const Oid *relids, int nrelids)
 {
@@ -563,7 +566,14 @@ change_stream_prepare(const char *uid, const Oid *relids, int nrelids)
 		Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 
 		if (!isnull)
-			return TextDatumGetCString(d);
+		{
+			char	   *stored = TextDatumGetCString(d);
+			const char *lost = slot_lost(stored);
+
+			if (lost != NULL && durable_stream_can_restart(uid))
+				return restart_stream(uid, stored, lost);
+			return stored;
+		}
 		/* a uid made without changes: the registry check will refuse it */
 		return slot_name_for(uid);
 	}
@@ -611,6 +621,72 @@ change_stream_prepare(const char *uid, const Oid *relids, int nrelids)
 						  "'deduplicate_keep_first')",
 						  1, argtypes, values, NULL, SPI_OK_SELECT);
 	remember_slot(slot, false);
+	return slot;
+}
+
+/*
+ * Why a uid's slot cannot carry its stream here (it is gone, was
+ * invalidated, or is another database's), or NULL when it can.
+ */
+static const char *
+slot_lost(const char *slot_name)
+{
+	ReplicationSlot *slot;
+	Oid			dboid = InvalidOid;
+	XLogRecPtr	restart_lsn = InvalidXLogRecPtr;
+
+	LWLockAcquire(ReplicationSlotControlLock, LW_SHARED);
+	slot = SearchNamedReplicationSlot(slot_name, false);
+	if (slot != NULL)
+	{
+		SpinLockAcquire(&slot->mutex);
+		dboid = slot->data.database;
+		restart_lsn = slot->data.restart_lsn;
+		SpinLockRelease(&slot->mutex);
+	}
+	LWLockRelease(ReplicationSlotControlLock);
+	if (slot == NULL)
+		return "it does not exist";
+	if (dboid != MyDatabaseId)
+		return "it belongs to another database: the uid was copied here";
+	if (XLogRecPtrIsInvalid(restart_lsn))
+		return "it was invalidated";
+	return NULL;
+}
+
+/*
+ * A stream that lost its slot (slot_lost) and whose function can say the
+ * net effect of what it missed goes on, on a slot of its own here, brought
+ * in line with its tables by this call (ptf.resync): nothing lost, nothing
+ * twice.  Making a slot takes what a first call's does.
+ */
+static char *
+restart_stream(const char *uid, const char *stored, const char *lost)
+{
+	Oid			argtypes[1] = {TEXTOID};
+	Datum		values[1];
+	char	   *slot = slot_name_for(uid);
+
+	check_may_start_stream(uid);
+	if (GetTopTransactionIdIfAny() != InvalidTransactionId)
+		ereport(ERROR,
+				(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
+				 errmsg("the change stream of uid \"%s\" must start again, which cannot run in a transaction that has already written",
+						uid),
+				 errdetail("Its replication slot %s cannot carry it: %s.", stored, lost),
+				 errhint("Call the uid in a transaction of its own.")));
+	/* an invalidated slot of this name, or one left by a backend that died */
+	change_stream_drop_slot(slot);
+	values[0] = CStringGetTextDatum(slot);
+	ptf_spi_exec_as_owner("SELECT pg_catalog.pg_create_logical_replication_slot($1::pg_catalog.name, "
+						  "'deduplicate_keep_first')",
+						  1, argtypes, values, NULL, SPI_OK_SELECT);
+	remember_slot(slot, false);
+	durable_restart_stream(uid, slot);
+	ereport(NOTICE,
+			(errmsg("the change stream of uid \"%s\" starts again on replication slot %s, brought in line with its tables",
+					uid, slot),
+			 errdetail("Its slot %s could not carry it: %s.", stored, lost)));
 	return slot;
 }
 

@@ -2388,6 +2388,65 @@ durable_commit(DurableState *ds, KeyedState *ks, const StateCodec *codec,
 
 /* ---- ptf.resync ---- */
 
+/* the functions that can say the net effect of changes not read one by one */
+static bool
+can_resync(const char *function, bool on_time, const char *options)
+{
+	return (strcmp(function, "deduplicate_keep_first") == 0 && !on_time) ||
+		(strcmp(function, "to_changelog") == 0 && options != NULL &&
+		 strstr(options, "normalizing") != NULL);
+}
+
+static void
+mark_resync(Datum uid, const char *slot_name)
+{
+	Oid			argtypes[2] = {TEXTOID, TEXTOID};
+	Datum		args[2];
+	char		nulls[2] = "  ";
+
+	args[0] = uid;
+	args[1] = slot_name ? CStringGetTextDatum(slot_name) : (Datum) 0;
+	nulls[1] = slot_name ? ' ' : 'n';
+	ptf_spi_exec_as_owner("UPDATE ptf.uid_registry SET stream_snapshot = 'resync', "
+						  "slot_name = coalesce($2, slot_name), "
+						  "last_lsn = CASE WHEN $2 IS NULL THEN last_lsn END, "
+						  "version = pg_catalog.nextval('ptf.state_version_seq'), "
+						  "updated_at = pg_catalog.clock_timestamp() "
+						  "WHERE uid OPERATOR(pg_catalog.=) $1",
+						  2, argtypes, args, nulls, SPI_OK_UPDATE);
+}
+
+/*
+ * A stream whose slot is lost here (dropped, invalidated, or another
+ * database's: the uid was copied) can go on, on a new slot, when its
+ * function can say the net effect of what it missed: true, and the uid is
+ * marked to be brought in line with its tables.  The caller holds the
+ * uid's lock and made the slot.
+ */
+bool
+durable_stream_can_restart(const char *uid)
+{
+	Oid			argtypes[1] = {TEXTOID};
+	Datum		args[1];
+
+	args[0] = CStringGetTextDatum(uid);
+	ptf_spi_exec_as_owner("SELECT " UID_REGISTRY_COLUMNS " FROM ptf.uid_registry "
+						  "WHERE uid OPERATOR(pg_catalog.=) $1",
+						  1, argtypes, args, NULL, SPI_OK_SELECT);
+	if (SPI_processed != 1 ||
+		!has_privs_of_role(GetUserId(), DatumGetObjectId(ptf_spi_datum(Anum_uid_registry_owner))))
+		return false;
+	return can_resync(ptf_spi_text(Anum_uid_registry_function),
+					  !ptf_spi_isnull(Anum_uid_registry_on_time),
+					  ptf_spi_text(Anum_uid_registry_options));
+}
+
+void
+durable_restart_stream(const char *uid, const char *slot_name)
+{
+	mark_resync(CStringGetTextDatum(uid), slot_name);
+}
+
 /*
  * Mark a uid's stream to be brought in line with its tables by its next
  * call (functions/call.c): under the uid's lock, so that no call running
@@ -2424,9 +2483,7 @@ durable_resync(const char *uid)
 	function = ptf_spi_text(Anum_uid_registry_function);
 	options = ptf_spi_text(Anum_uid_registry_options);
 	on_time = !ptf_spi_isnull(Anum_uid_registry_on_time);
-	if (!((strcmp(function, "deduplicate_keep_first") == 0 && !on_time) ||
-		  (strcmp(function, "to_changelog") == 0 && options != NULL &&
-		   strstr(options, "normalizing") != NULL)))
+	if (!can_resync(function, on_time, options))
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("the stream of uid \"%s\" (%s) cannot be brought in line with its tables",
@@ -2435,11 +2492,7 @@ durable_resync(const char *uid)
 				 errhint("ptf.drop_state('%s') forgets the uid; a first call with snapshot => true starts it again from the tables' rows.",
 						 uid)));
 	(void) ptf_lock(PTF_LOCK_UID, ptf_lock_id_of_name(uid), ExclusiveLock, false, true);
-	ptf_spi_exec_as_owner("UPDATE ptf.uid_registry SET stream_snapshot = 'resync', "
-						  "version = pg_catalog.nextval('ptf.state_version_seq'), "
-						  "updated_at = pg_catalog.clock_timestamp() "
-						  "WHERE uid OPERATOR(pg_catalog.=) $1",
-						  1, argtypes, args, NULL, SPI_OK_UPDATE);
+	mark_resync(args[0], NULL);
 }
 
 /* ---- expired keys, for ptf.state ---- */

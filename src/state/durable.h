@@ -137,6 +137,10 @@ extern bool durable_drop(const char *uid, bool of_pipeline, char **slot_name);
  */
 extern void durable_resync(const char *uid);
 
+/* A stream that lost its slot goes on, on slot_name, brought in line */
+extern bool durable_stream_can_restart(const char *uid);
+extern void durable_restart_stream(const char *uid, const char *slot_name);
+
 /* ptf.state: stored keys expired at now, and their rows' bytes; false: not the caller's */
 extern bool durable_count_expired(Oid state_relid, PtfTime now, int64 *keys, int64 *bytes);
 

@@ -111,6 +111,7 @@ typedef struct Pipeline
 	char	   *search_path;	/* as it was when the pipeline was made */
 	Oid		   *sources;		/* the tables its uid reads, whose commits */
 	int			nsources;		/* wake the worker; -1: not known yet */
+	bool		has_origin;		/* its replication origin exists here */
 } Pipeline;
 
 static DatabaseWorker *me = NULL;
@@ -263,6 +264,8 @@ load_pipelines(void)
 						p->nsources = -1;
 				}
 			}
+			p->has_origin = replorigin_by_name(ptf_pipeline_origin_name(MyDatabaseId, p->id),
+											   true) != InvalidRepOriginId;
 			pipelines = lappend(pipelines, p);
 			MemoryContextSwitchTo(old);
 		}
@@ -302,7 +305,38 @@ ptf_pipeline_origin_name(Oid dboid, int32 id)
 	return psprintf(PTF_PIPELINE_ORIGIN_PREFIX "%u_%d", dboid, id);
 }
 
-/* The pipeline's replication origin, made on first use. */
+/*
+ * The replication origins of the worker's pipelines that have none here
+ * yet (new ones, and those of a restored or copied database), made in a
+ * transaction of their own: a step's transaction must not have written
+ * before its call, which may have to make its uid's slot.
+ */
+static void
+make_origins(List *pipelines)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	ListCell   *lc;
+	bool		any = false;
+
+	foreach(lc, pipelines)
+		any |= !((Pipeline *) lfirst(lc))->has_origin;
+	if (!any)
+		return;
+	StartTransactionCommand();
+	foreach(lc, pipelines)
+	{
+		Pipeline   *p = lfirst(lc);
+		char	   *name = ptf_pipeline_origin_name(MyDatabaseId, p->id);
+
+		if (!p->has_origin && replorigin_by_name(name, true) == InvalidRepOriginId)
+			(void) replorigin_create(name);
+		p->has_origin = true;
+	}
+	CommitTransactionCommand();
+	MemoryContextSwitchTo(cxt);
+}
+
+/* The pipeline's replication origin (make_origins made it). */
 static RepOriginId
 pipeline_origin(Pipeline *p)
 {
@@ -1098,6 +1132,7 @@ ptf_pipeline_worker_main(Datum arg)
 		pipelines = load_pipelines();
 		forget_dropped(pipelines);
 		mine = assigned_pipelines(pipelines);
+		make_origins(mine);
 		{
 			/* what is kept for pipelines gone, or gone to another worker, goes */
 			List	   *slots = NIL;
