@@ -38,6 +38,8 @@ BEGIN
                 build_query => 'SELECT * FROM spj.versions WHERE batch = %s ORDER BY ts')) x$q$,
             b, join_type, 'full-' || join_type, b, b);
         SET LOCAL ptf.state_load = probe;
+        -- memory for a few keys: most are evicted and read again
+        SET LOCAL ptf.state_memory_limit = '64kB';
         EXECUTE format($q$INSERT INTO spj.out_probe SELECT %s, x::text FROM (
             SELECT (probe).id, (build).rate FROM ptf.temporal_join(NULL::spj.probes, NULL::spj.versions,
                 'ts', 'ts', '{k}', join_type => %L, watermark_delay => interval '2 minutes',

@@ -224,13 +224,6 @@ load_keys(PtfStateLoad *sl, TupleTableSlot **rows, const int *inputs, int n, Ptf
 		frame_stop_loading(sl->frame);
 		return;
 	}
-	if (upto > sl->timers_upto)
-	{
-		durable_probe_timers(sl->ds, sl->op->state, &sl->op->codec, sl->timers_upto, upto);
-		sl->timers_upto = upto;
-	}
-	if (n == 0)
-		return;
 	for (i = 0; i < n; i++)
 	{
 		KeySpec    *keys = sl->keys[inputs[i]];
@@ -241,8 +234,22 @@ load_keys(PtfStateLoad *sl, TupleTableSlot **rows, const int *inputs, int n, Ptf
 		/* what these rows need stays through an eviction */
 		(void) keyed_state_mark_used(sl->op->state, sl->values + i * nk, sl->nulls + i * nk);
 	}
+
+	/*
+	 * Evict before the timers are read: every timer memory holds is past
+	 * the watermark (timers_upto), so an evicted key's is found again by
+	 * the search below when due -- after it, a key evicted with a timer
+	 * the search had already passed would never fire.
+	 */
 	if (!decoding)
 		maybe_evict(sl);
+	if (upto > sl->timers_upto)
+	{
+		durable_probe_timers(sl->ds, sl->op->state, &sl->op->codec, sl->timers_upto, upto);
+		sl->timers_upto = upto;
+	}
+	if (n == 0)
+		return;
 	durable_probe_keys(sl->ds, sl->op->state, &sl->op->codec, sl->values, sl->nulls, n);
 	maybe_switch(sl);
 }

@@ -799,9 +799,39 @@ tj_restore(void *arg, const StateRef *ref, int space, int64 ns, void *ns_value,
 	}
 }
 
+/*
+ * A key leaves memory (its rows stay in the table, written back): its
+ * versions' and buffered rows' images go; its timers are found again by
+ * time when due, its TTL deadline when it is read again.
+ */
+static bool
+tj_evict(PtfOperator *op, StateRef *ref)
+{
+	TjOperator *j = (TjOperator *) op;
+	KeyedState *ks = op->state;
+	int			i;
+
+	for (i = 0; i < keyed_state_ns_count(ks, ref->rec, TJ_SPACE_VERSIONS); i++)
+	{
+		int64		ns;
+		TjVersion  *v = keyed_state_ns_at(ks, ref->rec, TJ_SPACE_VERSIONS, i, &ns);
+
+		if (!v->deleted)
+			tuple_pool_free(j->pool, &v->image);
+	}
+	for (i = 0; i < keyed_state_ns_count(ks, ref->rec, TJ_SPACE_PROBES); i++)
+	{
+		int64		ns;
+
+		probes_free(j, (TjProbes *) keyed_state_ns_at(ks, ref->rec, TJ_SPACE_PROBES, i, &ns));
+	}
+	return true;
+}
+
 static const PtfOperatorMethods tj_methods = {
 	.name = "temporal_join",
 	.on_row = tj_on_row,
+	.evict = tj_evict,
 	.on_timer = tj_on_timer,
 	.memory = ptf_operator_memory,
 	.keys = ptf_operator_keys,

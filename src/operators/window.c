@@ -652,6 +652,41 @@ first_unfired(WinAggOp *wa, PtfTime s, PtfTime watermark)
 	return f;
 }
 
+/*
+ * A key leaves memory (its rows stay in the table, written back): what its
+ * slices and windows share is let go of, its sessions' memory freed.  Its
+ * timer is found again by fires_at when due (the key's next window and
+ * its sessions' ends are stored).
+ */
+static bool
+window_evict(PtfOperator *op, StateRef *ref)
+{
+	WinAggOp   *wa = (WinAggOp *) op;
+	KeyedState *ks = op->state;
+	KeyCold    *cold = (KeyCold *) ref->cold;
+	int			space;
+	int			i;
+
+	for (space = SPACE_SLICES; space <= SPACE_SESSIONS; space++)
+		for (i = 0; i < keyed_state_ns_count(ks, ref->rec, space); i++)
+		{
+			int64		ns;
+			void	   *v = keyed_state_ns_at(ks, ref->rec, space, i, &ns);
+
+			if (space == SPACE_SESSIONS)
+			{
+				if (((SessionValue *) v)->mem)
+					aggs_memory_delete(((SessionValue *) v)->mem);
+			}
+			else
+				shared_release(wa, space, ns);
+		}
+	if (cold->prev_values != NULL)
+		pfree(cold->prev_values);
+	cold->prev_values = NULL;
+	return true;
+}
+
 /* A key whose windows have all fired goes, what it holds with it. */
 static void
 key_remove(WinAggOp *wa, StateRecord *rec)
@@ -1663,6 +1698,7 @@ static const PtfOperatorMethods window_agg_methods = {
 	.on_start = window_agg_on_start,
 	.on_watermark = window_agg_on_watermark,
 	.on_finish = window_agg_on_finish,
+	.evict = window_evict,
 	.on_timer = window_agg_on_timer,
 	.memory = ptf_operator_memory,
 	.keys = ptf_operator_keys,

@@ -1590,6 +1590,26 @@ keyed_state_mark_used(KeyedState *ks, Datum *keyvalues, bool *keynulls)
 	return true;
 }
 
+/* A key's namespaces leave memory; their tuples stay (no dead TIDs). */
+static void
+release_namespaces(KeyedState *ks, StateRecord *rec)
+{
+	int			space;
+
+	for (space = 0; space < ks->nspaces; space++)
+	{
+		NsSet	   *set = ns_set(ks, rec, space);
+		int			i;
+
+		for (i = 0; i < set->n; i++)
+			ns_value_free(ks, space, set->entries[i].value);
+		if (set->entries != NULL)
+			pfree(set->entries - set->off);
+		set->entries = NULL;
+		set->n = set->cap = set->off = set->tail = 0;
+	}
+}
+
 /* The inline map again, with only the slots looked up since the last pass. */
 static uint64
 inline_evict(KeyedState *ks)
@@ -1639,6 +1659,7 @@ keyed_state_evict(KeyedState *ks, KeyedEvictFn release, void *arg)
 	uint64		n = 0;
 
 	Assert(ks->nchanged == 0 && ks->nchanged_ns == 0 && ks->ndead == 0);
+	Assert(!ks->in_load);
 	if (ks->is_inline)
 	{
 		/* nothing says which keys were used yet: from now on */
@@ -1649,8 +1670,6 @@ keyed_state_evict(KeyedState *ks, KeyedEvictFn release, void *arg)
 		}
 		return inline_evict(ks);
 	}
-	if (ks->nspaces > 0)
-		return 0;
 	keyed_start_iterate(ks->hash, &it);
 	while ((entry = keyed_iterate(ks->hash, &it)) != NULL)
 	{
@@ -1683,7 +1702,8 @@ keyed_state_evict(KeyedState *ks, KeyedEvictFn release, void *arg)
 		entry = keyed_lookup_hash(ks->hash, nokey, hash);
 		Assert(entry != NULL && entry->key.rec == rec);
 		keyed_delete_item(ks->hash, entry);
-		/* its tuple stays: removed from memory only */
+		/* its tuples stay: removed from memory only */
+		release_namespaces(ks, rec);
 		rec->flags |= RECORD_REMOVED | RECORD_EVICTED;
 		if (rec->pad != 0)
 		{

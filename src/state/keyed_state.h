@@ -208,11 +208,13 @@ extern void keyed_state_end_load(KeyedState *ks);
  * approximation of least recently used): once tracking is on, every lookup
  * marks its key used; an eviction pass drops the keys not used since the
  * pass before -- and clears the mark of the others -- unless release says
- * the operator needs one in memory (a pending timer).  Only state without
- * changes to write back (and without namespaces) is evicted: its keys are
- * all in its table, and dropping them deletes nothing.  Dropped records
+ * the operator needs one in memory.  Only state without changes to write
+ * back is evicted: its keys are all in its table, and dropping them
+ * deletes nothing; their timers are found by time in the table again.  Dropped records
  * wait for keyed_state_reclaim like removed ones (forget their timers
- * first).  mark_used: the key of a row about to be processed stays.
+ * first); their namespaces go with them, after release has let go of
+ * what their values hold.  mark_used: the key of a row about to be
+ * processed stays.
  */
 typedef bool (*KeyedEvictFn) (StateRef *ref, void *arg);	/* false: keep it */
 extern void keyed_state_track_use(KeyedState *ks);
