@@ -25,9 +25,10 @@
  * Memory.  Keys read this way are evicted by a clock once memory passes
  * ptf.state_memory_limit (maybe_evict, and ptf_state_load_bound after a
  * pipeline's step): what was not used since the last pass goes, after
- * what changed was written back, and is read again when rows need it.
- * Operators without an evict method (the window aggregate) keep what
- * they read.
+ * what changed was written back, and is read again when rows need it,
+ * or when its timer comes due (a buffer evicts before it searches for
+ * timers: every timer memory still holds is past the watermark then).
+ * Operators say what a key's value holds and which keys must stay.
  *
  * Timers.  A key is read before its timer can come due: the frame tells
  * load_buffer the watermark a buffer's rows can raise the operator's to
