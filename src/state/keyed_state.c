@@ -1610,12 +1610,17 @@ release_namespaces(KeyedState *ks, StateRecord *rec)
 	}
 }
 
-/* The inline map again, with only the slots looked up since the last pass. */
+/*
+ * The inline map again, with only the slots looked up since the last pass,
+ * in an array sized for them: the memory of the keys evicted goes back.
+ */
 static uint64
 inline_evict(KeyedState *ks)
 {
 	InlineMap  *map = &ks->map;
-	uint64		size = map->mask + 1;
+	uint64		old_size = map->mask + 1;
+	uint64		size = INLINE_MIN_SIZE;
+	uint64		kept = 0;
 	char	   *old_slots = map->slots;
 	void	   *old_alloc = map->alloc;
 	char	   *old_cold = map->cold;
@@ -1624,8 +1629,14 @@ inline_evict(KeyedState *ks)
 	uint64		i;
 
 	Assert(old_hits != NULL && ks->nnew == 0);
+	for (i = 0; i < old_size; i++)
+		if (old_hits[i] && SLOT_KEY(map, i) != INLINE_EMPTY)
+			kept++;
+	/* at most 3/4 full, as the map grows */
+	while ((kept + 1) * 4 > size * 3)
+		size *= 2;
 	inline_alloc(ks, size);
-	for (i = 0; i < size; i++)
+	for (i = 0; i < old_size; i++)
 	{
 		char	   *slot = old_slots + i * map->stride;
 		Datum		key = *(Datum *) slot;
