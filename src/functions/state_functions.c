@@ -80,6 +80,21 @@ ptf_state_expired(PG_FUNCTION_ARGS)
 	PG_RETURN_INT64(want_bytes ? bytes : keys);
 }
 
+/* The uid argument (refused NULL), with SPI connected for the registry. */
+static char *
+uid_arg_connected(FunctionCallInfo fcinfo)
+{
+	char	   *uid = ptf_uid_arg(fcinfo, 0);
+
+	if (uid == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("uid must not be NULL")));
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	return uid;
+}
+
 /*
  * ptf.resync(uid): the uid's next call reads its tables as they are then,
  * says the net effect on the state kept, and goes on with the changes after
@@ -88,14 +103,8 @@ ptf_state_expired(PG_FUNCTION_ARGS)
 Datum
 ptf_resync(PG_FUNCTION_ARGS)
 {
-	char	   *uid = ptf_uid_arg(fcinfo, 0);
+	char	   *uid = uid_arg_connected(fcinfo);
 
-	if (uid == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("uid must not be NULL")));
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
 	durable_resync(uid);
 	SPI_finish();
 	PG_RETURN_VOID();
@@ -104,16 +113,10 @@ ptf_resync(PG_FUNCTION_ARGS)
 Datum
 ptf_drop_state(PG_FUNCTION_ARGS)
 {
-	char	   *uid = ptf_uid_arg(fcinfo, 0);
+	char	   *uid = uid_arg_connected(fcinfo);
 	bool		dropped;
 	char	   *slot_name;
 
-	if (uid == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("uid must not be NULL")));
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
 	dropped = durable_drop(uid, false, &slot_name);
 
 	/*

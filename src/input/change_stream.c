@@ -628,24 +628,34 @@ change_stream_prepare(const char *uid, const Oid *relids, int nrelids)
  * Why a uid's slot cannot carry its stream here (it is gone, was
  * invalidated, or is another database's), or NULL when it can.
  */
-static const char *
-slot_lost(const char *slot_name)
+/* A slot's database and restart position; false if there is none. */
+static bool
+slot_place(const char *slot_name, Oid *dboid, XLogRecPtr *restart_lsn)
 {
 	ReplicationSlot *slot;
-	Oid			dboid = InvalidOid;
-	XLogRecPtr	restart_lsn = InvalidXLogRecPtr;
 
+	*dboid = InvalidOid;
+	*restart_lsn = InvalidXLogRecPtr;
 	LWLockAcquire(ReplicationSlotControlLock, LW_SHARED);
 	slot = SearchNamedReplicationSlot(slot_name, false);
 	if (slot != NULL)
 	{
 		SpinLockAcquire(&slot->mutex);
-		dboid = slot->data.database;
-		restart_lsn = slot->data.restart_lsn;
+		*dboid = slot->data.database;
+		*restart_lsn = slot->data.restart_lsn;
 		SpinLockRelease(&slot->mutex);
 	}
 	LWLockRelease(ReplicationSlotControlLock);
-	if (slot == NULL)
+	return slot != NULL;
+}
+
+static const char *
+slot_lost(const char *slot_name)
+{
+	Oid			dboid;
+	XLogRecPtr	restart_lsn;
+
+	if (!slot_place(slot_name, &dboid, &restart_lsn))
 		return "it does not exist";
 	if (dboid != MyDatabaseId)
 		return "it belongs to another database: the uid was copied here";
@@ -1143,22 +1153,10 @@ write_refused(LogicalDecodingContext *ctx, XLogRecPtr lsn, TransactionId xid,
 static void
 check_slot_usable(const char *slot_name, XLogRecPtr resume_after)
 {
-	ReplicationSlot *slot;
-	Oid			dboid = InvalidOid;
-	XLogRecPtr	restart_lsn = InvalidXLogRecPtr;
+	Oid			dboid;
+	XLogRecPtr	restart_lsn;
 
-	LWLockAcquire(ReplicationSlotControlLock, LW_SHARED);
-	slot = SearchNamedReplicationSlot(slot_name, false);
-	if (slot != NULL)
-	{
-		SpinLockAcquire(&slot->mutex);
-		dboid = slot->data.database;
-		restart_lsn = slot->data.restart_lsn;
-		SpinLockRelease(&slot->mutex);
-	}
-	LWLockRelease(ReplicationSlotControlLock);
-
-	if (slot == NULL)
+	if (!slot_place(slot_name, &dboid, &restart_lsn))
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("the replication slot %s of this uid does not exist", slot_name),

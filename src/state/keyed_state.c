@@ -1207,8 +1207,9 @@ keyed_state_mark_changed(KeyedState *ks, StateRecord *rec)
 	note_changed(ks, rec);
 }
 
-void
-keyed_state_remove(KeyedState *ks, StateRecord *rec)
+/* Take rec out of the hash table (by its own key). */
+static void
+unlink_record(KeyedState *ks, StateRecord *rec)
 {
 	Datum	   *values = palloc(sizeof(Datum) * Max(ks->keys->ncols, 1));
 	bool	   *nulls = palloc(sizeof(bool) * Max(ks->keys->ncols, 1));
@@ -1216,8 +1217,6 @@ keyed_state_remove(KeyedState *ks, StateRecord *rec)
 	uint32		hash;
 	StateEntry *entry;
 
-	Assert(!ks->is_inline);
-	Assert(!(rec->flags & RECORD_REMOVED));
 	keyed_state_record_key(ks, rec, values, nulls);
 	key_probe_values(ks->keys, values, nulls);
 	hash = key_hash_values(ks->keys, values, nulls);
@@ -1226,11 +1225,15 @@ keyed_state_remove(KeyedState *ks, StateRecord *rec)
 	if (entry == NULL || entry->key.rec != rec)
 		elog(ERROR, "keyed state record to remove is not in the table");
 	keyed_delete_item(ks->hash, entry);
+	pfree(values);
+	pfree(nulls);
+}
 
-	clear_namespaces(ks, rec);
-	if (rec->flags & RECORD_STORED)
-		note_dead(ks, &rec->tid);
-	rec->flags |= RECORD_REMOVED;
+/* A record out of the table waits for reclaim (its memory, if recycled). */
+static void
+note_removed(KeyedState *ks, StateRecord *rec, uint8 flags)
+{
+	rec->flags |= flags;
 	if (rec->pad != 0)
 	{
 		if (ks->nremoved >= ks->maxremoved)
@@ -1238,8 +1241,18 @@ keyed_state_remove(KeyedState *ks, StateRecord *rec)
 									 sizeof(StateRecord *), 256);
 		ks->removed[ks->nremoved++] = rec;
 	}
-	pfree(values);
-	pfree(nulls);
+}
+
+void
+keyed_state_remove(KeyedState *ks, StateRecord *rec)
+{
+	Assert(!ks->is_inline);
+	Assert(!(rec->flags & RECORD_REMOVED));
+	unlink_record(ks, rec);
+	clear_namespaces(ks, rec);
+	if (rec->flags & RECORD_STORED)
+		note_dead(ks, &rec->tid);
+	note_removed(ks, rec, RECORD_REMOVED);
 }
 
 int
@@ -1701,30 +1714,11 @@ keyed_state_evict(KeyedState *ks, KeyedEvictFn release, void *arg)
 	foreach(lc, evict)
 	{
 		StateRecord *rec = (StateRecord *) lfirst(lc);
-		Datum	   *values = palloc(sizeof(Datum) * Max(ks->keys->ncols, 1));
-		bool	   *nulls = palloc(sizeof(bool) * Max(ks->keys->ncols, 1));
-		StateKey	nokey = {0};
-		uint32		hash;
 
-		keyed_state_record_key(ks, rec, values, nulls);
-		key_probe_values(ks->keys, values, nulls);
-		hash = key_hash_values(ks->keys, values, nulls);
-		current_probe = ks->keys;
-		entry = keyed_lookup_hash(ks->hash, nokey, hash);
-		Assert(entry != NULL && entry->key.rec == rec);
-		keyed_delete_item(ks->hash, entry);
+		unlink_record(ks, rec);
 		/* its tuples stay: removed from memory only */
 		release_namespaces(ks, rec);
-		rec->flags |= RECORD_REMOVED | RECORD_EVICTED;
-		if (rec->pad != 0)
-		{
-			if (ks->nremoved >= ks->maxremoved)
-				ks->removed = grow_array(ks, ks->removed, &ks->maxremoved,
-										 sizeof(StateRecord *), 256);
-			ks->removed[ks->nremoved++] = rec;
-		}
-		pfree(values);
-		pfree(nulls);
+		note_removed(ks, rec, RECORD_REMOVED | RECORD_EVICTED);
 		n++;
 	}
 	list_free(evict);
