@@ -213,6 +213,7 @@ load_keys(PtfStateLoad *sl, TupleTableSlot **rows, const int *inputs, int n, Ptf
 		  bool decoding)
 {
 	int			nk = sl->nkeys;
+	int			missing = 0;
 	int			i;
 	int			j;
 
@@ -225,15 +226,20 @@ load_keys(PtfStateLoad *sl, TupleTableSlot **rows, const int *inputs, int n, Ptf
 		frame_stop_loading(sl->frame);
 		return;
 	}
+	/*
+	 * What these rows need stays through an eviction (marked), and only the
+	 * keys memory does not hold are asked of the table (kept, in order).
+	 */
 	for (i = 0; i < n; i++)
 	{
 		KeySpec    *keys = sl->keys[inputs[i]];
 
 		for (j = 0; j < nk; j++)
-			sl->values[i * nk + j] = slot_getattr(rows[i], keys->cols[j].attno,
-												  &sl->nulls[i * nk + j]);
-		/* what these rows need stays through an eviction */
-		(void) keyed_state_mark_used(sl->op->state, sl->values + i * nk, sl->nulls + i * nk);
+			sl->values[missing * nk + j] = slot_getattr(rows[i], keys->cols[j].attno,
+														&sl->nulls[missing * nk + j]);
+		if (!keyed_state_mark_used(sl->op->state, sl->values + missing * nk,
+								   sl->nulls + missing * nk))
+			missing++;
 	}
 
 	/*
@@ -249,9 +255,7 @@ load_keys(PtfStateLoad *sl, TupleTableSlot **rows, const int *inputs, int n, Ptf
 		durable_probe_timers(sl->ds, sl->op->state, &sl->op->codec, sl->timers_upto, upto);
 		sl->timers_upto = upto;
 	}
-	if (n == 0)
-		return;
-	durable_probe_keys(sl->ds, sl->op->state, &sl->op->codec, sl->values, sl->nulls, n);
+	durable_probe_keys(sl->ds, sl->op->state, &sl->op->codec, sl->values, sl->nulls, missing);
 	maybe_switch(sl);
 }
 

@@ -1283,12 +1283,6 @@ typedef struct RowLoader
 	MemoryContext rowcxt;
 } RowLoader;
 
-static int
-tid_cmp(const void *a, const void *b)
-{
-	return ItemPointerCompare((ItemPointer) a, (ItemPointer) b);
-}
-
 /*
  * The dead TIDs as a set, brought up to date: memory's list only grows
  * until it is written back (forget_dead_set), so only its new end is added.
@@ -1608,6 +1602,57 @@ durable_table_bytes(DurableState *ds)
 }
 
 /*
+ * An index scan of the state table under the call's snapshot (durable_attach):
+ * what every partial read -- keys, timers, expired keys -- opens and closes.
+ * The table stays locked to the end of the transaction, as writes lock it.
+ */
+typedef struct StateScan
+{
+	Relation	rel;
+	Relation	index;
+	Snapshot	snapshot;
+	IndexScanDesc scan;
+	TupleTableSlot *slot;
+} StateScan;
+
+static void
+state_scan_begin(StateScan *s, DurableState *ds, Oid indexoid)
+{
+	Assert(OidIsValid(indexoid));	/* durable_prepare_probes */
+	Assert(ds->snapshot != NULL);	/* durable_attach */
+	s->rel = table_open(ds->state_relid, RowExclusiveLock);
+	s->index = index_open(indexoid, AccessShareLock);
+	s->snapshot = RegisterSnapshot(ds->snapshot);
+	s->slot = table_slot_create(s->rel, NULL);
+	s->scan = NULL;
+}
+
+/*
+ * Scan for keys (the index's own scan keys, made once the index is open);
+ * again with other keys, as many of them (the btree copies as many as the
+ * scan began with).
+ */
+static void
+state_scan_keys(StateScan *s, ScanKey keys, int nkeys)
+{
+	if (s->scan == NULL)
+		s->scan = index_beginscan(s->rel, s->index, s->snapshot, nkeys, 0);
+	Assert(s->scan->numberOfKeys == nkeys);
+	index_rescan(s->scan, keys, nkeys, NULL, 0);
+}
+
+static void
+state_scan_end(StateScan *s)
+{
+	if (s->scan != NULL)
+		index_endscan(s->scan);
+	ExecDropSingleTupleTableSlot(s->slot);
+	UnregisterSnapshot(s->snapshot);
+	index_close(s->index, AccessShareLock);
+	table_close(s->rel, NoLock);
+}
+
+/*
  * The btree equality procedure and collation of the index's column i: of
  * its operator class's input type (a domain's base type, anyenum, anyarray).
  */
@@ -1625,23 +1670,18 @@ index_column_eq(Relation index, int i, RegProcedure *proc, Oid *collation)
 }
 
 static void
-index_scan_into(RowLoader *l, Relation rel, Relation index, IndexScanDesc scan,
-				TupleTableSlot *slot, ScanKey keys, int nkeys)
+index_scan_into(RowLoader *l, StateScan *s, ScanKey keys, int nkeys)
 {
-	index_rescan(scan, keys, nkeys, NULL, 0);
-	while (index_getnext_slot(scan, ForwardScanDirection, slot))
-		loader_row(l, slot);
+	state_scan_keys(s, keys, nkeys);
+	while (index_getnext_slot(s->scan, ForwardScanDirection, s->slot))
+		loader_row(l, s->slot);
 }
 
 void
 durable_probe_keys(DurableState *ds, KeyedState *ks, const StateCodec *codec,
 				   Datum *values, bool *nulls, int n)
 {
-	Relation	rel;
-	Relation	index;
-	Snapshot	snapshot;
-	IndexScanDesc scan;
-	TupleTableSlot *slot;
+	StateScan	s;
 	ScanKeyData *skeys;
 	RegProcedure procs[INDEX_MAX_KEYS];
 	Oid			collations[INDEX_MAX_KEYS];
@@ -1655,19 +1695,13 @@ durable_probe_keys(DurableState *ds, KeyedState *ks, const StateCodec *codec,
 
 	if (n == 0)
 		return;
-	Assert(OidIsValid(ds->key_index));	/* durable_prepare_probes */
-	rel = table_open(ds->state_relid, RowExclusiveLock);
-	index = index_open(ds->key_index, AccessShareLock);
-	Assert(ds->snapshot != NULL);	/* durable_attach */
-	snapshot = RegisterSnapshot(ds->snapshot);
-	slot = table_slot_create(rel, NULL);
-	scan = index_beginscan(rel, index, snapshot, nk, 0);
+	state_scan_begin(&s, ds, ds->key_index);
 	skeys = palloc(sizeof(ScanKeyData) * nk);
 	for (j = 0; j < nk; j++)
-		index_column_eq(index, j, &procs[j], &collations[j]);
+		index_column_eq(s.index, j, &procs[j], &collations[j]);
 	/* an array of arrays is not an array: such keys are looked up one by one */
 	by_array = (nk == 1 &&
-				!type_is_array(getBaseType(TupleDescAttr(RelationGetDescr(rel), 0)->atttypid)));
+				!type_is_array(getBaseType(TupleDescAttr(RelationGetDescr(s.rel), 0)->atttypid)));
 	loader_begin(&l, ds, ks, codec, true);
 
 	/*
@@ -1698,11 +1732,11 @@ durable_probe_keys(DurableState *ds, KeyedState *ks, const StateCodec *codec,
 				ScanKeyEntryInitialize(&skeys[j], 0, j + 1, BTEqualStrategyNumber,
 									   InvalidOid, collations[j], procs[j], kv[j]);
 		}
-		index_scan_into(&l, rel, index, scan, slot, skeys, nk);
+		index_scan_into(&l, &s, skeys, nk);
 	}
 	if (narray > 0)
 	{
-		Form_pg_attribute att = TupleDescAttr(RelationGetDescr(rel), 0);
+		Form_pg_attribute att = TupleDescAttr(RelationGetDescr(s.rel), 0);
 		int16		typlen;
 		bool		typbyval;
 		char		typalign;
@@ -1712,14 +1746,10 @@ durable_probe_keys(DurableState *ds, KeyedState *ks, const StateCodec *codec,
 		arr = construct_array(array, narray, att->atttypid, typlen, typbyval, typalign);
 		ScanKeyEntryInitialize(&skeys[0], SK_SEARCHARRAY, 1, BTEqualStrategyNumber,
 							   InvalidOid, collations[0], procs[0], PointerGetDatum(arr));
-		index_scan_into(&l, rel, index, scan, slot, skeys, 1);
+		index_scan_into(&l, &s, skeys, 1);
 	}
 	loader_end(&l);
-	index_endscan(scan);
-	ExecDropSingleTupleTableSlot(slot);
-	UnregisterSnapshot(snapshot);
-	index_close(index, AccessShareLock);
-	table_close(rel, NoLock);
+	state_scan_end(&s);
 }
 
 static AttrNumber timer_attno(DurableState *ds);
@@ -1750,56 +1780,33 @@ durable_prepare_probes(DurableState *ds, KeyedState *ks)
 void
 durable_sweep_expired(DurableState *ds, KeyedState *ks, PtfTime now)
 {
-	Relation	rel;
-	Relation	index;
-	Snapshot	snapshot;
-	IndexScanDesc scan;
-	TupleTableSlot *slot;
+	StateScan	s;
 	ScanKeyData skey;
-	ItemPointerData *dead;
-	int			ndead;
-	ItemPointer d;
+	HTAB	   *dead;
 
 	if (!OidIsValid(ds->expiry_index))
 		return;
-	rel = table_open(ds->state_relid, RowExclusiveLock);
-	index = index_open(ds->expiry_index, AccessShareLock);
+	state_scan_begin(&s, ds, ds->expiry_index);
 	ScanKeyEntryInitialize(&skey, 0, 1, BTLessEqualStrategyNumber,
-						   TIMESTAMPTZOID, index->rd_indcollation[0],
-						   get_opcode(get_opfamily_member(index->rd_opfamily[0],
+						   TIMESTAMPTZOID, s.index->rd_indcollation[0],
+						   get_opcode(get_opfamily_member(s.index->rd_opfamily[0],
 														  TIMESTAMPTZOID, TIMESTAMPTZOID,
 														  BTLessEqualStrategyNumber)),
 						   TimestampTzGetDatum((TimestampTz) now));
-	d = keyed_state_dead_tids(ks, &ndead);
-	dead = NULL;
-	if (ndead > 0)
-	{
-		dead = palloc(sizeof(ItemPointerData) * ndead);
-		memcpy(dead, d, sizeof(ItemPointerData) * ndead);
-		qsort(dead, ndead, sizeof(ItemPointerData), tid_cmp);
-	}
-	Assert(ds->snapshot != NULL);	/* durable_attach */
-	snapshot = RegisterSnapshot(ds->snapshot);
-	slot = table_slot_create(rel, NULL);
-	scan = index_beginscan(rel, index, snapshot, 1, 0);
-	index_rescan(scan, &skey, 1, NULL, 0);
-	while (index_getnext_slot(scan, ForwardScanDirection, slot))
+	dead = dead_set(ds, ks);
+	state_scan_keys(&s, &skey, 1);
+	while (index_getnext_slot(s.scan, ForwardScanDirection, s.slot))
 	{
 		CHECK_FOR_INTERRUPTS();
-		if (ndead > 0 &&
-			bsearch(&slot->tts_tid, dead, ndead, sizeof(ItemPointerData), tid_cmp))
+		if (dead != NULL && hash_search(dead, &s.slot->tts_tid, HASH_FIND, NULL) != NULL)
 			continue;
-		slot_getsomeattrs(slot, ds->nkeys);
-		if (keyed_state_holds(ks, slot->tts_values, slot->tts_isnull))
+		slot_getsomeattrs(s.slot, ds->nkeys);
+		if (keyed_state_holds(ks, s.slot->tts_values, s.slot->tts_isnull))
 			continue;
-		simple_heap_delete(rel, &slot->tts_tid);
+		simple_heap_delete(s.rel, &s.slot->tts_tid);
 		ds->stored_keys--;
 	}
-	index_endscan(scan);
-	ExecDropSingleTupleTableSlot(slot);
-	UnregisterSnapshot(snapshot);
-	index_close(index, AccessShareLock);
-	table_close(rel, NoLock);
+	state_scan_end(&s);
 }
 
 /* The layout's timer field's column. */
@@ -1847,11 +1854,7 @@ void
 durable_probe_timers(DurableState *ds, KeyedState *ks, const StateCodec *codec,
 					 PtfTime after, PtfTime upto)
 {
-	Relation	rel;
-	Relation	index;
-	Snapshot	snapshot;
-	IndexScanDesc scan;
-	TupleTableSlot *slot;
+	StateScan	s;
 	ScanKeyData skeys[2];
 	int			nskeys;
 	Datum	   *values;
@@ -1863,22 +1866,17 @@ durable_probe_timers(DurableState *ds, KeyedState *ks, const StateCodec *codec,
 
 	if (ds->layout->timer_field == NULL || upto <= after)
 		return;
-	Assert(OidIsValid(ds->timer_index));	/* durable_prepare_probes */
 	cxt = AllocSetContextCreate(CurrentMemoryContext, "ptf timer keys", ALLOCSET_DEFAULT_SIZES);
 	old = MemoryContextSwitchTo(cxt);
-	rel = table_open(ds->state_relid, RowExclusiveLock);
-	index = index_open(ds->timer_index, AccessShareLock);
-	nskeys = timer_scan_keys(ds, index, after, upto, skeys);
-	Assert(ds->snapshot != NULL);	/* durable_attach */
-	snapshot = RegisterSnapshot(ds->snapshot);
-	slot = table_slot_create(rel, NULL);
-	scan = index_beginscan(rel, index, snapshot, nskeys, 0);
-	index_rescan(scan, skeys, nskeys, NULL, 0);
+	state_scan_begin(&s, ds, ds->timer_index);
+	nskeys = timer_scan_keys(ds, s.index, after, upto, skeys);
+	state_scan_keys(&s, skeys, nskeys);
 	values = palloc(sizeof(Datum) * cap * Max(ds->nkeys, 1));
 	nulls = palloc(sizeof(bool) * cap * Max(ds->nkeys, 1));
 	/* the keys first, then the keys' rows: a key has rows the search does not find */
-	while (index_getnext_slot(scan, ForwardScanDirection, slot))
+	while (index_getnext_slot(s.scan, ForwardScanDirection, s.slot))
 	{
+		TupleTableSlot *slot = s.slot;
 		int			j;
 
 		slot_getsomeattrs(slot, ds->nkeys);
@@ -1890,7 +1888,7 @@ durable_probe_timers(DurableState *ds, KeyedState *ks, const StateCodec *codec,
 		}
 		for (j = 0; j < ds->nkeys; j++)
 		{
-			Form_pg_attribute att = TupleDescAttr(RelationGetDescr(rel), j);
+			Form_pg_attribute att = TupleDescAttr(RelationGetDescr(s.rel), j);
 
 			nulls[n * ds->nkeys + j] = slot->tts_isnull[j];
 			values[n * ds->nkeys + j] = slot->tts_isnull[j] ? (Datum) 0 :
@@ -1898,11 +1896,7 @@ durable_probe_timers(DurableState *ds, KeyedState *ks, const StateCodec *codec,
 		}
 		n++;
 	}
-	index_endscan(scan);
-	ExecDropSingleTupleTableSlot(slot);
-	UnregisterSnapshot(snapshot);
-	index_close(index, AccessShareLock);
-	table_close(rel, NoLock);
+	state_scan_end(&s);
 	{
 		/* asking for these was not the call's rows' doing */
 		uint64		probes = ds->probes;
@@ -1923,11 +1917,7 @@ durable_probe_timers(DurableState *ds, KeyedState *ks, const StateCodec *codec,
 PtfTime
 durable_next_timer(DurableState *ds, PtfTime after)
 {
-	Relation	rel;
-	Relation	index;
-	Snapshot	snapshot;
-	IndexScanDesc scan;
-	TupleTableSlot *slot;
+	StateScan	s;
 	ScanKeyData skeys[2];
 	int			nskeys;
 	PtfTime		next = PTF_TIME_MAX;
@@ -1935,29 +1925,20 @@ durable_next_timer(DurableState *ds, PtfTime after)
 	if (ds->layout->timer_field == NULL || !OidIsValid(ds->timer_index) ||
 		after == PTF_TIME_MAX)
 		return PTF_TIME_MAX;
-	rel = table_open(ds->state_relid, AccessShareLock);
-	index = index_open(ds->timer_index, AccessShareLock);
-	nskeys = timer_scan_keys(ds, index, after, PTF_TIME_MAX, skeys);
-	Assert(ds->snapshot != NULL);	/* durable_attach */
-	snapshot = RegisterSnapshot(ds->snapshot);
-	slot = table_slot_create(rel, NULL);
-	scan = index_beginscan(rel, index, snapshot, nskeys, 0);
-	index_rescan(scan, skeys, nskeys, NULL, 0);
+	state_scan_begin(&s, ds, ds->timer_index);
+	nskeys = timer_scan_keys(ds, s.index, after, PTF_TIME_MAX, skeys);
+	state_scan_keys(&s, skeys, nskeys);
 	/* the index holds no NULLs (ensure_index): its first row is the earliest */
-	if (index_getnext_slot(scan, ForwardScanDirection, slot))
+	if (index_getnext_slot(s.scan, ForwardScanDirection, s.slot))
 	{
 		bool		isnull;
-		Datum		d = slot_getattr(slot, timer_attno(ds), &isnull);
+		Datum		d = slot_getattr(s.slot, timer_attno(ds), &isnull);
 
 		Assert(!isnull);
 		if (!isnull)
 			next = ptf_time_from_datum(d, ds->time_type);
 	}
-	index_endscan(scan);
-	ExecDropSingleTupleTableSlot(slot);
-	UnregisterSnapshot(snapshot);
-	index_close(index, AccessShareLock);
-	table_close(rel, AccessShareLock);
+	state_scan_end(&s);
 	return next;
 }
 

@@ -1685,15 +1685,8 @@ keyed_state_evict(KeyedState *ks, KeyedEvictFn release, void *arg)
 	Assert(ks->nchanged == 0 && ks->nchanged_ns == 0 && ks->ndead == 0);
 	Assert(!ks->in_load);
 	if (ks->is_inline)
-	{
-		/* nothing says which keys were used yet: from now on */
-		if (ks->map.hits == NULL)
-		{
-			keyed_state_track_use(ks);
-			return 0;
-		}
-		return inline_evict(ks);
-	}
+		/* nothing says which keys were used before tracking began */
+		return keyed_state_tracks_use(ks) ? inline_evict(ks) : 0;
 	keyed_start_iterate(ks->hash, &it);
 	while ((entry = keyed_iterate(ks->hash, &it)) != NULL)
 	{
