@@ -119,8 +119,13 @@ ptf_ensure_packages() {
         [ -z "${todo// /}" ] || ptf_die "still missing or outdated after apt-get: $todo"
         ptf_log "packages: postgresql-$PTF_PG_MAJOR $(ptf_pkg_version postgresql-$PTF_PG_MAJOR) installed"
     fi
-    PTF_PG_CONFIG=/usr/lib/postgresql/$PTF_PG_MAJOR/bin/pg_config
-    [ -x "$PTF_PG_CONFIG" ] || PTF_PG_CONFIG=$(command -v pg_config) || ptf_die "pg_config not found"
+    # PTF_PG_CONFIG set by the caller: another installation of PostgreSQL 15
+    # (a developer's private copy, so that several checkouts test at once)
+    if [ -z "${PTF_PG_CONFIG:-}" ]; then
+        PTF_PG_CONFIG=/usr/lib/postgresql/$PTF_PG_MAJOR/bin/pg_config
+        [ -x "$PTF_PG_CONFIG" ] || PTF_PG_CONFIG=$(command -v pg_config) || ptf_die "pg_config not found"
+    fi
+    [ -x "$PTF_PG_CONFIG" ] || ptf_die "PTF_PG_CONFIG=$PTF_PG_CONFIG is not an executable pg_config"
     PTF_BINDIR=$("$PTF_PG_CONFIG" --bindir)
     export PTF_PG_CONFIG PTF_BINDIR
     local ver
