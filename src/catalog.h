@@ -82,7 +82,7 @@ typedef enum
 #define PIPELINE_REGISTRY_COLUMNS PIPELINE_REGISTRY_COLUMNS_1_0 ", sink_name"
 
 /* The version of the extension's SQL objects this library needs. */
-#define PTF_SQL_VERSION "1.1"
+#define PTF_SQL_VERSION "1.2"
 
 /*
  * The extension's SQL objects must be of PTF_SQL_VERSION: after the

@@ -1,4 +1,4 @@
-# Upgrading 1.0 to 1.1 as a server does it: 1.0's library and SQL make
+# Upgrading 1.0 to the current version as a server does it: 1.0's library and SQL make
 # uid state, a watermark and a live pipeline; the server is stopped, the
 # new library and scripts put in place and the server started: the old SQL
 # objects are refused with a message saying what to do, the pipeline waits
@@ -7,8 +7,8 @@
 #
 # The two versions are run from an installation of our own (a copy of the
 # server's binaries, links to its libraries and share files), whose library
-# and extension files the test switches: test/run builds 1.0's from the git
-# tag v1.0 and says where (PTF_OLD_VERSION_DIR).
+# and extension files the test switches: test/run builds 1.0's from its
+# commit (test/releases) and says where (PTF_OLD_VERSION_DIR).
 use strict;
 use warnings;
 use File::Basename;
@@ -19,7 +19,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 
 my $old = $ENV{PTF_OLD_VERSION_DIR};
-plan skip_all => 'no 1.0 build (test/run makes one from the git tag v1.0)'
+plan skip_all => 'no 1.0 build (test/run makes one from its commit in test/releases)'
   unless defined $old && -f "$old/deduplicate_keep_first.so";
 
 # ---- an installation of our own: bin copied (the server finds lib and share
@@ -64,6 +64,15 @@ sub use_version
 	copy($files{library}, "$ilib/deduplicate_keep_first.so") or die "copy library: $!";
 	copy($_, "$ishare/extension/" . basename($_)) or die "copy $_: $!" for @{ $files{extension} };
 }
+# the version this build's SQL objects are (the control file's default)
+my ($new_version) = do
+{
+	open(my $fh, '<', "$sharedir/extension/deduplicate_keep_first.control") or die "control: $!";
+	map { /^default_version\s*=\s*'([^']+)'/ ? ($1) : () } <$fh>;
+};
+die 'no default_version in the control file' unless defined $new_version;
+(my $new_version_re = $new_version) =~ s/\./\\./g;
+
 use_version(
 	library => "$old/deduplicate_keep_first.so",
 	extension => [ "$old/deduplicate_keep_first.control", "$old/deduplicate_keep_first--1.0.sql" ]);
@@ -138,10 +147,10 @@ $node->start;
 
 write_batch();
 my ($ret, $out, $err) = $node->psql('postgres', $earliest);
-like($err, qr/is at version 1\.0, and its library needs version 1\.1.*ALTER EXTENSION deduplicate_keep_first UPDATE/s,
+like($err, qr/is at version 1\.0, and its library needs version $new_version_re.*ALTER EXTENSION deduplicate_keep_first UPDATE/s,
 	'the old SQL objects are refused, saying what to do');
-ok($node->poll_query_until('postgres', q{
-    SELECT last_error LIKE '%needs version 1.1%' FROM ptf.pipeline_status WHERE name = 'firsts'}),
+ok($node->poll_query_until('postgres', qq{
+    SELECT last_error LIKE '%needs version $new_version%' FROM ptf.pipeline_status WHERE name = 'firsts'}),
 	'the pipeline waits, failing with the same message');
 is($node->safe_psql('postgres', 'SELECT count(*) FROM first_events'),
 	$node->safe_psql('postgres', q{SELECT count(DISTINCT user_id) FROM events WHERE id <= 400}),
@@ -150,7 +159,7 @@ is($node->safe_psql('postgres', 'SELECT count(*) FROM first_events'),
 # ---- the update
 $node->safe_psql('postgres', q{ALTER EXTENSION deduplicate_keep_first UPDATE});
 is($node->safe_psql('postgres', q{SELECT extversion FROM pg_extension WHERE extname = 'deduplicate_keep_first'}),
-	'1.1', 'updated to 1.1');
+	$new_version, "updated to $new_version");
 ok($node->poll_query_until('postgres', $firsts_ok, '0'),
 	'the pipeline goes on: every user\'s first event once, those of both batches');
 write_batch();
