@@ -22,16 +22,17 @@ OBJS = \
 	src/base/rowkind.o \
 	src/base/subxact.o \
 	src/catalog.o \
+	src/commands/drops.o \
+	src/engine/call.o \
+	src/engine/output.o \
+	src/engine/state_load.o \
 	src/frame.o \
 	src/functions/apply_changelog.o \
-	src/functions/call.o \
 	src/functions/common.o \
 	src/functions/deduplicate_keep_first.o \
-	src/functions/drops.o \
 	src/functions/from_changelog.o \
 	src/functions/pipelines.o \
 	src/functions/state_functions.o \
-	src/functions/state_load.o \
 	src/functions/temporal_join.o \
 	src/functions/to_changelog.o \
 	src/functions/tvf_inline.o \

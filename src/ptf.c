@@ -19,8 +19,8 @@
 
 #include "base/ptf_time.h"
 #include "functions/common.h"
-#include "functions/drops.h"
-#include "functions/state_load.h"
+#include "commands/drops.h"
+#include "engine/state_load.h"
 #include "functions/tvf_inline.h"
 #include "input/change_stream.h"
 #include "worker/worker.h"

@@ -24,7 +24,7 @@
 
 #include "base/ptf_time.h"
 #include "functions/common.h"
-#include "functions/state_load.h"
+#include "engine/state_load.h"
 
 int64		ptf_state_ttl_us = 0;
 static char *ptf_state_ttl_string = NULL;
@@ -294,53 +294,6 @@ ptf_uid_arg(FunctionCallInfo fcinfo, int argno)
 }
 
 void
-ptf_output_init(FunctionCallInfo fcinfo, PtfOutput *out)
-{
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-
-	InitMaterializedSRF(fcinfo, 0);
-	out->store = rsinfo->setResult;
-	out->desc = rsinfo->setDesc;
-	out->rows = 0;
-	out->frame = NULL;
-}
-
-/*
- * A change stream's row may lack unchanged TOASTed values the WAL did not
- * carry; an operator that emits it as it came would print placeholders.
- */
-void
-ptf_check_row_complete(PtfFrame *frame, TupleTableSlot *row)
-{
-	if (frame == NULL || row != frame_current_row(frame))
-		return;
-	ptf_check_meta_complete(frame_current_meta(frame));
-}
-
-/* An incomplete row (see ptf_check_row_complete) cannot be kept or emitted. */
-void
-ptf_check_meta_complete(const PtfRowMeta *meta)
-{
-	if (meta->incomplete)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("the new image of an update lacks values the WAL does not carry"),
-				 errdetail("The update at %X/%X left a TOASTed column unchanged, which logs no value for it, and no earlier image of the row is kept.",
-						   LSN_FORMAT_ARGS(meta->lsn)),
-				 errhint("ptf.resync(uid) brings the stream in line with the table as it is now, keeping its state; ALTER TABLE ... REPLICA IDENTITY FULL logs whole old images, from which such values are taken.")));
-}
-
-void
-ptf_output_emit_row(void *arg, RowKind kind, TupleTableSlot *row)
-{
-	PtfOutput  *out = (PtfOutput *) arg;
-
-	ptf_check_row_complete(out->frame, row);
-	tuplestore_puttupleslot(out->store, row);
-	out->rows++;
-}
-
-void
 ptf_check_input_choice(const PtfInputArg *in, const char *query, bool changes,
 					   const char *uid)
 {
@@ -367,36 +320,4 @@ ptf_check_input_choice(const PtfInputArg *in, const char *query, bool changes,
 				 errmsg("type %s is not the row type of a table or view",
 						format_type_be(in->rowtype)),
 				 errhint("Give query => '...' returning rows of this type.")));
-}
-
-static PtfCallStats last_call;
-static bool have_last_call = false;
-
-void
-ptf_record_call_stats(const char *function, PtfFrame *frame, uint64 rows_out)
-{
-	last_call.function = function;
-	frame_stats(frame, &last_call.frame);
-	last_call.rows_out = rows_out;
-	last_call.state_load = NULL;
-	last_call.keys_probed = last_call.keys_loaded = last_call.keys_evicted = 0;
-	have_last_call = true;
-}
-
-void
-ptf_record_state_load_stats(struct PtfStateLoad *load)
-{
-	PtfStateLoadStats st;
-
-	ptf_state_load_stats(load, &st);
-	last_call.state_load = st.how;
-	last_call.keys_probed = st.keys_probed;
-	last_call.keys_loaded = st.keys_loaded;
-	last_call.keys_evicted = st.keys_evicted;
-}
-
-const PtfCallStats *
-ptf_get_last_call_stats(void)
-{
-	return have_last_call ? &last_call : NULL;
 }

@@ -14,19 +14,13 @@
 #include "funcapi.h"
 
 #include "frame.h"
+#include "input/input.h"
 #include "state/key.h"
 
 /* ptf.state_ttl: the state_ttl of calls without one, 0 = keep forever */
 extern int64 ptf_state_ttl_us;
 extern void ptf_common_define_gucs(void);
 
-typedef struct PtfInputArg
-{
-	Oid			rowtype;
-	TupleDesc	rowdesc;
-	Oid			relid;			/* the relation of the row type, if any */
-	bool		readable;		/* relid is a relation one can SELECT from */
-} PtfInputArg;
 
 /* input => NULL::tbl: the row type, and its relation when it has one */
 extern void ptf_input_arg(FunctionCallInfo fcinfo, int argno, const char *name,
@@ -71,39 +65,5 @@ extern char *ptf_uid_arg(FunctionCallInfo fcinfo, int argno);
  */
 extern void ptf_check_input_choice(const PtfInputArg *in, const char *query,
 								   bool changes, const char *uid);
-
-/* materialized SRF output and the emit callback that fills it */
-typedef struct PtfOutput
-{
-	Tuplestorestate *store;
-	TupleDesc	desc;
-	uint64		rows;
-	PtfFrame   *frame;			/* set once running: refuses incomplete rows */
-} PtfOutput;
-
-extern void ptf_output_init(FunctionCallInfo fcinfo, PtfOutput *out);
-extern void ptf_check_row_complete(PtfFrame *frame, TupleTableSlot *row);
-extern void ptf_check_meta_complete(const PtfRowMeta *meta);
-extern void ptf_output_emit_row(void *arg, RowKind kind, TupleTableSlot *row);
-
-/* what the last call of this backend did: ptf.last_call_stats() */
-typedef struct PtfCallStats
-{
-	const char *function;
-	PtfFrameStats frame;
-	uint64		rows_out;
-	const char *state_load;		/* NULL: no uid */
-	uint64		keys_probed;
-	uint64		keys_loaded;
-	uint64		keys_evicted;
-} PtfCallStats;
-
-extern void ptf_record_call_stats(const char *function, PtfFrame *frame,
-								  uint64 rows_out);
-extern const PtfCallStats *ptf_get_last_call_stats(void);
-
-/* how the last call read its uid's state (after ptf_record_call_stats) */
-struct PtfStateLoad;
-extern void ptf_record_state_load_stats(struct PtfStateLoad *load);
 
 #endif							/* PTF_FUNCTIONS_COMMON_H */

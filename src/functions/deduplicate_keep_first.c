@@ -17,7 +17,7 @@
 #include "utils/memutils.h"
 
 #include "catalog.h"
-#include "functions/call.h"
+#include "engine/call.h"
 #include "functions/common.h"
 #include "operators/dedup.h"
 

@@ -26,7 +26,7 @@
 #include "utils/typcache.h"
 
 #include "base/op_mapping.h"
-#include "functions/call.h"
+#include "engine/call.h"
 #include "functions/common.h"
 #include "input/cdc_rows.h"
 #include "operators/normalize.h"

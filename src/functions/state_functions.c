@@ -23,6 +23,7 @@
 
 #include "base/ptf_time.h"
 #include "catalog.h"
+#include "engine/output.h"
 #include "functions/common.h"
 #include "input/change_stream.h"
 #include "state/durable.h"

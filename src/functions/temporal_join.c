@@ -42,7 +42,7 @@
 #include "utils/relcache.h"
 
 #include "catalog.h"
-#include "functions/call.h"
+#include "engine/call.h"
 #include "functions/common.h"
 #include "operators/temporal_join.h"
 

@@ -39,7 +39,7 @@
 
 #include "base/op_mapping.h"
 #include "catalog.h"
-#include "functions/call.h"
+#include "engine/call.h"
 #include "functions/common.h"
 #include "operators/normalize.h"
 

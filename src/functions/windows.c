@@ -46,7 +46,7 @@
 
 #include "base/ptf_time.h"
 #include "catalog.h"
-#include "functions/call.h"
+#include "engine/call.h"
 #include "functions/common.h"
 #include "operators/window.h"
 

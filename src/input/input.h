@@ -20,6 +20,15 @@
 
 #include "base/base.h"
 
+/* an input argument (NULL::tbl): its row type, and its relation if it has one */
+typedef struct PtfInputArg
+{
+	Oid			rowtype;
+	TupleDesc	rowdesc;
+	Oid			relid;			/* the relation of the row type, if any */
+	bool		readable;		/* relid is a relation one can SELECT from */
+} PtfInputArg;
+
 typedef struct PtfSqlInput
 {
 	/* what to read: a relation, or a query returning its row type */

@@ -34,8 +34,8 @@
 #include "utils/snapmgr.h"
 
 #include "base/kept.h"
-#include "functions/call.h"
-#include "functions/state_load.h"
+#include "engine/call.h"
+#include "engine/state_load.h"
 #include "state/durable.h"
 
 /* WAL an idle stream may read past before its position is stored anyway */

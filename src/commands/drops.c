@@ -52,7 +52,7 @@
 #include "utils/resowner.h"
 
 #include "catalog.h"
-#include "functions/drops.h"
+#include "commands/drops.h"
 #include "functions/pipelines.h"
 #include "input/change_stream.h"
 #include "state/durable.h"

@@ -47,7 +47,7 @@
 #include "utils/guc.h"
 #include "utils/snapmgr.h"
 
-#include "functions/state_load.h"
+#include "engine/state_load.h"
 
 #define PROBE_MIN_BYTES (1024 * 1024)
 #define PROBE_SHARE 8

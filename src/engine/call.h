@@ -18,7 +18,7 @@
 #define PTF_FUNCTIONS_CALL_H
 
 #include "frame.h"
-#include "functions/common.h"
+#include "engine/output.h"
 #include "input/change_stream.h"
 #include "input/input.h"
 #include "operators/operator.h"

@@ -1,0 +1,53 @@
+/*-------------------------------------------------------------------------
+ *
+ * output.h
+ *	  Where a call's rows go when it is a set-returning function: a
+ *	  materialized result, with the check that no row leaves with values
+ *	  the WAL did not carry; and what the last call did, for
+ *	  ptf.last_call_stats().
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef PTF_ENGINE_OUTPUT_H
+#define PTF_ENGINE_OUTPUT_H
+
+#include "fmgr.h"
+#include "utils/tuplestore.h"
+
+#include "frame.h"
+
+/* materialized SRF output and the emit callback that fills it */
+typedef struct PtfOutput
+{
+	Tuplestorestate *store;
+	TupleDesc	desc;
+	uint64		rows;
+	PtfFrame   *frame;			/* set once running: refuses incomplete rows */
+} PtfOutput;
+
+extern void ptf_output_init(FunctionCallInfo fcinfo, PtfOutput *out);
+extern void ptf_check_row_complete(PtfFrame *frame, TupleTableSlot *row);
+extern void ptf_check_meta_complete(const PtfRowMeta *meta);
+extern void ptf_output_emit_row(void *arg, RowKind kind, TupleTableSlot *row);
+
+/* what the last call of this backend did: ptf.last_call_stats() */
+typedef struct PtfCallStats
+{
+	const char *function;
+	PtfFrameStats frame;
+	uint64		rows_out;
+	const char *state_load;		/* NULL: no uid */
+	uint64		keys_probed;
+	uint64		keys_loaded;
+	uint64		keys_evicted;
+} PtfCallStats;
+
+extern void ptf_record_call_stats(const char *function, PtfFrame *frame,
+								  uint64 rows_out);
+extern const PtfCallStats *ptf_get_last_call_stats(void);
+
+/* how the last call read its uid's state (after ptf_record_call_stats) */
+struct PtfStateLoad;
+extern void ptf_record_state_load_stats(struct PtfStateLoad *load);
+
+#endif							/* PTF_ENGINE_OUTPUT_H */
