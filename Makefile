@@ -49,11 +49,13 @@ OBJS = \
 	src/operators/temporal_join.o \
 	src/operators/window.o \
 	src/sink/apply.o \
-	src/state/durable.o \
 	src/state/key.o \
 	src/state/keyed_state.o \
+	src/state/registry.o \
+	src/state/row_images.o \
+	src/state/state_io.o \
+	src/state/state_table.o \
 	src/state/timers.o \
-	src/state/tuple_pool.o \
 	src/worker/launcher.o \
 	src/worker/pipeline.o \
 	src/worker/shmem.o \

@@ -35,7 +35,7 @@
 #include "utils/memutils.h"
 
 #include "operators/dedup.h"
-#include "state/tuple_pool.h"
+#include "state/row_images.h"
 
 /*
  * The value of a key in event-time mode, in two parts.  The hot part is

@@ -37,7 +37,7 @@
 #include "utils/memutils.h"
 
 #include "operators/normalize.h"
-#include "state/tuple_pool.h"
+#include "state/row_images.h"
 
 typedef struct NormalizeValue
 {

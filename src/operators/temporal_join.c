@@ -56,7 +56,7 @@
 
 #include "base/ptf_time.h"
 #include "operators/temporal_join.h"
-#include "state/tuple_pool.h"
+#include "state/row_images.h"
 
 #define TJ_SPACE_VERSIONS	0
 #define TJ_SPACE_PROBES		1

@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * tuple_pool.h
+ * row_images.h
  *	  Row images kept in keyed state (candidates, last images per key).
  *
  * Images are carved from blocks in power-of-two size classes, and freed
@@ -11,8 +11,8 @@
  *
  *-------------------------------------------------------------------------
  */
-#ifndef PTF_TUPLE_POOL_H
-#define PTF_TUPLE_POOL_H
+#ifndef PTF_ROW_IMAGES_H
+#define PTF_ROW_IMAGES_H
 
 #include "access/htup.h"
 #include "executor/tuptable.h"
@@ -36,4 +36,13 @@ extern void tuple_pool_store_image(TuplePool *pool, PooledTuple *pt,
 								   MinimalTuple image);
 extern void tuple_pool_free(TuplePool *pool, PooledTuple *pt);
 
-#endif							/* PTF_TUPLE_POOL_H */
+/*
+ * Images as bytes, for state tables: the MinimalTuple with values TOASTed
+ * elsewhere brought inline (the image must not depend on the source's
+ * TOAST table); read back, it is checked against desc, so that a damaged
+ * state table is an error, not a crash.
+ */
+extern bytea *row_image_to_bytea(MinimalTuple mt, TupleDesc desc);
+extern MinimalTuple row_image_from_bytes(const char *p, Size len, TupleDesc desc);
+
+#endif							/* PTF_ROW_IMAGES_H */

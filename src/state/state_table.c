@@ -1,0 +1,432 @@
+/*-------------------------------------------------------------------------
+ *
+ * state_table.c
+ *	  A uid's state table, made from the layout its operator declares,
+ *	  its indexes, and the conversion of version 1.0's tables.
+ *
+ * State tables are made from the operator's declared layout
+ * (state/layout.h):
+ *
+ *	  key columns..., [ns_space smallint, ns bigint,] expires_at, fields...
+ *
+ * one row per key (ns NULL) and one per (key, namespace).  Row images are
+ * bytea (a MinimalTuple with TOASTed values inlined, state/row_images.c),
+ * so the table depends on no user type; the input row types are recorded
+ * in the registry (row_types) and must match whenever state is read.
+ *
+ * The indexes (on the key columns, on the layout's timer field, on
+ * expires_at) are made by the first call that reads key by key, not with
+ * the table: a table filled by one bulk call pays no index upkeep until
+ * its state is large enough to be read key by key.
+ *
+ * Layout 1 (version 1.0 of the extension: fixed columns expires_at,
+ * event_time, seq, and image of the source's row type) is converted to
+ * the declared layout by the first call that opens the uid, field by
+ * field by name; nothing is read in the old layout after that.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/heapam.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_am.h"
+#include "commands/defrem.h"
+#include "executor/executor.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "storage/bufmgr.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/ruleutils.h"
+#include "utils/syscache.h"
+
+#include "catalog.h"
+#include "state/durable_internal.h"
+#include "state/row_images.h"
+
+static const char *
+field_sql_type(const DurableState *ds, StateFieldType type)
+{
+	switch (type)
+	{
+		case SF_INT8:
+			return "pg_catalog.int8";
+		case SF_TIME:
+			return format_type_extended(ds->time_type, -1, FORMAT_TYPE_FORCE_QUALIFY);
+		case SF_BOOL:
+			return "pg_catalog.bool";
+		case SF_BYTEA:
+		case SF_IMAGE:
+		case SF_IMAGES:
+			return "pg_catalog.bytea";
+	}
+	return NULL;				/* keep compiler quiet */
+}
+
+static Oid
+field_type_oid(const DurableState *ds, StateFieldType type)
+{
+	switch (type)
+	{
+		case SF_INT8:
+			return INT8OID;
+		case SF_TIME:
+			return ds->time_type;
+		case SF_BOOL:
+			return BOOLOID;
+		default:
+			return BYTEAOID;
+	}
+}
+
+static bool
+name_taken(const char *name, List *names)
+{
+	ListCell   *lc;
+
+	foreach(lc, names)
+		if (strcmp(name, (char *) lfirst(lc)) == 0)
+			return true;
+	return false;
+}
+
+/*
+ * The state table's column names: the key columns keep their names unless
+ * one is taken by an internal column, a field or another key column; then
+ * it gets "key_" in front (again, until it is free).
+ */
+static List *
+state_column_names(const DurableIdentity *id)
+{
+	List	   *reserved = list_make1("expires_at");
+	List	   *keys = NIL;
+	List	   *chosen = NIL;
+	int			i;
+
+	if (id->nspaces > 0)
+		reserved = lappend(lappend(reserved, "ns_space"), "ns");
+	for (i = 0; i < id->layout->nfields; i++)
+		reserved = lappend(reserved, (char *) id->layout->fields[i].name);
+	for (i = 0; i < id->keys->ncols; i++)
+		keys = lappend(keys, NameStr(TupleDescAttr(id->rowdescs[0],
+												   id->keys->cols[i].attno - 1)->attname));
+	for (i = 0; i < id->keys->ncols; i++)
+	{
+		char	   *name = list_nth(keys, i);
+
+		while (name_taken(name, reserved) || name_taken(name, chosen) ||
+			   (name != list_nth(keys, i) && name_taken(name, keys)))
+			name = psprintf("key_%s", name);
+		chosen = lappend(chosen, name);
+	}
+	return list_concat(chosen, reserved);
+}
+
+Oid
+durable_create_state_table(const DurableIdentity *id, DurableState *ds)
+{
+	StringInfoData sql;
+	char	   *relname;
+	List	   *names = state_column_names(id);
+	int			i;
+	Oid			relid;
+
+	ptf_spi_exec_as_owner("SELECT pg_catalog.nextval('ptf.state_table_seq')",
+						  0, NULL, NULL, NULL, SPI_OK_SELECT);
+	relname = psprintf("state_%lld", (long long) ptf_spi_int64(1, 0));
+
+	initStringInfo(&sql);
+	appendStringInfo(&sql, "CREATE TABLE ptf.%s (", relname);
+	for (i = 0; i < id->keys->ncols; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(id->rowdescs[0],
+											  id->keys->cols[i].attno - 1);
+
+		appendStringInfo(&sql, "%s %s", quote_identifier(list_nth(names, i)),
+						 format_type_extended(att->atttypid, att->atttypmod,
+											  FORMAT_TYPE_TYPEMOD_GIVEN |
+											  FORMAT_TYPE_FORCE_QUALIFY));
+		/* the key's collation decides its equality: keep it visible and checked */
+		if (OidIsValid(att->attcollation))
+			appendStringInfo(&sql, " COLLATE %s",
+							 generate_collation_name(att->attcollation));
+		appendStringInfoString(&sql, ", ");
+	}
+	if (id->nspaces > 0)
+		appendStringInfoString(&sql, "ns_space pg_catalog.int2, ns pg_catalog.int8, ");
+	appendStringInfoString(&sql, "expires_at pg_catalog.timestamptz");
+	for (i = 0; i < id->layout->nfields; i++)
+		appendStringInfo(&sql, ", %s %s", quote_identifier(id->layout->fields[i].name),
+						 field_sql_type(ds, id->layout->fields[i].type));
+	/* explicit: the caller's default_tablespace must not choose for the owner */
+	appendStringInfoString(&sql, ") USING heap TABLESPACE pg_default");
+	ptf_spi_exec_as_owner(sql.data, 0, NULL, NULL, NULL, SPI_OK_UTILITY);
+
+	ptf_spi_exec_as_owner(psprintf("COMMENT ON TABLE ptf.%s IS %s", relname,
+								   quote_literal_cstr(psprintf("keyed state of uid %s (%s)",
+															   id->uid, id->function))),
+						  0, NULL, NULL, NULL, SPI_OK_UTILITY);
+
+	relid = get_relname_relid(relname, get_namespace_oid("ptf", false));
+	if (!OidIsValid(relid))
+		elog(ERROR, "state table ptf.%s was not created", relname);
+	return relid;
+}
+
+static void
+state_table_altered(const char *uid, Relation rel)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_DATA_CORRUPTED),
+			 errmsg("state table %s of uid \"%s\" has been altered",
+					RelationGetRelationName(rel), uid),
+			 errhint("Forget the state with ptf.drop_state('%s').", uid)));
+}
+
+/* The state table must still be what the layout makes, keys of the call's types. */
+void
+durable_check_state_table(const DurableIdentity *id, DurableState *ds)
+{
+	Relation	rel = table_open(ds->state_relid, AccessShareLock);
+	TupleDesc	desc = RelationGetDescr(rel);
+	int			i;
+
+	/* rows are found by TID: a rewritten table (VACUUM FULL) has others */
+	ds->state_filenode = rel->rd_node.relNode;
+	if (desc->natts != ds->natts)
+		state_table_altered(id->uid, rel);
+	for (i = 0; i < ds->nkeys; i++)
+	{
+		Form_pg_attribute satt = TupleDescAttr(desc, i);
+		Form_pg_attribute ratt = TupleDescAttr(id->rowdescs[0],
+											   id->keys->cols[i].attno - 1);
+
+		if (satt->atttypid != ratt->atttypid)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATATYPE_MISMATCH),
+					 errmsg("key column \"%s\" of uid \"%s\" changed type from %s to %s",
+							NameStr(ratt->attname), id->uid,
+							format_type_be(satt->atttypid),
+							format_type_be(ratt->atttypid)),
+					 errhint("Forget the state with ptf.drop_state('%s').", id->uid)));
+		if (satt->attcollation != ratt->attcollation)
+			ereport(ERROR,
+					(errcode(ERRCODE_COLLATION_MISMATCH),
+					 errmsg("key column \"%s\" of uid \"%s\" changed collation",
+							NameStr(ratt->attname), id->uid),
+					 errdetail("Keys kept under one collation may be equal under another."),
+					 errhint("Forget the state with ptf.drop_state('%s').", id->uid)));
+	}
+	if (ds->att_ns_space != 0 &&
+		(TupleDescAttr(desc, ds->att_ns_space - 1)->atttypid != INT2OID ||
+		 TupleDescAttr(desc, ds->att_ns - 1)->atttypid != INT8OID))
+		state_table_altered(id->uid, rel);
+	if (TupleDescAttr(desc, ds->att_expires - 1)->atttypid != TIMESTAMPTZOID)
+		state_table_altered(id->uid, rel);
+	for (i = 0; i < ds->layout->nfields; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, ds->att_fields - 1 + i);
+
+		if (att->atttypid != field_type_oid(ds, ds->layout->fields[i].type) ||
+			strcmp(NameStr(att->attname), ds->layout->fields[i].name) != 0)
+			state_table_altered(id->uid, rel);
+	}
+	table_close(rel, NoLock);
+}
+
+/* ---- layout 1 (extension version 1.0) ---- */
+
+/*
+ * The 1.0 table: key columns, then expires_at, event_time, seq and, when
+ * images were kept, image of the source's row type.  Its rows become rows
+ * of a table made from the declared layout, each field taken from the old
+ * column of its name; the old table goes.
+ */
+void
+durable_convert_layout_1(const DurableIdentity *id, DurableState *ds, Oid old_relid)
+{
+	Relation	old_rel;
+	Relation	new_rel;
+	TupleDesc	old_desc;
+	TupleDesc	new_desc;
+	AttrNumber	old_att[64];
+	AttrNumber	old_expires;
+	Snapshot	snapshot;
+	TableScanDesc scan;
+	TupleTableSlot *slot;
+	Datum	   *values;
+	bool	   *isnull;
+	MemoryContext rowcxt;
+	int			i;
+
+	if (id->layout->nfields > (int) lengthof(old_att))
+		elog(ERROR, "too many state fields");
+	ds->state_relid = durable_create_state_table(id, ds);
+	old_rel = table_open(old_relid, AccessExclusiveLock);
+	new_rel = table_open(ds->state_relid, RowExclusiveLock);
+	old_desc = RelationGetDescr(old_rel);
+	new_desc = RelationGetDescr(new_rel);
+	if (old_desc->natts < ds->nkeys + 3)
+		state_table_altered(id->uid, old_rel);
+	old_expires = ds->nkeys + 1;
+	for (i = 0; i < id->layout->nfields; i++)
+	{
+		int			a;
+
+		old_att[i] = InvalidAttrNumber;
+		for (a = ds->nkeys; a < old_desc->natts; a++)
+			if (strcmp(NameStr(TupleDescAttr(old_desc, a)->attname),
+					   id->layout->fields[i].name) == 0)
+				old_att[i] = a + 1;
+	}
+
+	values = palloc(sizeof(Datum) * new_desc->natts);
+	isnull = palloc(sizeof(bool) * new_desc->natts);
+	rowcxt = AllocSetContextCreate(CurrentMemoryContext, "ptf state conversion",
+								   ALLOCSET_DEFAULT_SIZES);
+	snapshot = RegisterSnapshot(GetTransactionSnapshot());
+	scan = table_beginscan(old_rel, snapshot, 0, NULL);
+	slot = table_slot_create(old_rel, NULL);
+	while (table_scan_getnextslot(scan, ForwardScanDirection, slot))
+	{
+		MemoryContext old = MemoryContextSwitchTo(rowcxt);
+
+		CHECK_FOR_INTERRUPTS();
+		slot_getallattrs(slot);
+		memset(isnull, true, sizeof(bool) * new_desc->natts);
+		for (i = 0; i < ds->nkeys; i++)
+		{
+			values[i] = slot->tts_values[i];
+			isnull[i] = slot->tts_isnull[i];
+		}
+		values[ds->att_expires - 1] = slot->tts_values[old_expires - 1];
+		isnull[ds->att_expires - 1] = slot->tts_isnull[old_expires - 1];
+		for (i = 0; i < id->layout->nfields; i++)
+		{
+			AttrNumber	oa = old_att[i];
+			AttrNumber	na = ds->att_fields + i;
+
+			if (oa == InvalidAttrNumber || slot->tts_isnull[oa - 1])
+				continue;
+			isnull[na - 1] = false;
+			if (id->layout->fields[i].type == SF_IMAGE)
+			{
+				HeapTupleHeader th = DatumGetHeapTupleHeader(slot->tts_values[oa - 1]);
+				HeapTupleData htup;
+
+				htup.t_len = HeapTupleHeaderGetDatumLength(th);
+				ItemPointerSetInvalid(&htup.t_self);
+				htup.t_tableOid = InvalidOid;
+				htup.t_data = th;
+				values[na - 1] = PointerGetDatum(row_image_to_bytea(minimal_tuple_from_heap_tuple(&htup),
+																id->rowdescs[id->layout->fields[i].input]));
+			}
+			else
+				values[na - 1] = slot->tts_values[oa - 1];
+		}
+		simple_heap_insert(new_rel, heap_form_tuple(new_desc, values, isnull));
+		MemoryContextSwitchTo(old);
+		MemoryContextReset(rowcxt);
+	}
+	ExecDropSingleTupleTableSlot(slot);
+	table_endscan(scan);
+	UnregisterSnapshot(snapshot);
+	table_close(new_rel, NoLock);
+	table_close(old_rel, NoLock);
+	MemoryContextDelete(rowcxt);
+	CommandCounterIncrement();
+
+	ptf_spi_exec_as_owner(psprintf("DROP TABLE %s", ptf_relation_sql_name(old_relid)),
+						  0, NULL, NULL, NULL, SPI_OK_UTILITY);
+	durable_set_state_table(id->uid, ds->state_relid, durable_row_types_fingerprint(id));
+	ds->must_write = true;
+	ereport(NOTICE,
+			(errmsg("the state of uid \"%s\" was converted to the layout of this version of the extension",
+					id->uid)));
+}
+
+/* ---- indexes, made by the first call that reads key by key ---- */
+
+/* the key columns have a default btree operator class each */
+bool
+durable_keys_indexable(DurableState *ds, Relation rel)
+{
+	int			i;
+
+	for (i = 0; i < ds->nkeys; i++)
+		if (!OidIsValid(GetDefaultOpClass(TupleDescAttr(RelationGetDescr(rel), i)->atttypid,
+										  BTREE_AM_OID)))
+			return false;
+	return true;
+}
+
+/* An index of rel whose first column is attno (and, for keys, all key columns). */
+static Oid
+find_index(Relation rel, AttrNumber first, int ncols)
+{
+	List	   *indexes = RelationGetIndexList(rel);
+	ListCell   *lc;
+	Oid			found = InvalidOid;
+
+	foreach(lc, indexes)
+	{
+		Oid			indexoid = lfirst_oid(lc);
+		HeapTuple	tup = SearchSysCache1(INDEXRELID, ObjectIdGetDatum(indexoid));
+		Form_pg_index ix;
+		int			i;
+		bool		match;
+
+		if (!HeapTupleIsValid(tup))
+			continue;
+		ix = (Form_pg_index) GETSTRUCT(tup);
+		match = ix->indisvalid && ix->indnkeyatts >= ncols;
+		for (i = 0; match && i < ncols; i++)
+			match = ix->indkey.values[i] == first + i;
+		ReleaseSysCache(tup);
+		if (match)
+		{
+			found = indexoid;
+			break;
+		}
+	}
+	list_free(indexes);
+	return found;
+}
+
+Oid
+durable_ensure_index(DurableState *ds, AttrNumber first, int ncols, bool not_null_only)
+{
+	Relation	rel = table_open(ds->state_relid, AccessShareLock);
+	Oid			index = find_index(rel, first, ncols);
+	StringInfoData sql;
+	int			i;
+
+	if (!OidIsValid(index))
+	{
+		TupleDesc	desc = RelationGetDescr(rel);
+
+		initStringInfo(&sql);
+		appendStringInfo(&sql, "CREATE INDEX ON %s.%s (",
+						 quote_identifier(get_namespace_name(RelationGetNamespace(rel))),
+						 quote_identifier(RelationGetRelationName(rel)));
+		for (i = 0; i < ncols; i++)
+			appendStringInfo(&sql, "%s%s", i > 0 ? ", " : "",
+							 quote_identifier(NameStr(TupleDescAttr(desc, first + i - 1)->attname)));
+		appendStringInfoChar(&sql, ')');
+		if (not_null_only)
+			appendStringInfo(&sql, " WHERE %s IS NOT NULL",
+							 quote_identifier(NameStr(TupleDescAttr(desc, first - 1)->attname)));
+		table_close(rel, AccessShareLock);
+		ptf_spi_exec_as_owner(sql.data, 0, NULL, NULL, NULL, SPI_OK_UTILITY);
+		CommandCounterIncrement();
+		rel = table_open(ds->state_relid, AccessShareLock);
+		index = find_index(rel, first, ncols);
+		if (!OidIsValid(index))
+			elog(ERROR, "index on state table %s was not made", RelationGetRelationName(rel));
+	}
+	ds->has_indexes = true;
+	table_close(rel, AccessShareLock);
+	return index;
+}
+
