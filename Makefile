@@ -47,7 +47,10 @@ OBJS = \
 	src/operators/normalize.o \
 	src/operators/operator.o \
 	src/operators/temporal_join.o \
-	src/operators/window.o \
+	src/operators/window_agg.o \
+	src/operators/window_math.o \
+	src/operators/window_session.o \
+	src/operators/window_tvf.o \
 	src/sink/apply.o \
 	src/state/key.o \
 	src/state/keyed_state.o \

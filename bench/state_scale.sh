@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/state_scale.sh: what a uid's call costs when its state is large
-# (functions/state_load.c: the state read whole, or only the keys a call's
+# (engine/state_load.c: the state read whole, or only the keys a call's
 # rows touch), on a throwaway server, side by side in one run.
 #
 #   bash bench/state_scale.sh                  (as root: installs what is missing, builds)

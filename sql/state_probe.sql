@@ -1,4 +1,4 @@
--- Reading a uid's state a key at a time (ptf.state_load, functions/state_load.c):
+-- Reading a uid's state a key at a time (ptf.state_load, engine/state_load.c):
 -- every call gives what it gives with the state loaded whole.  Each case runs
 -- the same calls under two uids, one read whole ('full'), one key by key
 -- ('probe', with memory for a few thousand keys, so that keys are evicted

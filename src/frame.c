@@ -38,7 +38,7 @@
  * has no end of stream: its state carries over, and it never spills (its
  * state is unbounded).
  *
- * Loading.  A uid whose state is read a key at a time (functions/call.c
+ * Loading.  A uid whose state is read a key at a time (engine/call.c
  * decides) sets a loader: rows then wait in a buffer of FRAME_LOAD_BATCH
  * before the batching above, and the loader reads the keys of the whole
  * buffer at once -- one index scan instead of one per row -- together with

@@ -13,7 +13,7 @@
  *		 the operator kept from the uid's last step, while it is exactly
  *		 the stored state (loading the state every step would cost as much
  *		 as the state is big); the state is loaded whole, or read as rows
- *		 come (functions/state_load.c); without a uid, a fresh operator over
+ *		 come (engine/state_load.c); without a uid, a fresh operator over
  *		 memory state;
  *	  3. run: the frame made and started with the operator, each input's
  *		 rows pushed into it (bounded inputs one after the other, change
@@ -131,7 +131,7 @@ kept_operator_stored(DurableState *ds, PtfOperator *op, bool complete)
 /*
  * A kept operator whose state outgrew ptf.state_memory_limit evicts the
  * keys its step did not use, or, when that frees nothing, goes: the next
- * step reads what it needs again (functions/state_load.c).  Operators
+ * step reads what it needs again (engine/state_load.c).  Operators
  * that cannot be read key by key keep all of their state.
  */
 static void

@@ -2,7 +2,7 @@
  *
  * pipelines.h
  *	  What other rooms need of pipelines.c: dropping pipelines when their
- *	  owner or the extension goes (functions/drops.c).
+ *	  owner or the extension goes (commands/drops.c).
  *
  *-------------------------------------------------------------------------
  */

@@ -99,7 +99,7 @@ uid_arg_connected(FunctionCallInfo fcinfo)
 /*
  * ptf.resync(uid): the uid's next call reads its tables as they are then,
  * says the net effect on the state kept, and goes on with the changes after
- * (state/durable.c says which functions can).
+ * (state/registry.c says which functions can).
  */
 Datum
 ptf_resync(PG_FUNCTION_ARGS)

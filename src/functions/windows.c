@@ -4,7 +4,7 @@
  *	  SQL entry points of the window functions: the TVFs ptf.tumble(),
  *	  ptf.hop(), ptf.cumulate(), and ptf.window_aggregate() (DESIGN 2.5).
  *
- * The per-row logic is in operators/window.c and operators/aggs.c; here
+ * The per-row logic is in operators/window_*.c and operators/aggs.c; here
  * the arguments are checked, the aggregates parsed and analyzed by
  * PostgreSQL, and the target row type matched by name, all before any
  * input row is read.

@@ -24,7 +24,7 @@
  *		of what it stores (state/layout.h), whose restore re-registers the
  *		timers its values imply.
  * A function (functions/) then only has to parse its arguments, build the
- * operator, and run it through functions/call.c.
+ * operator, and run it through engine/call.c.
  *
  *-------------------------------------------------------------------------
  */
@@ -113,7 +113,7 @@ struct PtfOperator
 	PtfEmitFn	emit;
 	void	   *emit_arg;
 	TimerService *timers;		/* registered by the operator, fired by the frame */
-	/* for durable state (functions/call.c loads and stores it) */
+	/* for durable state (engine/call.c loads and stores it) */
 	KeyedState *state;
 	StateCodec	codec;
 	/*

@@ -2,7 +2,8 @@
  *
  * window.h
  *	  Flink's window table-valued functions and the sliced window
- *	  aggregate (window.c): TUMBLE, HOP, CUMULATE and SESSION.
+ *	  aggregate (window_tvf.c, window_agg.c, window_session.c, their
+ *	  arithmetic in window_math.c): TUMBLE, HOP, CUMULATE and SESSION.
  *
  *-------------------------------------------------------------------------
  */

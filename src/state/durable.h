@@ -82,7 +82,7 @@ extern DurableState *durable_open(const DurableIdentity *id,
 extern void durable_load(DurableState *ds, KeyedState *ks, const StateCodec *codec);
 
 /*
- * Reading part of the state (see "Loading" in durable.c).  attach: ks is
+ * Reading part of the state (see "Reading" in state/state_io.c).  attach: ks is
  * what memory holds as the call begins (kept from a pipeline's last step,
  * or empty); the calls below then add keys memory does not hold.
  * probe_keys: the keys given (n of them, values and nulls nkeys apiece);

@@ -29,7 +29,7 @@
  * single pass-by-value key compared bitwise), an inline array of (key,
  * hot value) slots (keyed_state.c says why).  Memory state may be bounded:
  * a lookup that would need a new key when the budget is spent answers
- * KS_FULL and the caller spills the row.  Durable state (state/durable.c)
+ * KS_FULL and the caller spills the row.  Durable state (state/state_io.c)
  * loads records into memory and writes the changes back.
  *
  *-------------------------------------------------------------------------
@@ -99,7 +99,7 @@ typedef struct StateRef
 } StateRef;
 
 /* KeyedStateSpec flags */
-#define KEYED_STATE_DURABLE	0x01	/* changes are written back (state/durable.c) */
+#define KEYED_STATE_DURABLE	0x01	/* changes are written back (state/state_io.c) */
 #define KEYED_STATE_STABLE	0x02	/* values must not move (pointed at) */
 #define KEYED_STATE_REMOVABLE 0x04	/* keys are removed (keyed_state_remove) */
 

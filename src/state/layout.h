@@ -5,7 +5,7 @@
  *	  namespace, field by field, and the codec that turns its values into
  *	  those fields and back.
  *
- * Durable state tables are made from the declaration (state/durable.c):
+ * Durable state tables are made from the declaration (state/state_table.c):
  * a row per key and a row per (key, namespace), with the key columns in
  * their own types, the namespace, the key's expiry, then one column per
  * field -- NULL where a row has no such field.  Row images are stored as

@@ -798,7 +798,7 @@ durable_restart_stream(const char *uid, const char *slot_name)
 
 /*
  * Mark a uid's stream to be brought in line with its tables by its next
- * call (functions/call.c): under the uid's lock, so that no call running
+ * call (engine/call.c): under the uid's lock, so that no call running
  * now writes over the mark, and with a new version, so that a pipeline
  * worker's kept operator is read again.  The function must be able to say
  * the net effect of changes it will not read one by one: keep-first by

@@ -2,7 +2,7 @@
 # (ptf.state_memory_limit = 1MB, 200k keys): the worker drops each state
 # after its step and the next step reads only the keys it touches, and the
 # keys whose timers come due, through the state tables' indexes
-# (functions/state_load.c).  Every sink must still equal its one-shot
+# (engine/state_load.c).  Every sink must still equal its one-shot
 # answer, across killed workers and immediate stops at every point of a
 # step: keep-first by arrival, keep-first by event time with candidates
 # pending across steps, to_changelog and from_changelog that need the row

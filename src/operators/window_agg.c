@@ -1,54 +1,36 @@
 /*-------------------------------------------------------------------------
  *
- * window.c
- *	  Flink's window TVFs and sliced window aggregate: TUMBLE, HOP,
- *	  CUMULATE and SESSION (seed window_tvf_slicing, DESIGN 2.5).
+ * window_agg.c
+ *	  Flink's sliced window aggregate (TUMBLE, HOP, CUMULATE; SESSION in
+ *	  window_session.c): the operator, its slices, firing and durable state.
  *
- * Windows.  Times are microseconds; windows are aligned to the Unix epoch
- * plus the offset and are [start, end); a window fires when the
- * watermark reaches end - 1 ms, as Flink's isWindowFired.  A TUMBLE of
- * size s has windows [k s + o, (k+1) s + o); a HOP of size s and slide d
- * has one starting at every k d + o; a CUMULATE of size s and step p has,
- * in every TUMBLE window [S, S + s), the windows [S, S + j p).
- *
- * Slices (Flink's SliceAssigner).  Rows go to the slice of their time: a
- * TUMBLE window, the gcd(size, slide) of a HOP (its windows' boundaries
- * are slice boundaries even when the size is not a multiple of the
- * slide), a CUMULATE step.  A window is the slices it spans: with per
- * slice states combined, a row is added once however many windows it
- * belongs to -- the seed's whole point.  Per slice s:
- *	  first_end(s)	the end of the first window containing it
- *	  last_end(s)	the end of the last one
- * and per key next_fire, the end of its next window to fire, with an
- * event-time timer at next_fire - 1 ms (one live timer per key;
- * superseded ones are ignored).  Which windows have fired is the
- * watermark's to say: every key's window ending at e fires when it passes
- * e - 1 ms.
+ * Each key has, per slice, its row count and aggregate states (or the
+ * rows of aggregates that cannot be sliced); a window is the slices it
+ * spans, combined when it fires (window_math.c says which).  Per key
+ * next_fire, the end of its next window to fire, with an event-time timer
+ * at next_fire - 1 ms (one live timer per key; superseded ones are
+ * ignored).  Which windows have fired is the watermark's to say: every
+ * key's window ending at e fires when it passes e - 1 ms.
  *
  * State per key (keyed_state.h namespaces): space SLICES, slice end ->
  * its row count, its SLICED aggregate states and its kept inputs (aggs.h);
  * with updating input also space WINDOWS, window end -> the MOVING states
- * of that window; for SESSION, space SESSIONS, session start -> its end,
- * count, states and inputs.  Aggregate states of one slice end (or window
- * end) live in one memory context shared by every key, deleted when the
- * last key lets go of it; a session's have a context of their own.
+ * of that window; for SESSION, space SESSIONS (window_session.c).
+ * Aggregate states of one slice end (or window end) live in one memory
+ * context shared by every key, deleted when the last key lets go of it.
  *
  * Firing (on the key's timer at window end e): the window's slices are
  * combined (or its MOVING states taken), the output row emitted unless
  * the window is empty (all its rows retracted) or, for CUMULATE with
  * emit_only_on_update, equal to the previous window of its cumulation
- * (the seed's fireWindow); slices whose last window is e go; next_fire
- * moves to the first window after e holding a slice of the key.  Windows
- * fire in window-end order: timers fire in time order.
+ * (the window slicing design's fireWindow); slices whose last window is e
+ * go; next_fire moves to the first window after e holding a slice of the
+ * key.  Windows fire in window-end order: timers fire in time order.
  *
  * Late rows (Flink's slicing, FLINK-21305): a row whose slice's windows
  * have all fired (last_end - 1 ms <= watermark) is dropped and counted;
  * one whose slice is fired but whose later windows are not still goes to
- * its slice, and so counts in those later windows.  A session row is late
- * when the session it merges into has ended.
- *
- * Sessions: a row opens [t, t + gap); sessions that overlap or touch
- * merge, their states combined; a session fires at end - 1 ms.
+ * its slice, and so counts in those later windows.
  *
  * Durable state (a uid) stores keys and their slices and sessions (not the
  * MOVING states of windows: made again from the slices' rows), and in
@@ -62,407 +44,11 @@
  */
 #include "postgres.h"
 
-#include "catalog/pg_type.h"
-#include "common/int.h"
-#include "executor/tuptable.h"
 #include "funcapi.h"
 #include "parser/parse_coerce.h"
-#include "utils/datum.h"
-#include "utils/memutils.h"
 
 #include "base/ptf_time.h"
-#include "operators/window.h"
-
-#define MS	1000				/* window_time = end - 1 ms */
-
-/* the epoch windows align to: 1970-01-01, in PtfTime */
-#define UNIX_EPOCH_PTF \
-	((int64) (UNIX_EPOCH_JDATE - POSTGRES_EPOCH_JDATE) * USECS_PER_DAY)
-
-/* ---- window arithmetic ---- */
-
-static int64
-gcd64(int64 a, int64 b)
-{
-	while (b != 0)
-	{
-		int64		t = a % b;
-
-		a = b;
-		b = t;
-	}
-	return a;
-}
-
-void
-window_spec_init(WindowSpec *w, WindowKind kind, int64 size, int64 step, int64 offset)
-{
-	int64		period;
-
-	w->kind = kind;
-	w->size = size;
-	if (size <= 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("window %s must be positive", kind == WINDOW_SESSION ? "gap" : "size")));
-	switch (kind)
-	{
-		case WINDOW_TUMBLE:
-		case WINDOW_SESSION:
-			step = size;
-			break;
-		case WINDOW_HOP:
-		case WINDOW_CUMULATE:
-			if (step <= 0)
-				ereport(ERROR,
-						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						 errmsg("window %s must be positive",
-								kind == WINDOW_HOP ? "slide" : "step")));
-			if (kind == WINDOW_CUMULATE && size % step != 0)
-				ereport(ERROR,
-						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						 errmsg("a CUMULATE window's size must be a multiple of its step"),
-						 errdetail("The size is %lld microseconds, the step %lld.",
-								   (long long) size, (long long) step)));
-			break;
-	}
-	w->step = step;
-	w->slice = kind == WINDOW_HOP ? gcd64(size, step) : step;
-	/* only the offset modulo the period its windows repeat with matters */
-	period = kind == WINDOW_HOP ? step : size;
-	w->offset = offset % period;
-	if (w->offset < 0)
-		w->offset += period;
-}
-
-/* floor(a / b) * b, for b > 0 */
-static inline int64
-floor_to(int64 a, int64 b)
-{
-	int64		r = a % b;
-
-	return r < 0 ? a - r - b : a - r;
-}
-
-/*
- * The start of the window of length period (aligned to the epoch plus
- * offset) holding t; false on overflow (times near the ends of the range).
- */
-static bool
-aligned_start(PtfTime t, int64 period, int64 offset, PtfTime *start)
-{
-	int64		u;
-
-	if (pg_sub_s64_overflow(t, UNIX_EPOCH_PTF + offset, &u))
-		return false;
-	u = floor_to(u, period);
-	return !pg_add_s64_overflow(u, UNIX_EPOCH_PTF + offset, start);
-}
-
-/* the end of the slice holding t */
-static bool
-slice_end_of(const WindowSpec *w, PtfTime t, PtfTime *end)
-{
-	PtfTime		s;
-
-	return aligned_start(t, w->slice, w->offset, &s) &&
-		!pg_add_s64_overflow(s, w->slice, end);
-}
-
-static PtfTime
-first_end(const WindowSpec *w, PtfTime slice_end)
-{
-	PtfTime		s = 0;
-
-	switch (w->kind)
-	{
-		case WINDOW_HOP:
-			/* the first window starts after the last start at or before t - size */
-			(void) aligned_start(slice_end - 1 - w->size, w->step, w->offset, &s);
-			return s + w->step + w->size;
-		default:
-			return slice_end;
-	}
-}
-
-static PtfTime
-last_end(const WindowSpec *w, PtfTime slice_end)
-{
-	PtfTime		s = 0;
-
-	switch (w->kind)
-	{
-		case WINDOW_HOP:
-			(void) aligned_start(slice_end - 1, w->step, w->offset, &s);
-			return s + w->size;
-		case WINDOW_CUMULATE:
-			(void) aligned_start(slice_end - 1, w->size, w->offset, &s);
-			return s + w->size;
-		default:
-			return slice_end;
-	}
-}
-
-static PtfTime
-window_start(const WindowSpec *w, PtfTime end)
-{
-	PtfTime		s = 0;
-
-	if (w->kind == WINDOW_CUMULATE)
-	{
-		(void) aligned_start(end - 1, w->size, w->offset, &s);
-		return s;
-	}
-	return end - w->size;
-}
-
-/* the window after e (HOP: the next slide; CUMULATE: the next step) */
-static PtfTime
-next_window(const WindowSpec *w, PtfTime e)
-{
-	return e + w->step;
-}
-
-/* Would a window ending at end have fired under watermark? */
-static inline bool
-fired(PtfTime end, PtfTime watermark)
-{
-	return end - MS <= watermark;
-}
-
-/* ---- the TVFs ---- */
-
-typedef struct WindowTvf
-{
-	PtfOperator base;
-	WindowSpec	spec;
-	Oid			time_type;
-	TupleDesc	rowdesc;		/* of data */
-	TupleTableSlot *out;
-	Oid			col_types[3];
-	uint64		skipped;
-} WindowTvf;
-
-static void
-tvf_emit(WindowTvf *t, Datum data, PtfTime start, PtfTime end)
-{
-	TupleTableSlot *out = t->out;
-
-	ExecClearTuple(out);
-	out->tts_values[0] = data;
-	out->tts_isnull[0] = false;
-	out->tts_values[1] = ptf_time_to_datum_as(start, t->time_type, t->col_types[0]);
-	out->tts_values[2] = ptf_time_to_datum_as(end, t->time_type, t->col_types[1]);
-	out->tts_values[3] = ptf_time_to_datum_as(end - MS, t->time_type, t->col_types[2]);
-	out->tts_isnull[1] = out->tts_isnull[2] = out->tts_isnull[3] = false;
-	ExecStoreVirtualTuple(out);
-	ptf_operator_emit(&t->base, ROWKIND_INSERT, out);
-}
-
-bool
-window_tumble_start(const WindowSpec *w, PtfTime ts, PtfTime *start)
-{
-	PtfTime		e;
-
-	Assert(w->kind == WINDOW_TUMBLE);
-	return ts != PTF_TIME_MIN && ts != PTF_TIME_MAX &&
-		slice_end_of(w, ts, &e) && aligned_start(ts, w->size, w->offset, start) &&
-		!pg_add_s64_overflow(*start, w->size, &e);
-}
-
-int64
-window_time_before_end(void)
-{
-	return MS;
-}
-
-static PtfRowResult
-tvf_on_row(PtfOperator *op, RowKind kind, TupleTableSlot *row, const PtfRowContext *ctx)
-{
-	WindowTvf  *t = (WindowTvf *) op;
-	const WindowSpec *w = &t->spec;
-	PtfTime		ts = ctx->event_time;
-	PtfTime		s = 0;
-	PtfTime		e = 0;
-	Datum		data;
-
-	/* a TVF row is an insert: updates and deletes of a stream pass over */
-	if (kind != ROWKIND_INSERT || ts == PTF_TIME_MIN || ts == PTF_TIME_MAX)
-	{
-		t->skipped++;
-		return PTF_ROW_DONE;
-	}
-	if (w->kind == WINDOW_TUMBLE ? !window_tumble_start(w, ts, &s) :
-		(!slice_end_of(w, ts, &e) || !aligned_start(ts, w->kind == WINDOW_HOP ? w->step : w->size,
-													w->offset, &s) ||
-		 pg_add_s64_overflow(s, w->size, &e)))
-	{
-		t->skipped++;
-		return PTF_ROW_DONE;
-	}
-	/* data is of the input's row type, whatever slot the row came in */
-	slot_getsomeattrs(row, t->rowdesc->natts);
-	data = HeapTupleGetDatum(heap_form_tuple(t->rowdesc, row->tts_values, row->tts_isnull));
-	switch (w->kind)
-	{
-		case WINDOW_TUMBLE:
-			tvf_emit(t, data, s, s + w->size);
-			break;
-		case WINDOW_HOP:
-			{
-				/* every start k slide + offset with start <= ts < start + size, ascending */
-				PtfTime		first = 0;
-
-				(void) aligned_start(ts - w->size, w->step, w->offset, &first);
-				for (first += w->step; first <= s; first += w->step)
-					tvf_emit(t, data, first, first + w->size);
-			}
-			break;
-		case WINDOW_CUMULATE:
-			{
-				PtfTime		step_end = 0;
-
-				(void) slice_end_of(w, ts, &step_end);
-				for (e = step_end; e <= s + w->size; e += w->step)
-					tvf_emit(t, data, s, e);
-			}
-			break;
-		case WINDOW_SESSION:
-			Assert(false);
-			break;
-	}
-	return PTF_ROW_DONE;
-}
-
-static const PtfOperatorMethods tvf_methods = {
-	.name = "window table function",
-	.on_row = tvf_on_row,
-	.memory = ptf_operator_memory,
-	.keys = ptf_operator_keys,
-	.destroy = ptf_operator_destroy,
-};
-
-PtfOperator *
-window_tvf_create(const WindowTvfOptions *opts, const PtfOperatorEnv *env)
-{
-	WindowTvf  *t = (WindowTvf *) ptf_operator_alloc(sizeof(WindowTvf), &tvf_methods, env);
-	MemoryContext old = MemoryContextSwitchTo(t->base.cxt);
-	int			i;
-
-	t->spec = opts->spec;
-	t->time_type = opts->time_type;
-	t->rowdesc = CreateTupleDescCopy(opts->rowdesc);
-	/* a pipeline worker keeps the operator beyond the call's memory */
-	t->out = MakeSingleTupleTableSlot(CreateTupleDescCopy(opts->outdesc), &TTSOpsVirtual);
-	for (i = 0; i < 3; i++)
-		t->col_types[i] = TupleDescAttr(opts->outdesc, i + 1)->atttypid;
-	MemoryContextSwitchTo(old);
-	return &t->base;
-}
-
-uint64
-window_tvf_skipped(PtfOperator *op)
-{
-	return ((WindowTvf *) op)->skipped;
-}
-
-/* ---- the window aggregate ---- */
-
-enum
-{
-	SPACE_SLICES = 0,
-	SPACE_WINDOWS = 1,			/* updating input: MOVING states per window */
-	SPACE_SESSIONS = 2
-};
-
-#define TIMER_WINDOW	1
-#define TIMER_SESSION	2
-
-/* per key */
-typedef struct KeyHot
-{
-	PtfTime		next_fire;		/* PTF_TIME_MIN: none */
-} KeyHot;
-
-typedef struct KeyCold
-{
-	PtfTime		prev_end;		/* emit_only_on_update: the last window emitted */
-	bytea	   *prev_values;	/* its output values */
-} KeyCold;
-
-typedef struct SliceValue
-{
-	int64		nrows;			/* rows in it, retractions taken out */
-	AggMemory  *mem;			/* its slice end's */
-	AggRows		rows;			/* inputs of REPLAY and MOVING aggregates */
-	AggAcc		accs[FLEXIBLE_ARRAY_MEMBER];	/* SLICED states */
-} SliceValue;
-
-typedef struct WindowValue
-{
-	int64		nrows;
-	AggMemory  *mem;			/* its window end's */
-	bool		failed;			/* an inverse failed: recompute from the slices */
-	AggAcc		accs[FLEXIBLE_ARRAY_MEMBER];	/* MOVING states */
-} WindowValue;
-
-typedef struct SessionValue
-{
-	PtfTime		end;
-	PtfTime		timer_end;		/* the end its timer was registered for */
-	int64		nrows;
-	AggMemory  *mem;			/* its own */
-	AggRows		rows;
-	AggAcc		accs[FLEXIBLE_ARRAY_MEMBER];
-} SessionValue;
-
-/* Memory shared by every key's states of one slice end (or window end). */
-typedef struct SharedMemory
-{
-	int			space;
-	int64		ns;
-	int64		refs;
-	AggMemory  *mem;
-} SharedMemory;
-
-typedef struct WinAggOp
-{
-	PtfOperator base;
-	WindowSpec	spec;
-	Oid			time_type;
-	bool		changelog;
-	bool		emit_only_on_update;
-	bool		cumulate_merge; /* CUMULATE: slices merge into the first one */
-	AggSet	   *aggs;
-	bool		needs_memory;	/* states or rows take memory of their own */
-	KeySpec    *keys;
-
-	/* shared memories, sorted by (space, ns) */
-	SharedMemory *shared;
-	int			nshared;
-	int			maxshared;
-
-	/* output */
-	TupleDesc	outdesc;
-	TupleTableSlot *out;
-	WindowColumn *out_window;
-	int		   *out_agg;
-	int		   *out_key;
-	Oid		   *out_types;
-	int32	   *out_typmods;	/* the target's, or -1 */
-	FmgrInfo   *out_coerce;		/* to the typmod, as an INSERT would (fn_oid 0: none) */
-	Datum	   *values;			/* the aggregates' outputs */
-	bool	   *nulls;
-	Datum	   *keyvals;
-	bool	   *keynulls;
-	AggMemory  *firemem;		/* one window's results; reset after each */
-	TupleDesc	values_desc;	/* the outputs as a row (emit_only_on_update) */
-	bool		armed;			/* loaded keys have their timers */
-	bool		live;			/* in a call: between on_start and on_finish */
-	PtfTime		watermark;		/* the call's, while live */
-
-	uint64		skipped;
-} WinAggOp;
+#include "operators/window_internal.h"
 
 enum
 {
@@ -495,6 +81,7 @@ static const StateField window_agg_fields[] = {
  */
 const StateLayout window_agg_layout = {lengthof(window_agg_fields), window_agg_fields,
 "fires_at"};
+
 
 /* -- shared memory of slice ends -- */
 
@@ -596,7 +183,7 @@ window_get(WinAggOp *wa, StateRecord *rec, PtfTime end, bool *created)
 
 	if (*created)
 	{
-		PtfTime		start = window_start(&wa->spec, end);
+		PtfTime		start = window_start_of(&wa->spec, end);
 		int			i;
 
 		wv->mem = shared_acquire(wa, SPACE_WINDOWS, end);
@@ -637,18 +224,18 @@ schedule(WinAggOp *wa, StateRecord *rec, KeyHot *hot, PtfTime end)
 
 /*
  * The first window of slice s that has not fired under watermark: the
- * ends of its windows are first_end(s) + j step.  The caller knows its
+ * ends of its windows are window_first_end(s) + j step.  The caller knows its
  * last window has not fired.
  */
 static PtfTime
 first_unfired(WinAggOp *wa, PtfTime s, PtfTime watermark)
 {
-	PtfTime		f = first_end(&wa->spec, s);
+	PtfTime		f = window_first_end(&wa->spec, s);
 
-	if (!fired(f, watermark))
+	if (!window_fired(f, watermark))
 		return f;
 	f += ((watermark + MS - f) / wa->spec.step + 1) * wa->spec.step;
-	Assert(!fired(f, watermark) && f <= last_end(&wa->spec, s));
+	Assert(!window_fired(f, watermark) && f <= window_last_end(&wa->spec, s));
 	return f;
 }
 
@@ -688,8 +275,8 @@ window_evict(PtfOperator *op, StateRef *ref)
 }
 
 /* A key whose windows have all fired goes, what it holds with it. */
-static void
-key_remove(WinAggOp *wa, StateRecord *rec)
+void
+winagg_key_remove(WinAggOp *wa, StateRecord *rec)
 {
 	StateRef	ref;
 	KeyCold    *cold;
@@ -714,17 +301,17 @@ aligned_on_row(WinAggOp *wa, RowKind kind, TupleTableSlot *row, const PtfRowCont
 	int			weight = ROWKIND_IS_ADDITION(kind) ? 1 : -1;
 
 	if (ctx->event_time == PTF_TIME_MIN || ctx->event_time == PTF_TIME_MAX ||
-		!slice_end_of(w, ctx->event_time, &s))
+		!window_slice_end(w, ctx->event_time, &s))
 	{
 		wa->skipped++;			/* no window holds infinity */
 		return PTF_ROW_DONE;
 	}
-	last = last_end(w, s);
-	if (fired(last, ctx->watermark))
+	last = window_last_end(w, s);
+	if (window_fired(last, ctx->watermark))
 		return PTF_ROW_LATE;
 	/* a late row of a slice already merged goes where it was merged to */
-	if (wa->cumulate_merge && fired(s, ctx->watermark))
-		s = window_start(w, s) + w->step;
+	if (wa->cumulate_merge && window_fired(s, ctx->watermark))
+		s = window_start_of(w, s) + w->step;
 
 	switch (keyed_state_lookup(ks, ctx->keys, row, ctx->proc_time, weight > 0, &ref))
 	{
@@ -764,7 +351,7 @@ aligned_on_row(WinAggOp *wa, RowKind kind, TupleTableSlot *row, const PtfRowCont
 		PtfTime		e;
 
 		/* the row into every unfired window holding its slice */
-		for (e = first_unfired(wa, s, ctx->watermark); e <= last; e = next_window(w, e))
+		for (e = first_unfired(wa, s, ctx->watermark); e <= last; e = window_next_end(w, e))
 		{
 			bool		created;
 			WindowValue *wv;
@@ -785,8 +372,8 @@ aligned_on_row(WinAggOp *wa, RowKind kind, TupleTableSlot *row, const PtfRowCont
 }
 
 /* The key's key column values, for outputs naming them. */
-static void
-key_values(WinAggOp *wa, StateRecord *rec)
+void
+winagg_key_values(WinAggOp *wa, StateRecord *rec)
 {
 	keyed_state_record_key(wa->base.state, rec, wa->keyvals, wa->keynulls);
 }
@@ -796,8 +383,8 @@ key_values(WinAggOp *wa, StateRecord *rec)
  * keys and the aggregates' outputs.  emit_only_on_update compares the
  * outputs with the previous window of the same cumulation.
  */
-static void
-emit_window(WinAggOp *wa, StateRecord *rec, PtfTime start, PtfTime end)
+void
+winagg_emit_window(WinAggOp *wa, StateRecord *rec, PtfTime start, PtfTime end)
 {
 	TupleTableSlot *out = wa->out;
 	int			natts = wa->outdesc->natts;
@@ -824,7 +411,7 @@ emit_window(WinAggOp *wa, StateRecord *rec, PtfTime start, PtfTime end)
 		now = state_images_to_bytea(&one, wa->values_desc);
 		MemoryContextSwitchTo(old);
 		same = (cold->prev_values != NULL && cold->prev_end != PTF_TIME_MIN &&
-				window_start(&wa->spec, cold->prev_end) == start &&
+				window_start_of(&wa->spec, cold->prev_end) == start &&
 				VARSIZE(cold->prev_values) == VARSIZE(now) &&
 				memcmp(cold->prev_values, now, VARSIZE(now)) == 0);
 		if (cold->prev_values)
@@ -931,7 +518,7 @@ static void
 fire_aligned(WinAggOp *wa, StateRecord *rec, KeyHot *hot, PtfTime e)
 {
 	KeyedState *ks = wa->base.state;
-	PtfTime		start = window_start(&wa->spec, e);
+	PtfTime		start = window_start_of(&wa->spec, e);
 	int64		nrows = 0;
 	int			first;
 	int			i;
@@ -946,8 +533,8 @@ fire_aligned(WinAggOp *wa, StateRecord *rec, KeyHot *hot, PtfTime e)
 		if (sv != NULL && sv->nrows > 0)
 		{
 			aggs_window_add_slice(wa->aggs, sv->accs, &sv->rows);
-			key_values(wa, rec);
-			emit_window(wa, rec, start, e);
+			winagg_key_values(wa, rec);
+			winagg_emit_window(wa, rec, start, e);
 		}
 		return;
 	}
@@ -990,8 +577,8 @@ fire_aligned(WinAggOp *wa, StateRecord *rec, KeyHot *hot, PtfTime e)
 	}
 	if (nrows > 0)
 	{
-		key_values(wa, rec);
-		emit_window(wa, rec, start, e);
+		winagg_key_values(wa, rec);
+		winagg_emit_window(wa, rec, start, e);
 	}
 	if (wa->changelog)
 		window_remove(wa, rec, e);
@@ -1008,7 +595,7 @@ after_fire(WinAggOp *wa, StateRecord *rec, KeyHot *hot, PtfTime e)
 	while (keyed_state_ns_count(ks, rec, SPACE_SLICES) > 0)
 	{
 		(void) keyed_state_ns_at(ks, rec, SPACE_SLICES, 0, &s);
-		if (last_end(&wa->spec, s) > e)
+		if (window_last_end(&wa->spec, s) > e)
 			break;
 		slice_remove(wa, rec, s);
 	}
@@ -1017,397 +604,14 @@ after_fire(WinAggOp *wa, StateRecord *rec, KeyHot *hot, PtfTime e)
 		PtfTime		f;
 
 		(void) keyed_state_ns_at(ks, rec, SPACE_SLICES, 0, &s);
-		f = first_end(&wa->spec, s);
-		schedule(wa, rec, hot, f > e ? f : next_window(&wa->spec, e));
+		f = window_first_end(&wa->spec, s);
+		schedule(wa, rec, hot, f > e ? f : window_next_end(&wa->spec, e));
 		keyed_state_mark_changed(ks, rec);
 	}
 	else
-		key_remove(wa, rec);	/* nothing left: the key goes */
+		winagg_key_remove(wa, rec);	/* nothing left: the key goes */
 }
 
-/* ---- sessions ---- */
-
-static SessionValue *
-session_new(WinAggOp *wa, StateRecord *rec, PtfTime start, PtfTime end)
-{
-	bool		created;
-	SessionValue *sv = keyed_state_ns_get(wa->base.state, rec, SPACE_SESSIONS, start, &created);
-
-	Assert(created);
-	sv->end = end;
-	sv->mem = wa->needs_memory ? aggs_memory_create(keyed_state_context(wa->base.state)) : NULL;
-	aggs_init_sliced(wa->aggs, sv->accs, sv->mem);
-	return sv;
-}
-
-static void
-session_remove(WinAggOp *wa, StateRecord *rec, PtfTime start)
-{
-	SessionValue *sv = keyed_state_ns_find(wa->base.state, rec, SPACE_SESSIONS, start);
-
-	if (sv->mem)
-		aggs_memory_delete(sv->mem);
-	keyed_state_ns_remove(wa->base.state, rec, SPACE_SESSIONS, start);
-}
-
-/*
- * Merge the sessions of the key overlapping or touching [lo, hi) with it:
- * the result, a new session, holds their states combined.
- */
-static SessionValue *
-session_merge(WinAggOp *wa, StateRecord *rec, PtfTime lo, PtfTime hi, PtfTime *start)
-{
-	KeyedState *ks = wa->base.state;
-	int			n = keyed_state_ns_count(ks, rec, SPACE_SESSIONS);
-	int			first = -1;
-	int			last = -1;
-	int			i;
-	PtfTime		s_lo = lo;
-	PtfTime		s_hi = hi;
-	SessionValue *merged;
-
-	for (i = 0; i < n; i++)
-	{
-		int64		st;
-		SessionValue *sv = keyed_state_ns_at(ks, rec, SPACE_SESSIONS, i, &st);
-
-		if (st > hi)
-			break;
-		if (sv->end < lo)
-			continue;
-		if (first < 0)
-			first = i;
-		last = i;
-		s_lo = Min(s_lo, st);
-		s_hi = Max(s_hi, sv->end);
-	}
-	*start = s_lo;
-	if (first >= 0 && first == last)
-	{
-		int64		st;
-		SessionValue *sv = keyed_state_ns_at(ks, rec, SPACE_SESSIONS, first, &st);
-
-		if (st == s_lo)
-		{
-			sv->end = s_hi;
-			return sv;			/* grown in place */
-		}
-	}
-	if (first < 0)
-		return session_new(wa, rec, s_lo, s_hi);
-
-	/* a new session of the merged ones: their states combined into it */
-	{
-		int64	   *starts = palloc(sizeof(int64) * (last - first + 1));
-		int			k;
-
-		for (k = 0, i = first; i <= last; i++, k++)
-			(void) keyed_state_ns_at(ks, rec, SPACE_SESSIONS, i, &starts[k]);
-		if (keyed_state_ns_find(ks, rec, SPACE_SESSIONS, s_lo) != NULL)
-		{
-			/* the earliest keeps its start: it absorbs the others */
-			SessionValue *target = keyed_state_ns_find(ks, rec, SPACE_SESSIONS, s_lo);
-
-			merged = target;
-			for (k = 1; k < last - first + 1; k++)
-			{
-				SessionValue *other = keyed_state_ns_find(ks, rec, SPACE_SESSIONS, starts[k]);
-
-				aggs_merge_into(wa->aggs, merged->accs, &merged->rows, merged->mem,
-								other->accs, &other->rows);
-				merged->nrows += other->nrows;
-				session_remove(wa, rec, starts[k]);
-				merged = keyed_state_ns_find(ks, rec, SPACE_SESSIONS, s_lo);
-			}
-			merged->end = s_hi;
-		}
-		else
-		{
-			merged = session_new(wa, rec, s_lo, s_hi);
-			for (k = 0; k < last - first + 1; k++)
-			{
-				SessionValue *other = keyed_state_ns_find(ks, rec, SPACE_SESSIONS, starts[k]);
-
-				merged = keyed_state_ns_find(ks, rec, SPACE_SESSIONS, s_lo);
-				aggs_merge_into(wa->aggs, merged->accs, &merged->rows, merged->mem,
-								other->accs, &other->rows);
-				merged->nrows += other->nrows;
-				session_remove(wa, rec, starts[k]);
-			}
-			merged = keyed_state_ns_find(ks, rec, SPACE_SESSIONS, s_lo);
-		}
-		pfree(starts);
-	}
-	return merged;
-}
-
-/*
- * A session's kept rows (updating input keeps every aggregate's inputs,
- * with the event time), regrouped after one of them was taken back: the
- * row may have held two groups together, or been the first or last.  The
- * session goes and a session per group comes, each with its own timer.
- */
-typedef struct KeptRow
-{
-	PtfTime		ts;
-	MinimalTuple row;
-} KeptRow;
-
-static int
-kept_row_cmp(const void *a, const void *b)
-{
-	PtfTime		x = ((const KeptRow *) a)->ts;
-	PtfTime		y = ((const KeptRow *) b)->ts;
-
-	return x < y ? -1 : x > y ? 1 : 0;
-}
-
-static void
-session_regroup(WinAggOp *wa, StateRecord *rec, PtfTime start)
-{
-	KeyedState *ks = wa->base.state;
-	SessionValue *sv = keyed_state_ns_find(ks, rec, SPACE_SESSIONS, start);
-	MemoryContext old = MemoryContextSwitchTo(wa->firemem->cxt);
-	KeptRow    *kept;
-	int			n = sv->rows.n;
-	int			i;
-	int			first;
-
-	MemoryContextReset(wa->firemem->cxt);
-	kept = palloc(sizeof(KeptRow) * Max(n, 1));
-	for (i = 0; i < n; i++)
-	{
-		kept[i].row = heap_copy_minimal_tuple(sv->rows.rows[i]);
-		kept[i].ts = ptf_time_from_datum(aggs_kept_row_time(wa->aggs, kept[i].row), wa->time_type);
-	}
-	MemoryContextSwitchTo(old);
-	session_remove(wa, rec, start);
-	if (n == 0)
-		return;
-	qsort(kept, n, sizeof(KeptRow), kept_row_cmp);
-	for (first = 0; first < n; first = i)
-	{
-		PtfTime		end;
-		SessionValue *nv;
-
-		/* a group ends where the next row is more than the gap away */
-		for (i = first + 1; i < n && kept[i].ts - kept[i - 1].ts <= wa->spec.size; i++)
-			;
-		end = kept[i - 1].ts + wa->spec.size;
-		{
-			PtfTime		group_start = kept[first].ts;
-			int			k;
-
-			nv = session_new(wa, rec, group_start, end);
-			for (k = first; k < i; k++)
-			{
-				aggs_rows_add(wa->aggs, &nv->rows, nv->mem, kept[k].row);
-				nv->nrows++;
-			}
-			keyed_state_ns_mark_changed(ks, rec, SPACE_SESSIONS, group_start);
-			timer_register(wa->base.timers, PTF_EVENT_TIME, end - MS, rec, group_start,
-						   TIMER_SESSION);
-			nv->timer_end = end;
-		}
-	}
-}
-
-static void fire_session(WinAggOp *wa, StateRecord *rec, const PtfTimer *t);
-
-/*
- * A session a regroup left ending at or before the watermark would have
- * fired already, had the row taken out never come: it fires now, rather
- * than at the watermark's next move.
- */
-static void
-fire_due_sessions(WinAggOp *wa, StateRecord *rec, PtfTime watermark)
-{
-	KeyedState *ks = wa->base.state;
-
-	while (!(rec->flags & RECORD_REMOVED))
-	{
-		int			n = keyed_state_ns_count(ks, rec, SPACE_SESSIONS);
-		PtfTimer	t;
-		int			i;
-
-		memset(&t, 0, sizeof(t));
-		for (i = 0; i < n; i++)
-		{
-			int64		st;
-			SessionValue *sv = keyed_state_ns_at(ks, rec, SPACE_SESSIONS, i, &st);
-
-			if (fired(sv->end, watermark))
-			{
-				t.time = sv->end - MS;
-				t.rec = rec;
-				t.ns = st;
-				t.tag = TIMER_SESSION;
-				break;
-			}
-		}
-		if (i == n)
-			return;
-		fire_session(wa, rec, &t);
-	}
-}
-
-/*
- * A retraction: its row goes from the session holding its time, which is
- * then regrouped.  A row whose session has fired is late; one never added
- * is passed over.
- */
-static PtfRowResult
-session_retract(WinAggOp *wa, TupleTableSlot *row, const PtfRowContext *ctx)
-{
-	KeyedState *ks = wa->base.state;
-	PtfTime		ts = ctx->event_time;
-	StateRef	ref;
-	SessionValue *sv = NULL;
-	int64		start = 0;
-	int			n;
-	int			i;
-
-	switch (keyed_state_lookup(ks, ctx->keys, row, ctx->proc_time, false, &ref))
-	{
-		case KS_FULL:
-			return PTF_ROW_SPILL;	/* the key may be in a spilled partition */
-		case KS_FOUND:
-			break;
-		default:
-			wa->skipped++;		/* a key with nothing */
-			return PTF_ROW_DONE;
-	}
-	n = keyed_state_ns_count(ks, ref.rec, SPACE_SESSIONS);
-	for (i = 0; i < n; i++)
-	{
-		SessionValue *o = keyed_state_ns_at(ks, ref.rec, SPACE_SESSIONS, i, &start);
-
-		if (start > ts)
-			break;
-		if (ts < o->end)
-		{
-			sv = o;
-			break;
-		}
-	}
-	if (sv == NULL)
-	{
-		/* no open session holds it: fired (late), or never added */
-		if (ts + wa->spec.size - MS <= ctx->watermark)
-			return PTF_ROW_LATE;
-		wa->skipped++;
-		return PTF_ROW_DONE;
-	}
-	aggs_eval(wa->aggs, row);
-	if (!aggs_rows_apply(wa->aggs, &sv->rows, sv->mem, -1))
-	{
-		wa->skipped++;			/* no such row in it */
-		return PTF_ROW_DONE;
-	}
-	sv->nrows--;
-	session_regroup(wa, ref.rec, start);
-	fire_due_sessions(wa, ref.rec, ctx->watermark);
-	if (ref.rec->flags & RECORD_REMOVED)
-		return PTF_ROW_DONE;	/* its last session fired: the key went */
-	if (keyed_state_ns_count(ks, ref.rec, SPACE_SESSIONS) == 0)
-		key_remove(wa, ref.rec);
-	else
-		keyed_state_mark_changed(ks, ref.rec);
-	return PTF_ROW_DONE;
-}
-
-static PtfRowResult
-session_on_row(WinAggOp *wa, RowKind kind, TupleTableSlot *row, const PtfRowContext *ctx)
-{
-	KeyedState *ks = wa->base.state;
-	PtfTime		ts = ctx->event_time;
-	PtfTime		hi;
-	PtfTime		start;
-	StateRef	ref;
-	SessionValue *sv;
-	int			n;
-	int			i;
-
-	Assert(wa->changelog || ROWKIND_IS_ADDITION(kind));
-	if (ts == PTF_TIME_MIN || ts == PTF_TIME_MAX ||
-		pg_add_s64_overflow(ts, wa->spec.size, &hi))
-	{
-		wa->skipped++;
-		return PTF_ROW_DONE;
-	}
-	if (!ROWKIND_IS_ADDITION(kind))
-		return session_retract(wa, row, ctx);
-	switch (keyed_state_lookup(ks, ctx->keys, row, ctx->proc_time, true, &ref))
-	{
-		case KS_FULL:
-			return PTF_ROW_SPILL;
-		case KS_CREATED:
-			keyed_state_mark_changed(ks, ref.rec);
-			break;
-		default:
-			break;
-	}
-
-	/* late: the session it would be part of has ended (Flink's isWindowLate) */
-	{
-		PtfTime		would_end = hi;
-
-		n = keyed_state_ns_count(ks, ref.rec, SPACE_SESSIONS);
-		for (i = 0; i < n; i++)
-		{
-			int64		st;
-			SessionValue *o = keyed_state_ns_at(ks, ref.rec, SPACE_SESSIONS, i, &st);
-
-			if (st <= hi && o->end >= ts)
-				would_end = Max(would_end, o->end);
-		}
-		if (fired(would_end, ctx->watermark))
-		{
-			if (n == 0)
-				key_remove(wa, ref.rec);
-			return PTF_ROW_LATE;
-		}
-	}
-
-	sv = session_merge(wa, ref.rec, ts, hi, &start);
-	aggs_eval(wa->aggs, row);
-	if (aggs_keeps_rows(wa->aggs))
-		(void) aggs_rows_apply(wa->aggs, &sv->rows, sv->mem, 1);
-	aggs_advance_sliced(wa->aggs, sv->accs, sv->mem);
-	sv->nrows++;
-	keyed_state_ns_mark_changed(ks, ref.rec, SPACE_SESSIONS, start);
-	/* a timer for its end, unless the session has one for it already */
-	if (sv->timer_end != sv->end)
-	{
-		timer_register(wa->base.timers, PTF_EVENT_TIME, sv->end - MS, ref.rec, start, TIMER_SESSION);
-		sv->timer_end = sv->end;
-	}
-	return PTF_ROW_DONE;
-}
-
-static void
-fire_session(WinAggOp *wa, StateRecord *rec, const PtfTimer *t)
-{
-	KeyedState *ks = wa->base.state;
-	SessionValue *sv = keyed_state_ns_find(ks, rec, SPACE_SESSIONS, t->ns);
-
-	/* merged since, or grown: its timer is another */
-	if (sv == NULL || sv->end - MS != t->time)
-		return;
-	MemoryContextReset(wa->firemem->cxt);
-	aggs_window_begin(wa->aggs, wa->firemem);
-	aggs_window_add_slice(wa->aggs, sv->accs, &sv->rows);
-	if (sv->nrows > 0)
-	{
-		key_values(wa, rec);
-		emit_window(wa, rec, t->ns, sv->end);
-	}
-	session_remove(wa, rec, t->ns);
-	if (keyed_state_ns_count(ks, rec, SPACE_SESSIONS) == 0)
-		key_remove(wa, rec);
-	else
-		keyed_state_mark_changed(ks, rec);
-}
 
 /* ---- the operator ---- */
 
@@ -1422,7 +626,7 @@ window_agg_on_row(PtfOperator *op, RowKind kind, TupleTableSlot *row, const PtfR
 	if (!wa->changelog && kind != ROWKIND_INSERT)
 		elog(ERROR, "a change of kind %s in insert-only input", rowkind_long_name(kind));
 	if (wa->spec.kind == WINDOW_SESSION)
-		return session_on_row(wa, kind, row, ctx);
+		return winagg_session_on_row(wa, kind, row, ctx);
 	return aligned_on_row(wa, kind, row, ctx);
 }
 
@@ -1460,7 +664,7 @@ window_agg_on_timer(PtfOperator *op, const PtfTimer *timer, PtfTime watermark,
 		return;					/* the key went: its timers mean nothing */
 	if (timer->tag == TIMER_SESSION)
 	{
-		fire_session(wa, timer->rec, timer);
+		winagg_fire_session(wa, timer->rec, timer);
 		return;
 	}
 	keyed_state_record_ref(op->state, timer->rec, &ref);
@@ -1684,7 +888,7 @@ window_agg_prefetch(PtfOperator *op, TupleTableSlot *row, const PtfRowContext *c
 	if (stage == 0)
 		scratch[2] = (uint64) ((wa->spec.kind != WINDOW_SESSION && ctx->event_time != PTF_TIME_MIN &&
 								ctx->event_time != PTF_TIME_MAX &&
-								slice_end_of(&wa->spec, ctx->event_time, &s)) ? s : PTF_TIME_MIN);
+								window_slice_end(&wa->spec, ctx->event_time, &s)) ? s : PTF_TIME_MIN);
 	s = (PtfTime) scratch[2];
 	keyed_state_prefetch_stage(op->state, ctx->keys, row, stage,
 							   s == PTF_TIME_MIN ? -1 : SPACE_SLICES, s, scratch);
@@ -1803,3 +1007,4 @@ window_agg_skipped(PtfOperator *op)
 {
 	return ((WinAggOp *) op)->skipped;
 }
+

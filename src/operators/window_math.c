@@ -1,0 +1,174 @@
+/*-------------------------------------------------------------------------
+ *
+ * window_math.c
+ *	  Window arithmetic: which windows and slices a time belongs to, when
+ *	  a window fires.
+ *
+ * Windows.  Times are microseconds; windows are aligned to the Unix epoch
+ * plus the offset and are [start, end); a window fires when the
+ * watermark reaches end - 1 ms, as Flink's isWindowFired.  A TUMBLE of
+ * size s has windows [k s + o, (k+1) s + o); a HOP of size s and slide d
+ * has one starting at every k d + o; a CUMULATE of size s and step p has,
+ * in every TUMBLE window [S, S + s), the windows [S, S + j p).
+ *
+ * Slices (Flink's SliceAssigner).  Rows go to the slice of their time: a
+ * TUMBLE window, the gcd(size, slide) of a HOP (its windows' boundaries
+ * are slice boundaries even when the size is not a multiple of the
+ * slide), a CUMULATE step.  A window is the slices it spans: with per
+ * slice states combined, a row is added once however many windows it
+ * belongs to -- the point of Flink's window slicing.  Per slice s:
+ *	  window_first_end(s)	the end of the first window containing it
+ *	  window_last_end(s)	the end of the last one
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+
+#include "operators/window_internal.h"
+
+/* ---- window arithmetic ---- */
+
+static int64
+gcd64(int64 a, int64 b)
+{
+	while (b != 0)
+	{
+		int64		t = a % b;
+
+		a = b;
+		b = t;
+	}
+	return a;
+}
+
+void
+window_spec_init(WindowSpec *w, WindowKind kind, int64 size, int64 step, int64 offset)
+{
+	int64		period;
+
+	w->kind = kind;
+	w->size = size;
+	if (size <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("window %s must be positive", kind == WINDOW_SESSION ? "gap" : "size")));
+	switch (kind)
+	{
+		case WINDOW_TUMBLE:
+		case WINDOW_SESSION:
+			step = size;
+			break;
+		case WINDOW_HOP:
+		case WINDOW_CUMULATE:
+			if (step <= 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("window %s must be positive",
+								kind == WINDOW_HOP ? "slide" : "step")));
+			if (kind == WINDOW_CUMULATE && size % step != 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("a CUMULATE window's size must be a multiple of its step"),
+						 errdetail("The size is %lld microseconds, the step %lld.",
+								   (long long) size, (long long) step)));
+			break;
+	}
+	w->step = step;
+	w->slice = kind == WINDOW_HOP ? gcd64(size, step) : step;
+	/* only the offset modulo the period its windows repeat with matters */
+	period = kind == WINDOW_HOP ? step : size;
+	w->offset = offset % period;
+	if (w->offset < 0)
+		w->offset += period;
+}
+
+/* floor(a / b) * b, for b > 0 */
+static inline int64
+floor_to(int64 a, int64 b)
+{
+	int64		r = a % b;
+
+	return r < 0 ? a - r - b : a - r;
+}
+
+/*
+ * The start of the window of length period (aligned to the epoch plus
+ * offset) holding t; false on overflow (times near the ends of the range).
+ */
+bool
+window_aligned_start(PtfTime t, int64 period, int64 offset, PtfTime *start)
+{
+	int64		u;
+
+	if (pg_sub_s64_overflow(t, UNIX_EPOCH_PTF + offset, &u))
+		return false;
+	u = floor_to(u, period);
+	return !pg_add_s64_overflow(u, UNIX_EPOCH_PTF + offset, start);
+}
+
+/* the end of the slice holding t */
+bool
+window_slice_end(const WindowSpec *w, PtfTime t, PtfTime *end)
+{
+	PtfTime		s;
+
+	return window_aligned_start(t, w->slice, w->offset, &s) &&
+		!pg_add_s64_overflow(s, w->slice, end);
+}
+
+PtfTime
+window_first_end(const WindowSpec *w, PtfTime slice_end)
+{
+	PtfTime		s = 0;
+
+	switch (w->kind)
+	{
+		case WINDOW_HOP:
+			/* the first window starts after the last start at or before t - size */
+			(void) window_aligned_start(slice_end - 1 - w->size, w->step, w->offset, &s);
+			return s + w->step + w->size;
+		default:
+			return slice_end;
+	}
+}
+
+PtfTime
+window_last_end(const WindowSpec *w, PtfTime slice_end)
+{
+	PtfTime		s = 0;
+
+	switch (w->kind)
+	{
+		case WINDOW_HOP:
+			(void) window_aligned_start(slice_end - 1, w->step, w->offset, &s);
+			return s + w->size;
+		case WINDOW_CUMULATE:
+			(void) window_aligned_start(slice_end - 1, w->size, w->offset, &s);
+			return s + w->size;
+		default:
+			return slice_end;
+	}
+}
+
+PtfTime
+window_start_of(const WindowSpec *w, PtfTime end)
+{
+	PtfTime		s = 0;
+
+	if (w->kind == WINDOW_CUMULATE)
+	{
+		(void) window_aligned_start(end - 1, w->size, w->offset, &s);
+		return s;
+	}
+	return end - w->size;
+}
+
+/* the window after e (HOP: the next slide; CUMULATE: the next step) */
+PtfTime
+window_next_end(const WindowSpec *w, PtfTime e)
+{
+	return e + w->step;
+}
+
+

@@ -1,0 +1,156 @@
+/*-------------------------------------------------------------------------
+ *
+ * window_tvf.c
+ *	  Flink's window table-valued functions TUMBLE, HOP and CUMULATE as an
+ *	  operator: each row with each of its windows, nothing kept.
+ *
+ * A row gets its window columns (window_start, window_end, window_time =
+ * end - 1 ms) from window_math.c; a HOP or CUMULATE row is emitted once
+ * per window holding it.  A row of infinite time, or whose window lies
+ * past the ends of the time range, is skipped and counted.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "funcapi.h"
+
+#include "base/ptf_time.h"
+#include "operators/window_internal.h"
+
+/* ---- the TVFs ---- */
+
+typedef struct WindowTvf
+{
+	PtfOperator base;
+	WindowSpec	spec;
+	Oid			time_type;
+	TupleDesc	rowdesc;		/* of data */
+	TupleTableSlot *out;
+	Oid			col_types[3];
+	uint64		skipped;
+} WindowTvf;
+
+static void
+tvf_emit(WindowTvf *t, Datum data, PtfTime start, PtfTime end)
+{
+	TupleTableSlot *out = t->out;
+
+	ExecClearTuple(out);
+	out->tts_values[0] = data;
+	out->tts_isnull[0] = false;
+	out->tts_values[1] = ptf_time_to_datum_as(start, t->time_type, t->col_types[0]);
+	out->tts_values[2] = ptf_time_to_datum_as(end, t->time_type, t->col_types[1]);
+	out->tts_values[3] = ptf_time_to_datum_as(end - MS, t->time_type, t->col_types[2]);
+	out->tts_isnull[1] = out->tts_isnull[2] = out->tts_isnull[3] = false;
+	ExecStoreVirtualTuple(out);
+	ptf_operator_emit(&t->base, ROWKIND_INSERT, out);
+}
+
+bool
+window_tumble_start(const WindowSpec *w, PtfTime ts, PtfTime *start)
+{
+	PtfTime		e;
+
+	Assert(w->kind == WINDOW_TUMBLE);
+	return ts != PTF_TIME_MIN && ts != PTF_TIME_MAX &&
+		window_slice_end(w, ts, &e) && window_aligned_start(ts, w->size, w->offset, start) &&
+		!pg_add_s64_overflow(*start, w->size, &e);
+}
+
+int64
+window_time_before_end(void)
+{
+	return MS;
+}
+
+static PtfRowResult
+tvf_on_row(PtfOperator *op, RowKind kind, TupleTableSlot *row, const PtfRowContext *ctx)
+{
+	WindowTvf  *t = (WindowTvf *) op;
+	const WindowSpec *w = &t->spec;
+	PtfTime		ts = ctx->event_time;
+	PtfTime		s = 0;
+	PtfTime		e = 0;
+	Datum		data;
+
+	/* a TVF row is an insert: updates and deletes of a stream pass over */
+	if (kind != ROWKIND_INSERT || ts == PTF_TIME_MIN || ts == PTF_TIME_MAX)
+	{
+		t->skipped++;
+		return PTF_ROW_DONE;
+	}
+	if (w->kind == WINDOW_TUMBLE ? !window_tumble_start(w, ts, &s) :
+		(!window_slice_end(w, ts, &e) || !window_aligned_start(ts, w->kind == WINDOW_HOP ? w->step : w->size,
+													w->offset, &s) ||
+		 pg_add_s64_overflow(s, w->size, &e)))
+	{
+		t->skipped++;
+		return PTF_ROW_DONE;
+	}
+	/* data is of the input's row type, whatever slot the row came in */
+	slot_getsomeattrs(row, t->rowdesc->natts);
+	data = HeapTupleGetDatum(heap_form_tuple(t->rowdesc, row->tts_values, row->tts_isnull));
+	switch (w->kind)
+	{
+		case WINDOW_TUMBLE:
+			tvf_emit(t, data, s, s + w->size);
+			break;
+		case WINDOW_HOP:
+			{
+				/* every start k slide + offset with start <= ts < start + size, ascending */
+				PtfTime		first = 0;
+
+				(void) window_aligned_start(ts - w->size, w->step, w->offset, &first);
+				for (first += w->step; first <= s; first += w->step)
+					tvf_emit(t, data, first, first + w->size);
+			}
+			break;
+		case WINDOW_CUMULATE:
+			{
+				PtfTime		step_end = 0;
+
+				(void) window_slice_end(w, ts, &step_end);
+				for (e = step_end; e <= s + w->size; e += w->step)
+					tvf_emit(t, data, s, e);
+			}
+			break;
+		case WINDOW_SESSION:
+			Assert(false);
+			break;
+	}
+	return PTF_ROW_DONE;
+}
+
+static const PtfOperatorMethods tvf_methods = {
+	.name = "window table function",
+	.on_row = tvf_on_row,
+	.memory = ptf_operator_memory,
+	.keys = ptf_operator_keys,
+	.destroy = ptf_operator_destroy,
+};
+
+PtfOperator *
+window_tvf_create(const WindowTvfOptions *opts, const PtfOperatorEnv *env)
+{
+	WindowTvf  *t = (WindowTvf *) ptf_operator_alloc(sizeof(WindowTvf), &tvf_methods, env);
+	MemoryContext old = MemoryContextSwitchTo(t->base.cxt);
+	int			i;
+
+	t->spec = opts->spec;
+	t->time_type = opts->time_type;
+	t->rowdesc = CreateTupleDescCopy(opts->rowdesc);
+	/* a pipeline worker keeps the operator beyond the call's memory */
+	t->out = MakeSingleTupleTableSlot(CreateTupleDescCopy(opts->outdesc), &TTSOpsVirtual);
+	for (i = 0; i < 3; i++)
+		t->col_types[i] = TupleDescAttr(opts->outdesc, i + 1)->atttypid;
+	MemoryContextSwitchTo(old);
+	return &t->base;
+}
+
+uint64
+window_tvf_skipped(PtfOperator *op)
+{
+	return ((WindowTvf *) op)->skipped;
+}
+
