@@ -26,6 +26,7 @@ OBJS = \
 	src/engine/call.o \
 	src/engine/output.o \
 	src/engine/state_load.o \
+	src/engine/step.o \
 	src/frame.o \
 	src/functions/apply_changelog.o \
 	src/functions/common.o \
@@ -40,8 +41,10 @@ OBJS = \
 	src/decoding/json_writer.o \
 	src/decoding/plugin.o \
 	src/input/cdc_rows.o \
+	src/input/change_buffer.o \
 	src/input/change_stream.o \
 	src/input/sql_input.o \
+	src/input/stream_slot.o \
 	src/operators/aggs.o \
 	src/operators/dedup.o \
 	src/operators/normalize.o \
@@ -59,10 +62,13 @@ OBJS = \
 	src/state/state_io.o \
 	src/state/state_table.o \
 	src/state/timers.o \
+	src/worker/assign.o \
 	src/worker/launcher.o \
 	src/worker/pipeline.o \
 	src/worker/shmem.o \
-	src/worker/wake.o
+	src/worker/step.o \
+	src/worker/wake.o \
+	src/worker/xact_writes.o
 
 PG_CPPFLAGS = -I$(srcdir)/src
 PG_CFLAGS   = -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers

@@ -2,3 +2,23 @@
 -- A fresh install of 1.2 runs 1.0's script and every update after it, so this
 -- file is the only definition of what 1.2 changes.
 \echo Use "ALTER EXTENSION deduplicate_keep_first UPDATE" to load this file. \quit
+
+-- Pipeline workers keep their pipelines between rounds and load them again
+-- only when the registry is written (as pg_cron keeps its jobs): the
+-- registry's trigger now fires on every write, and invalidates the cache.
+DROP TRIGGER wake_pipeline_worker ON ptf.pipeline_registry;
+CREATE TRIGGER wake_pipeline_worker AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE
+    ON ptf.pipeline_registry
+    FOR EACH STATEMENT EXECUTE FUNCTION ptf._wake_pipeline_worker();
+COMMENT ON FUNCTION ptf._wake_pipeline_worker() IS
+    'Internal: trigger telling the pipeline workers that the registry changed, and asking for a worker when pipelines are restored';
+
+-- What wakes pipeline workers at commit reads PostgreSQL's internal
+-- statistics layout; this lets a regression test check it on the server
+-- it runs against (sql/xact_writes.sql).
+CREATE FUNCTION ptf._xact_wrote_table(regclass) RETURNS boolean
+AS 'MODULE_PATHNAME', 'ptf_xact_wrote_table_sql'
+LANGUAGE C STRICT VOLATILE;
+COMMENT ON FUNCTION ptf._xact_wrote_table(regclass) IS
+    'Internal: whether a live part of the current transaction wrote the table, as pipeline workers are woken by (NULL: cannot be told)';
+REVOKE ALL ON FUNCTION ptf._xact_wrote_table(regclass) FROM PUBLIC;

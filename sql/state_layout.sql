@@ -78,5 +78,29 @@ SELECT * FROM deduplicate_keep_first(NULL::odd, partition_by => '{expires_at,key
 -- and a row image that is not one is refused
 SELECT state_row('\x00'::bytea, NULL::odd);
 SELECT state_row(('\x' || repeat('ff', 40))::bytea, NULL::odd);
+-- a state table damaged by hand is reported as such (XX001), naming the uid
+-- whose state it is and the way out, whatever was damaged
+CREATE TABLE dmg (k int, ts timestamptz);
+SELECT * FROM deduplicate_keep_first(NULL::dmg, partition_by => '{k}', on_time => 'ts',
+    uid => 'dmg', watermark_delay => '1 year',
+    query => $$VALUES (1, timestamptz '2024-01-01'), (2, timestamptz '2024-01-02')$$);
+SELECT state_table AS dmg_table FROM state WHERE uid = 'dmg' \gset
+BEGIN;
+UPDATE :dmg_table SET image = '\x00'::bytea WHERE k = 1;
+SELECT * FROM deduplicate_keep_first(NULL::dmg, partition_by => '{k}', on_time => 'ts',
+    uid => 'dmg', query => $$VALUES (3, timestamptz '2024-01-03')$$);
+ROLLBACK;
+BEGIN;
+INSERT INTO :dmg_table SELECT * FROM :dmg_table WHERE k = 2;
+\set VERBOSITY sqlstate
+SELECT * FROM deduplicate_keep_first(NULL::dmg, partition_by => '{k}', on_time => 'ts',
+    uid => 'dmg', query => $$VALUES (3, timestamptz '2024-01-03')$$);
+\set VERBOSITY default
+ROLLBACK;
+-- undamaged, it goes on
+SELECT * FROM deduplicate_keep_first(NULL::dmg, partition_by => '{k}', on_time => 'ts',
+    uid => 'dmg', query => $$VALUES (3, timestamptz '2024-01-03')$$);
+SELECT drop_state('dmg');
+DROP TABLE dmg;
 SELECT drop_state('odd'), drop_state('visits'), drop_state('clicks');
 DROP TABLE clicks, visits, odd;

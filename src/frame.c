@@ -298,24 +298,18 @@ row_time(PtfFrameInput *input, TupleTableSlot *row, AttrNumber attno, Oid typid,
 
 /* ---- timers ---- */
 
+/*
+ * Fire the operator's timers of domain that are due at `upto' (the
+ * watermark for event time, the processing time for processing time), in
+ * time order; each fires with both times as they are now.
+ */
 static void
-fire_event_timers(PtfFrame *frame, PtfOperator *op, PtfTime watermark, PtfTime proc_time)
+fire_timers(PtfOperator *op, PtfTimeDomain domain, PtfTime upto, PtfTime watermark,
+			PtfTime proc_time)
 {
 	PtfTimer	t;
 
-	while (timer_pop_due(op->timers, PTF_EVENT_TIME, watermark, &t))
-	{
-		CHECK_FOR_INTERRUPTS();
-		op->methods->on_timer(op, &t, watermark, proc_time);
-	}
-}
-
-static void
-fire_proc_timers(PtfFrame *frame, PtfOperator *op, PtfTime proc_time, PtfTime watermark)
-{
-	PtfTimer	t;
-
-	while (timer_pop_due(op->timers, PTF_PROCESSING_TIME, proc_time, &t))
+	while (timer_pop_due(op->timers, domain, upto, &t))
 	{
 		CHECK_FOR_INTERRUPTS();
 		op->methods->on_timer(op, &t, watermark, proc_time);
@@ -328,7 +322,7 @@ advance_watermark(PtfFrame *frame, PtfOperator *op, PtfTime wm, PtfTime proc_tim
 {
 	if (op->methods->on_watermark)
 		op->methods->on_watermark(op, wm, proc_time);
-	fire_event_timers(frame, op, wm, proc_time);
+	fire_timers(op, PTF_EVENT_TIME, wm, wm, proc_time);
 	/* keys the timers removed leave memory new keys can reuse */
 	ptf_operator_reclaim(op, 1024);
 }
@@ -475,7 +469,7 @@ frame_process(PtfFrameInput *input, RowKind kind, TupleTableSlot *row,
 			ctx.proc_time = ptf_now();
 		frame->last_proc_time = ctx.proc_time;
 		input->last_row_proc_time = ctx.proc_time;
-		fire_proc_timers(frame, frame->op, ctx.proc_time, frame->watermark);
+		fire_timers(frame->op, PTF_PROCESSING_TIME, ctx.proc_time, frame->watermark, ctx.proc_time);
 	}
 	ctx.watermark = frame->watermark;
 
@@ -777,7 +771,8 @@ static void
 end_of_stream(PtfFrame *frame, PtfOperator *op)
 {
 	if (frame->need_proc_time && frame->last_proc_time != PTF_TIME_MIN)
-		fire_proc_timers(frame, op, frame->last_proc_time, frame->watermark);
+		fire_timers(op, PTF_PROCESSING_TIME, frame->last_proc_time, frame->watermark,
+					frame->last_proc_time);
 	advance_watermark(frame, op, PTF_TIME_MAX, frame->last_proc_time);
 	if (op->methods->on_finish)
 		op->methods->on_finish(op, true);
@@ -951,7 +946,7 @@ replay(PtfFrame *frame, SpillFile *f)
 			advance_watermark(frame, op, wm, wm_proc_time);
 		}
 		if (frame->need_proc_time)
-			fire_proc_timers(frame, op, ctx.proc_time, wm);
+			fire_timers(op, PTF_PROCESSING_TIME, ctx.proc_time, wm, ctx.proc_time);
 		if (input->spec.on_time_attno != InvalidAttrNumber)
 			ctx.event_time = row_time(input, row, input->spec.on_time_attno,
 									  input->spec.on_time_type, "on_time");
@@ -970,9 +965,9 @@ replay(PtfFrame *frame, SpillFile *f)
 	/* the input's end, as in the main pass */
 	end_of_stream(frame, op);
 	spill_close_level(frame);
-	frame->replayed_keys += op->methods->keys(op);
-	frame->replay_bytes_peak = Max(frame->replay_bytes_peak, op->methods->memory(op));
-	op->methods->destroy(op);
+	frame->replayed_keys += ptf_operator_keys(op);
+	frame->replay_bytes_peak = Max(frame->replay_bytes_peak, ptf_operator_memory(op));
+	ptf_operator_destroy(op);
 	frame->op = NULL;
 }
 
@@ -993,7 +988,7 @@ frame_finish(PtfFrame *frame, bool end_of_input)
 
 			if (frame->loader != NULL)
 				frame->loader(frame->loader_arg, NULL, NULL, 0, idle_watermark_at(frame, now));
-			fire_proc_timers(frame, op, now, frame->watermark);
+			fire_timers(op, PTF_PROCESSING_TIME, now, frame->watermark, now);
 			apply_idle_rule(frame, op, now);
 		}
 		if (op->methods->on_finish)
@@ -1005,9 +1000,9 @@ frame_finish(PtfFrame *frame, bool end_of_input)
 	end_of_stream(frame, op);
 
 	/* the stream is over: free the main state before replaying, as nodeAgg */
-	frame->main_keys = op->methods->keys(op);
-	frame->main_bytes = op->methods->memory(op);
-	op->methods->destroy(op);
+	frame->main_keys = ptf_operator_keys(op);
+	frame->main_bytes = ptf_operator_memory(op);
+	ptf_operator_destroy(op);
 	frame->main_op = NULL;
 	frame->op = NULL;
 
@@ -1046,8 +1041,8 @@ frame_stats(PtfFrame *frame, PtfFrameStats *stats)
 	stats->spill_partitions = frame->spill_partitions;
 	if (frame->main_op != NULL)
 	{
-		frame->main_keys = frame->main_op->methods->keys(frame->main_op);
-		frame->main_bytes = frame->main_op->methods->memory(frame->main_op);
+		frame->main_keys = ptf_operator_keys(frame->main_op);
+		frame->main_bytes = ptf_operator_memory(frame->main_op);
 	}
 	stats->keys = frame->main_keys + frame->replayed_keys;
 	stats->state_bytes = Max(frame->main_bytes, frame->replay_bytes_peak);

@@ -35,6 +35,7 @@ _PG_init(void)
 	ptf_time_define_gucs();
 	ptf_common_define_gucs();
 	change_stream_define_gucs();
+	stream_slot_define_gucs();
 	ptf_worker_init();
 	ptf_tvf_inline_init();
 	ptf_state_load_init();

@@ -81,16 +81,6 @@ struct TupleTableSlot;
 typedef void (*PtfRowSink) (void *arg, RowKind kind, struct TupleTableSlot *row,
 							const PtfRowMeta *meta);
 
-/* This backend is a pipeline worker (it keeps decoders and operators). */
-extern bool ptf_in_pipeline_worker;
-
-/*
- * Set by a uid's call: the processing time at which a call would have more
- * to do without new input (a window closed by the idle rule), 0: none.
- * The pipeline worker runs an idle pipeline's step then.
- */
-extern PtfTime ptf_wake_at;
-
 /*
  * Run work(arg) in a subtransaction of its own (base/subxact.c): NULL when
  * it succeeded and its work is kept; else its error, copied into the

@@ -4,7 +4,9 @@
  *	  The cache of what a pipeline worker keeps between steps.
  *
  * A handful of entries (one per pipeline at most, of each kind), found by
- * name: a fixed array searched linearly is all it needs.
+ * name: a fixed array searched linearly is all it needs.  The worker owns
+ * the set and hands it to each step in the step's context (engine/step.h);
+ * nothing else keeps anything.
  *
  *-------------------------------------------------------------------------
  */
@@ -16,27 +18,46 @@
 
 #define MAX_KEPT 128
 
-static PtfKept *kept[MAX_KEPT];
+struct PtfKeptSet
+{
+	MemoryContext cxt;			/* where entries live */
+	PtfKept    *kept[MAX_KEPT];
+};
+
+PtfKeptSet *
+ptf_kept_set_create(MemoryContext parent)
+{
+	PtfKeptSet *set = MemoryContextAllocZero(parent, sizeof(PtfKeptSet));
+
+	set->cxt = parent;
+	return set;
+}
 
 PtfKept *
-ptf_kept_find(PtfKeptKind kind, const char *name)
+ptf_kept_find(PtfKeptSet *set, PtfKeptKind kind, const char *name)
 {
 	int			i;
 
+	if (set == NULL)
+		return NULL;
 	for (i = 0; i < MAX_KEPT; i++)
-		if (kept[i] != NULL && kept[i]->kind == kind && strcmp(kept[i]->name, name) == 0)
-			return kept[i];
+	{
+		PtfKept    *k = set->kept[i];
+
+		if (k != NULL && k->kind == kind && strcmp(k->name, name) == 0)
+			return k;
+	}
 	return NULL;
 }
 
 void
-ptf_kept_forget(PtfKept *k)
+ptf_kept_forget(PtfKeptSet *set, PtfKept *k)
 {
 	int			i;
 
 	for (i = 0; i < MAX_KEPT; i++)
-		if (kept[i] == k)
-			kept[i] = NULL;
+		if (set->kept[i] == k)
+			set->kept[i] = NULL;
 	if (k->release)
 		k->release(k);
 	MemoryContextDelete(k->cxt);
@@ -45,43 +66,46 @@ ptf_kept_forget(PtfKept *k)
 }
 
 PtfKept *
-ptf_kept_new(PtfKeptKind kind, const char *name)
+ptf_kept_new(PtfKeptSet *set, PtfKeptKind kind, const char *name)
 {
-	PtfKept    *k = ptf_kept_find(kind, name);
+	PtfKept    *k;
 	int			i;
 
+	if (set == NULL)
+		return NULL;
+	k = ptf_kept_find(set, kind, name);
 	if (k != NULL)
-		ptf_kept_forget(k);
-	for (i = 0; i < MAX_KEPT && kept[i] != NULL; i++)
+		ptf_kept_forget(set, k);
+	for (i = 0; i < MAX_KEPT && set->kept[i] != NULL; i++)
 		;
 	if (i == MAX_KEPT)
 		return NULL;
-	k = MemoryContextAllocZero(TopMemoryContext, sizeof(PtfKept));
+	k = MemoryContextAllocZero(set->cxt, sizeof(PtfKept));
 	k->kind = kind;
-	k->name = MemoryContextStrdup(TopMemoryContext, name);
-	k->cxt = AllocSetContextCreate(TopMemoryContext, "ptf kept",
-								   ALLOCSET_DEFAULT_SIZES);
+	k->name = MemoryContextStrdup(set->cxt, name);
+	k->cxt = AllocSetContextCreate(set->cxt, "ptf kept", ALLOCSET_DEFAULT_SIZES);
 	MemoryContextSetIdentifier(k->cxt, k->name);
-	kept[i] = k;
+	set->kept[i] = k;
 	return k;
 }
 
 void
-ptf_kept_retain(PtfKeptKind kind, List *names)
+ptf_kept_retain(PtfKeptSet *set, PtfKeptKind kind, List *names)
 {
 	int			i;
 
 	for (i = 0; i < MAX_KEPT; i++)
 	{
+		PtfKept    *k = set->kept[i];
 		ListCell   *lc;
 		bool		wanted = false;
 
-		if (kept[i] == NULL || kept[i]->kind != kind)
+		if (k == NULL || k->kind != kind)
 			continue;
 		foreach(lc, names)
-			if (strcmp(kept[i]->name, (char *) lfirst(lc)) == 0)
+			if (strcmp(k->name, (char *) lfirst(lc)) == 0)
 				wanted = true;
 		if (!wanted)
-			ptf_kept_forget(kept[i]);
+			ptf_kept_forget(set, k);
 	}
 }

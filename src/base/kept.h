@@ -25,6 +25,7 @@ typedef enum PtfKeptKind
 } PtfKeptKind;
 
 typedef struct PtfKept PtfKept;
+typedef struct PtfKeptSet PtfKeptSet;
 
 typedef void (*PtfKeptRelease) (PtfKept *k);
 
@@ -37,18 +38,21 @@ struct PtfKept
 	void	   *data;			/* the user's, allocated in cxt */
 };
 
-/* the entry of (kind, name), or NULL */
-extern PtfKept *ptf_kept_find(PtfKeptKind kind, const char *name);
+/* An empty cache, living in parent (the worker's, for its life). */
+extern PtfKeptSet *ptf_kept_set_create(MemoryContext parent);
+
+/* the entry of (kind, name), or NULL (also when set is NULL: nothing kept) */
+extern PtfKept *ptf_kept_find(PtfKeptSet *set, PtfKeptKind kind, const char *name);
 
 /*
  * A new entry for (kind, name), replacing any other; NULL when the cache
- * is full (the caller then keeps nothing).
+ * is full or there is none (the caller then keeps nothing).
  */
-extern PtfKept *ptf_kept_new(PtfKeptKind kind, const char *name);
+extern PtfKept *ptf_kept_new(PtfKeptSet *set, PtfKeptKind kind, const char *name);
 
-extern void ptf_kept_forget(PtfKept *k);
+extern void ptf_kept_forget(PtfKeptSet *set, PtfKept *k);
 
 /* Forget the entries of kind whose names are not in names (char *). */
-extern void ptf_kept_retain(PtfKeptKind kind, List *names);
+extern void ptf_kept_retain(PtfKeptSet *set, PtfKeptKind kind, List *names);
 
 #endif							/* PTF_KEPT_H */

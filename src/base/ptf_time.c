@@ -15,6 +15,7 @@
 #include "catalog/pg_type.h"
 #include "common/int.h"
 #include "datatype/timestamp.h"
+#include "utils/datetime.h"
 #include "utils/fmgrprotos.h"
 #include "utils/guc.h"
 #include "utils/timestamp.h"
@@ -30,41 +31,89 @@ ptf_now(void)
 	return debug_clock != 0 ? debug_clock : GetCurrentTimestamp();
 }
 
+/*
+ * A timestamptz literal, parsed as timestamptz_in does but by the parsing
+ * routines that report errors as codes rather than raise them: a GUC check
+ * hook must not raise (and PostgreSQL 15 has no soft input errors).
+ */
+bool
+ptf_parse_timestamptz(const char *str, PtfTime *result)
+{
+	char		workbuf[MAXDATELEN + MAXDATEFIELDS];
+	char	   *field[MAXDATEFIELDS];
+	int			ftype[MAXDATEFIELDS];
+	int			nf;
+	int			dtype;
+	struct pg_tm tt;
+	fsec_t		fsec;
+	int			tz;
+	TimestampTz t;
+
+	if (strlen(str) >= MAXDATELEN ||
+		ParseDateTime(str, workbuf, sizeof(workbuf), field, ftype, MAXDATEFIELDS, &nf) != 0 ||
+		DecodeDateTime(field, ftype, nf, &dtype, &tt, &fsec, &tz) != 0 ||
+		dtype != DTK_DATE || tm2timestamp(&tt, fsec, &tz, &t) != 0 || !IS_VALID_TIMESTAMP(t))
+		return false;
+	*result = t;
+	return true;
+}
+
+/* An interval literal in microseconds (a day is 24 h, a month 30 days), likewise. */
+bool
+ptf_parse_interval_us(const char *str, int64 *result)
+{
+	char		workbuf[256];
+	char	   *field[MAXDATEFIELDS];
+	int			ftype[MAXDATEFIELDS];
+	int			nf;
+	int			dtype;
+	int			dterr;
+	struct pg_itm_in itm;
+	Interval	iv;
+	int64		days_us;
+
+	memset(&itm, 0, sizeof(itm));
+	if (strlen(str) >= sizeof(workbuf))
+		return false;
+	dterr = ParseDateTime(str, workbuf, sizeof(workbuf), field, ftype, MAXDATEFIELDS, &nf);
+	if (dterr == 0)
+		dterr = DecodeInterval(field, ftype, nf, INTERVAL_FULL_RANGE, &dtype, &itm);
+	/* as interval_in: what is not PostgreSQL's format may be ISO 8601's */
+	if (dterr == DTERR_BAD_FORMAT)
+	{
+		strlcpy(workbuf, str, sizeof(workbuf));
+		dterr = DecodeISO8601Interval(workbuf, &dtype, &itm);
+	}
+	if (dterr != 0 || dtype != DTK_DELTA || itmin2interval(&itm, &iv) != 0)
+		return false;
+	if (pg_mul_s64_overflow((int64) iv.month * DAYS_PER_MONTH + iv.day, USECS_PER_DAY, &days_us) ||
+		pg_add_s64_overflow(iv.time, days_us, result))
+		return false;
+	return true;
+}
+
 static bool
 check_debug_clock(char **newval, void **extra, GucSource source)
 {
-	volatile PtfTime t = 0;
-	volatile bool ok = true;
-	MemoryContext cxt = CurrentMemoryContext;
+	PtfTime		t = 0;
+	PtfTime    *parsed;
 
-	if (*newval != NULL && (*newval)[0] != '\0')
+	if (*newval != NULL && (*newval)[0] != '\0' && !ptf_parse_timestamptz(*newval, &t))
 	{
-		PG_TRY();
-		{
-			t = DatumGetTimestampTz(DirectFunctionCall3(timestamptz_in,
-														CStringGetDatum(*newval),
-														ObjectIdGetDatum(InvalidOid),
-														Int32GetDatum(-1)));
-		}
-		PG_CATCH();
-		{
-			MemoryContextSwitchTo(cxt);
-			FlushErrorState();
-			GUC_check_errmsg("invalid value for ptf.debug_clock: \"%s\"", *newval);
-			ok = false;
-		}
-		PG_END_TRY();
+		GUC_check_errmsg("invalid value for ptf.debug_clock: \"%s\"", *newval);
+		GUC_check_errhint("A timestamptz, such as '2024-01-01 10:00+00'; empty for the clock.");
+		return false;
 	}
-	if (ok)
+	/* GUC extra data is malloc'd: guc.c frees it with free() */
+	parsed = malloc(sizeof(PtfTime));
+	if (parsed == NULL)
 	{
-		PtfTime    *parsed = malloc(sizeof(PtfTime));
-
-		if (parsed == NULL)
-			return false;
-		*parsed = t;
-		*extra = parsed;
+		GUC_check_errcode(ERRCODE_OUT_OF_MEMORY);
+		return false;
 	}
-	return ok;
+	*parsed = t;
+	*extra = parsed;
+	return true;
 }
 
 static void

@@ -45,4 +45,11 @@ extern int64 ptf_interval_to_us(Datum interval, const char *argname);
 /* Does the interval have a month part (whose length depends on the date)? */
 extern bool ptf_interval_has_months(Datum interval);
 
+/*
+ * Literals parsed without raising an error (GUC check hooks): false when
+ * str is no timestamptz, or no interval / one out of range.
+ */
+extern bool ptf_parse_timestamptz(const char *str, PtfTime *result);
+extern bool ptf_parse_interval_us(const char *str, int64 *result);
+
 #endif							/* PTF_TIME_H */

@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * rowkind.c
- *	  Row kinds by name, and the process-wide facts of base.h.
+ *	  Row kinds by name, and a row that knows nothing of its origin.
  *
  *-------------------------------------------------------------------------
  */
@@ -13,8 +13,6 @@
 
 const PtfRowMeta ptf_no_meta = {InvalidXLogRecPtr, 0, InvalidTransactionId, false, false};
 
-bool		ptf_in_pipeline_worker = false;
-PtfTime		ptf_wake_at = 0;
 
 static const char *const rowkind_short[ROWKIND_COUNT] = {"+I", "-U", "+U", "-D"};
 static const char *const rowkind_long[ROWKIND_COUNT] = {

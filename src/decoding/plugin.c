@@ -75,8 +75,6 @@
 
 extern PGDLLEXPORT void _PG_output_plugin_init(OutputPluginCallbacks *cb);
 
-PtfDecodingSink *ptf_decoding_sink = NULL;
-
 /* a name of the tables option: schema NULL matches any schema */
 typedef struct TableName
 {
@@ -109,6 +107,7 @@ typedef struct JsonPlugin
 {
 	MemoryContext cxt;			/* reset after every change */
 	bool		in_process;		/* for our change streams: no output */
+	PtfDecodingSink *sink;		/* their consumer of the moment */
 	JsonFormat	format;
 	List	   *tables;			/* of TableName; NIL: all */
 	JsonTxn		txn;			/* the transaction being written */
@@ -552,6 +551,22 @@ check_verdict(PluginRelation *entry, Relation rel)
 
 /* ---- callbacks ---- */
 
+/* Is this a context of our own change streams (PTF_IN_PROCESS_OPTION given)? */
+static bool
+in_process_option(List *options)
+{
+	ListCell   *lc;
+
+	foreach(lc, options)
+	{
+		DefElem    *elem = lfirst(lc);
+
+		if (strcmp(elem->defname, PTF_IN_PROCESS_OPTION) == 0)
+			return true;
+	}
+	return false;
+}
+
 static void
 plugin_startup(LogicalDecodingContext *ctx, OutputPluginOptions *opt, bool is_init)
 {
@@ -561,7 +576,7 @@ plugin_startup(LogicalDecodingContext *ctx, OutputPluginOptions *opt, bool is_in
 								   ALLOCSET_DEFAULT_SIZES);
 	ctx->output_plugin_private = p;
 
-	if (ptf_decoding_sink != NULL)
+	if (in_process_option(ctx->output_plugin_options))
 	{
 		/* our own input: nothing is written, tuples are handed over */
 		p->in_process = true;
@@ -576,17 +591,31 @@ plugin_startup(LogicalDecodingContext *ctx, OutputPluginOptions *opt, bool is_in
 
 /*
  * The in-process consumer of the moment.  A decoding context may outlive
- * one read (a pipeline keeps it between steps), so the consumer is looked
- * up for every callback rather than remembered at startup.
+ * one read (a pipeline keeps it between steps): the reader sets its
+ * consumer for each read (ptf_decoding_set_sink), and this is asked for it
+ * in every callback.
  */
 static PtfDecodingSink *
 current_sink(JsonPlugin *p)
 {
 	if (!p->in_process)
 		return NULL;
-	if (ptf_decoding_sink == NULL)
-		elog(ERROR, "in-process decoding without a consumer");
-	return ptf_decoding_sink;
+	if (p->sink == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("option \"%s\" is for deduplicate_keep_first's own change streams",
+						PTF_IN_PROCESS_OPTION),
+				 errhint("Leave the option out: the plugin then writes JSON.")));
+	return p->sink;
+}
+
+void
+ptf_decoding_set_sink(LogicalDecodingContext *ctx, PtfDecodingSink *sink)
+{
+	JsonPlugin *p = ctx->output_plugin_private;
+
+	Assert(p->in_process);
+	p->sink = sink;
 }
 
 /* A pipeline's own writes (its replication origin) never come back to it. */

@@ -15,14 +15,16 @@
 #ifndef PTF_DECODING_PLUGIN_H
 #define PTF_DECODING_PLUGIN_H
 
+#include "replication/logical.h"
 #include "replication/origin.h"
 #include "replication/reorderbuffer.h"
 #include "utils/rel.h"
 
 /*
- * An in-process consumer.  While one is installed (only around our own
- * decoding loop in this backend) the plugin hands every transaction to it
- * instead of writing output.
+ * An in-process consumer.  A decoding context made with the option
+ * PTF_IN_PROCESS_OPTION writes no output: the plugin hands every
+ * transaction to the consumer the reader set for its read
+ * (ptf_decoding_set_sink).
  */
 typedef struct PtfDecodingSink
 {
@@ -36,6 +38,8 @@ typedef struct PtfDecodingSink
 	RepOriginId skip_origin;	/* changes made under it are not ours to read */
 } PtfDecodingSink;
 
-extern PtfDecodingSink *ptf_decoding_sink;
+#define PTF_IN_PROCESS_OPTION "ptf_in_process"
+
+extern void ptf_decoding_set_sink(LogicalDecodingContext *ctx, PtfDecodingSink *sink);
 
 #endif							/* PTF_DECODING_PLUGIN_H */

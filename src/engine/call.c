@@ -36,6 +36,7 @@
 #include "base/kept.h"
 #include "engine/call.h"
 #include "engine/state_load.h"
+#include "engine/step.h"
 #include "state/durable.h"
 
 /* WAL an idle stream may read past before its position is stored anyway */
@@ -46,6 +47,7 @@ ptf_call_init(PtfCall *call, const char *function)
 {
 	memset(call, 0, sizeof(PtfCall));
 	call->function = function;
+	call->step = ptf_step_current();
 	call->cxt = AllocSetContextCreate(CurrentMemoryContext, "ptf call",
 									  ALLOCSET_DEFAULT_SIZES);
 	MemoryContextSetIdentifier(call->cxt, function);
@@ -71,11 +73,16 @@ ptf_call_add_input(PtfCall *call, const char *name, const PtfInputArg *arg,
 
 /* ---- operators kept between a pipeline worker's steps ---- */
 
+/* What the pipeline worker running this call keeps, or NULL: nothing is kept. */
+static PtfKeptSet *
+call_kept(PtfCall *call)
+{
+	return call->step != NULL ? call->step->kept : NULL;
+}
+
 typedef struct KeptOperator
 {
-	Oid			state_relid;
-	Oid			state_filenode; /* its records' TIDs are of this storage */
-	int64		version;		/* of the stored state it equals */
+	DurableStamp stamp;			/* of the stored state it equals */
 	bool		in_use;			/* taken by a call: not the stored state */
 	bool		complete;		/* it holds every key of the uid */
 	PtfOperator *op;
@@ -89,21 +96,22 @@ kept_operator(PtfKept *k)
 
 /* The kept operator of ds's uid, if it is exactly the stored state. */
 static PtfOperator *
-take_kept_operator(DurableState *ds, bool *complete)
+take_kept_operator(PtfKeptSet *kept, const char *uid, DurableState *ds, bool *complete)
 {
 	PtfKept    *k;
 	KeptOperator *ko;
+	DurableStamp stamp;
 
-	if (!ptf_in_pipeline_worker ||
-		(k = ptf_kept_find(PTF_KEPT_OPERATOR, durable_uid(ds))) == NULL)
+	if ((k = ptf_kept_find(kept, PTF_KEPT_OPERATOR, uid)) == NULL)
 		return NULL;
 	ko = kept_operator(k);
-	if (ko->in_use || ko->op == NULL || ko->state_relid != durable_state_relid(ds) ||
-		ko->state_filenode != durable_state_filenode(ds) ||
-		ko->version != durable_version(ds) || durable_must_write(ds))
+	durable_stamp(ds, &stamp);
+	if (ko->in_use || ko->op == NULL || ko->stamp.relid != stamp.relid ||
+		ko->stamp.filenode != stamp.filenode || ko->stamp.version != stamp.version ||
+		durable_must_write(ds))
 	{
 		/* changed by a call that rolled back, or by someone else */
-		ptf_kept_forget(k);
+		ptf_kept_forget(kept, k);
 		return NULL;
 	}
 	ko->in_use = true;
@@ -113,16 +121,16 @@ take_kept_operator(DurableState *ds, bool *complete)
 
 /* The kept operator of ds, if op is it, now equals the stored state. */
 static void
-kept_operator_stored(DurableState *ds, PtfOperator *op, bool complete)
+kept_operator_stored(PtfKeptSet *kept, const char *uid, DurableState *ds, PtfOperator *op,
+					 bool complete)
 {
 	PtfKept    *k;
 
-	if (!ptf_in_pipeline_worker ||
-		(k = ptf_kept_find(PTF_KEPT_OPERATOR, durable_uid(ds))) == NULL)
+	if ((k = ptf_kept_find(kept, PTF_KEPT_OPERATOR, uid)) == NULL)
 		return;
 	if (kept_operator(k)->op == op)
 	{
-		kept_operator(k)->version = durable_version(ds);
+		durable_stamp(ds, &kept_operator(k)->stamp);
 		kept_operator(k)->in_use = false;
 		kept_operator(k)->complete = complete;
 	}
@@ -135,16 +143,16 @@ kept_operator_stored(DurableState *ds, PtfOperator *op, bool complete)
  * that cannot be read key by key keep all of their state.
  */
 static void
-kept_operator_bound(const char *uid, PtfOperator *op, PtfStateLoad *load)
+kept_operator_bound(PtfKeptSet *kept, const char *uid, PtfOperator *op, PtfStateLoad *load)
 {
 	PtfKept    *k;
 
-	if (!ptf_in_pipeline_worker || op->methods->evict == NULL ||
-		(k = ptf_kept_find(PTF_KEPT_OPERATOR, uid)) == NULL ||
+	if (op->methods->evict == NULL ||
+		(k = ptf_kept_find(kept, PTF_KEPT_OPERATOR, uid)) == NULL ||
 		kept_operator(k)->op != op || kept_operator(k)->in_use)
 		return;
 	if (!ptf_state_load_bound(load))
-		ptf_kept_forget(k);
+		ptf_kept_forget(kept, k);
 	else
 		kept_operator(k)->complete = ptf_state_load_complete(load);
 }
@@ -195,7 +203,8 @@ spill_factory(void *arg, bool unbounded)
 static PtfOperator *
 durable_operator(PtfCall *call, DurableState *ds, bool *kept, bool *complete)
 {
-	PtfOperator *op = take_kept_operator(ds, complete);
+	PtfKeptSet *set = call_kept(call);
+	PtfOperator *op = take_kept_operator(set, call->uid, ds, complete);
 	PtfKept    *k = NULL;
 
 	*kept = (op != NULL);
@@ -205,8 +214,7 @@ durable_operator(PtfCall *call, DurableState *ds, bool *kept, bool *complete)
 		return op;
 	}
 	*complete = false;
-	if (ptf_in_pipeline_worker &&
-		(k = ptf_kept_new(PTF_KEPT_OPERATOR, durable_uid(ds))) != NULL)
+	if ((k = ptf_kept_new(set, PTF_KEPT_OPERATOR, call->uid)) != NULL)
 	{
 		k->data = MemoryContextAllocZero(k->cxt, sizeof(KeptOperator));
 		kept_operator(k)->in_use = true;
@@ -216,8 +224,7 @@ durable_operator(PtfCall *call, DurableState *ds, bool *kept, bool *complete)
 	if (k != NULL)
 	{
 		kept_operator(k)->op = op;
-		kept_operator(k)->state_relid = durable_state_relid(ds);
-		kept_operator(k)->state_filenode = durable_state_filenode(ds);
+		durable_stamp(ds, &kept_operator(k)->stamp);
 	}
 	return op;
 }
@@ -282,6 +289,7 @@ open_state(PtfCall *call, const char *slot_name, DurableProgress *progress)
 	id.layout = call->layout;
 	id.nspaces = call->nspaces;
 	id.keeps_images = call->keeps_images;
+	id.pipeline_step = (call->step != NULL && call->step->in_worker);
 	return durable_open(&id, progress);
 }
 
@@ -344,7 +352,7 @@ parse_snapshot(const char *text, XLogRecPtr *lsn, TransactionId *xmin, Transacti
 		strcmp(text, SNAPSHOT_RESYNC) == 0)
 		return false;
 	if (sscanf(text, "%X/%X %u %u%n", &hi, &lo, xmin, xmax, &consumed) != 4)
-		elog(ERROR, "malformed stream snapshot \"%s\"", text);
+		ptf_state_corrupted("a stream snapshot that cannot be read, \"%s\"", text);
 	*lsn = ((uint64) hi << 32) | lo;
 	*xip = palloc(sizeof(TransactionId) * cap);
 	*nxip = 0;
@@ -400,9 +408,12 @@ run_inputs(PtfCall *call, const char *slot_name, DurableProgress *progress,
 		int			nxip;
 		bool		has_snapshot;
 
+		bool		start_only = (call->step != NULL && call->step->start_only);
+		ChangeStreamReport report;
+
 		/* the first call that reads a stream asked to start with a snapshot reads it */
 		if (progress->stream_snapshot != NULL &&
-			strcmp(progress->stream_snapshot, SNAPSHOT_PENDING) == 0 && !change_stream_start_only)
+			strcmp(progress->stream_snapshot, SNAPSHOT_PENDING) == 0 && !start_only)
 		{
 			progress->stream_snapshot = read_initial_snapshot(call);
 			progress->snapshot_changed = true;
@@ -434,11 +445,14 @@ run_inputs(PtfCall *call, const char *slot_name, DurableProgress *progress,
 		cs = change_stream_create(slot_name, tables, call->ninputs);
 		if (has_snapshot)
 			change_stream_skip_snapshot(cs, xmin, xmax, xip, nxip);
-		change_stream_run(cs, progress->last_lsn, progress->last_lsn_committed);
+		/* a stream made by create_pipeline starts at its slot, read from the next call on */
+		if (!start_only)
+			change_stream_run(cs, progress->last_lsn, progress->last_lsn_committed,
+							  call_kept(call));
+		change_stream_report(cs, &report);
 		/* past the snapshot's position no transaction it saw can come */
 		if (has_snapshot &&
-			(change_stream_position(cs) >= snap_lsn ||
-			 (change_stream_last_report.reached_end && change_stream_last_report.end_of_wal >= snap_lsn)))
+			(report.position >= snap_lsn || (report.reached_end && report.end_of_wal >= snap_lsn)))
 		{
 			progress->stream_snapshot = NULL;
 			progress->snapshot_changed = true;
@@ -482,7 +496,7 @@ store_state(PtfCall *call, DurableState *ds, PtfOperator *op, PtfChangeStream *c
 						change_stream_position(cs) - progress->last_lsn < IDLE_STORE_DISTANCE)))
 	{
 		durable_close(ds);
-		kept_operator_stored(ds, op, complete);
+		kept_operator_stored(call_kept(call), call->uid, ds, op, complete);
 		return;
 	}
 
@@ -501,16 +515,9 @@ store_state(PtfCall *call, DurableState *ds, PtfOperator *op, PtfChangeStream *c
 	}
 	/* expiry is measured in the stream's processing time: no rows, no sweep */
 	if (call->ttl_us > 0 && stats.rows_in > 0)
-	{
-		PtfTime		now = frame_processing_time(call->frame);
-
-		keyed_state_sweep(op->state, now);
-		/* and the stored keys memory does not hold, unread */
-		if (!complete)
-			durable_sweep_expired(ds, op->state, now);
-	}
-	durable_commit(ds, op->state, &op->codec, progress);
-	kept_operator_stored(ds, op, complete);
+		durable_sweep_expired(ds, frame_processing_time(call->frame), !complete);
+	durable_commit(ds, progress);
+	kept_operator_stored(call_kept(call), call->uid, ds, op, complete);
 }
 
 /*
@@ -601,19 +608,22 @@ ptf_call_run(PtfCall *call)
 	call->out->frame = call->frame;
 	cs = run_inputs(call, slot_name, &progress, op, load);
 	frame_finish(call->frame, call->uid == NULL);
-	ptf_wake_at = 0;
-	if (call->uid != NULL)
+	if (call->uid != NULL && call->step != NULL)
 	{
 		PtfTime		stored_timer = PTF_TIME_MAX;
 
-		/* with the idle rule, the timers of keys not read too */
+		/* what the runner of the step learns: when to wake, how far the stream was read */
 		for (i = 0; load != NULL && i < call->ninputs; i++)
 			if (call->inputs[i].frame.idle_us > 0)
 			{
+				/* with the idle rule, the timers of keys not read too */
 				stored_timer = ptf_state_load_next_timer(load);
 				break;
 			}
-		ptf_wake_at = frame_next_wake(call->frame, stored_timer);
+		call->step->called = true;
+		call->step->wake_at = frame_next_wake(call->frame, stored_timer);
+		if (cs != NULL)
+			change_stream_report(cs, &call->step->report);
 	}
 
 	/* 4. store */
@@ -628,10 +638,30 @@ ptf_call_run(PtfCall *call)
 	ptf_record_call_stats(call->function, call->frame, call->out->rows);
 	if (load != NULL)
 	{
-		kept_operator_bound(call->uid, op, load);
+		kept_operator_bound(call_kept(call), call->uid, op, load);
 		ptf_record_state_load_stats(load);
 	}
 
 	SPI_finish();
 	MemoryContextSwitchTo(old);
+}
+
+void
+ptf_call_output(PtfCall *call, FunctionCallInfo fcinfo, PtfOutput *out, PtfEmitFn emit,
+				void *emit_arg)
+{
+	ptf_output_init(fcinfo, out);
+	call->out = out;
+	call->emit = emit != NULL ? emit : ptf_output_emit_row;
+	call->emit_arg = emit != NULL ? emit_arg : out;
+}
+
+Datum
+ptf_call_return(PtfCall *call)
+{
+	ptf_call_run(call);
+	if (call->finished != NULL)
+		call->finished(call);
+	MemoryContextDelete(call->cxt);
+	return (Datum) 0;
 }

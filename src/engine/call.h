@@ -64,6 +64,7 @@ typedef struct PtfCallBuild
 struct PtfCall
 {
 	const char *function;		/* SQL name */
+	struct PtfStep *step;		/* the step it runs in (engine/step.h), or NULL */
 	int			ninputs;
 	PtfCallInput inputs[FRAME_MAX_INPUTS];	/* in the order bounded inputs are read */
 	const char *uid;			/* NULL: memory state for this call only */
@@ -93,6 +94,8 @@ struct PtfCall
 
 	/* rows the function passed over so far (counted with the uid), or NULL */
 	uint64		(*skipped) (PtfCall *call, PtfOperator *op);
+	/* called after a successful run, before the call's memory goes, or NULL */
+	void		(*finished) (PtfCall *call);
 	void	   *arg;			/* the function's */
 
 	/* set by ptf_call_run */
@@ -108,5 +111,14 @@ extern PtfCallInput *ptf_call_add_input(PtfCall *call, const char *name,
 										const PtfInputArg *arg, const char *query);
 
 extern void ptf_call_run(PtfCall *call);
+
+/*
+ * The tail every set-returning entry point shares: its rows are the
+ * function's materialized result (emit NULL: as they come, into out), and
+ * the call is run, finished and its memory freed.
+ */
+extern void ptf_call_output(PtfCall *call, FunctionCallInfo fcinfo, PtfOutput *out,
+							PtfEmitFn emit, void *emit_arg);
+extern Datum ptf_call_return(PtfCall *call);
 
 #endif							/* PTF_FUNCTIONS_CALL_H */

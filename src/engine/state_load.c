@@ -45,7 +45,6 @@
 #include <limits.h>
 
 #include "utils/guc.h"
-#include "utils/snapmgr.h"
 
 #include "engine/state_load.h"
 
@@ -121,7 +120,12 @@ choose_probe(DurableState *ds, bool probe_ok)
 		return false;
 	if (state_load_mode == STATE_LOAD_PROBE)
 		return true;
-	return durable_table_bytes(ds) > PROBE_MIN_BYTES;
+	{
+		DurableStats st;
+
+		durable_stats(ds, &st);
+		return st.table_bytes > PROBE_MIN_BYTES;
+	}
 }
 
 PtfStateLoad *
@@ -137,21 +141,17 @@ ptf_state_load_begin(DurableState *ds, PtfOperator *op, bool kept, bool complete
 	for (i = 0; i < ninputs; i++)
 		sl->keys[i] = input_keys[i];
 	sl->nkeys = input_keys[0]->ncols;
-	durable_attach(ds, op->state);
+	durable_attach(ds, op->state, &op->codec);
 	if (complete)
 		sl->complete = true;
 	else if (!choose_probe(ds, probe_ok))
 	{
-		/* a kept operator that is not complete holds keys a scan must skip */
-		if (kept)
-			durable_load_rest(ds, op->state, &op->codec);
-		else
-			durable_load(ds, op->state, &op->codec);
+		durable_read_all(ds);
 		sl->complete = true;
 	}
 	else
 	{
-		durable_prepare_probes(ds, op->state);
+		durable_start_probing(ds);
 		sl->may_switch = (state_load_mode == STATE_LOAD_AUTO);
 	}
 	return sl;
@@ -163,9 +163,7 @@ ptf_state_load_begin(DurableState *ds, PtfOperator *op, bool kept, bool complete
  * pass evicts the keys not used since the pass before whenever memory
  * holds an eighth more (a pass walks every key: not for every buffer).
  * A working set larger than the limit raises the mark rather than evict
- * what the next rows need.  Not while a change stream is decoded: decoding
- * rolls back what is written under it (a pipeline step is bounded by its
- * batch size, and evicts when it ends).
+ * what the next rows need.
  */
 static void
 maybe_evict(PtfStateLoad *sl)
@@ -178,14 +176,14 @@ maybe_evict(PtfStateLoad *sl)
 		return;
 	if (sl->evict_above == 0)
 	{
-		if (sl->op->methods->memory(sl->op) <= ptf_state_memory_limit())
+		if (ptf_operator_memory(sl->op) <= ptf_state_memory_limit())
 			return;
 		sl->evict_above = keys + Max(keys / 8, FRAME_LOAD_BATCH);
 		return;
 	}
 	if (keys <= sl->evict_above)
 		return;
-	durable_flush(sl->ds, ks, &sl->op->codec);
+	durable_flush(sl->ds);
 	n = ptf_operator_evict(sl->op);
 	durable_note_evicted(sl->ds, n);
 	sl->evicted += n;
@@ -197,11 +195,15 @@ maybe_evict(PtfStateLoad *sl)
 static void
 maybe_switch(PtfStateLoad *sl)
 {
-	if (!sl->may_switch ||
-		(int64) durable_probes(sl->ds) * PROBE_SHARE <= durable_stored_keys(sl->ds) ||
-		durable_table_bytes(sl->ds) > ptf_state_memory_limit())
+	DurableStats st;
+
+	if (!sl->may_switch)
 		return;
-	durable_load_rest(sl->ds, sl->op->state, &sl->op->codec);
+	durable_stats(sl->ds, &st);
+	if ((int64) st.probes * PROBE_SHARE <= st.stored_keys ||
+		st.table_bytes > ptf_state_memory_limit())
+		return;
+	durable_read_all(sl->ds);
 	sl->complete = true;
 	sl->switched = true;
 	frame_stop_loading(sl->frame);
@@ -209,8 +211,7 @@ maybe_switch(PtfStateLoad *sl)
 
 /* The keys of a buffer of rows, and the timers they make due. */
 static void
-load_keys(PtfStateLoad *sl, TupleTableSlot **rows, const int *inputs, int n, PtfTime upto,
-		  bool decoding)
+load_keys(PtfStateLoad *sl, TupleTableSlot **rows, const int *inputs, int n, PtfTime upto)
 {
 	int			nk = sl->nkeys;
 	int			missing = 0;
@@ -220,7 +221,7 @@ load_keys(PtfStateLoad *sl, TupleTableSlot **rows, const int *inputs, int n, Ptf
 	if (n < 0)
 	{
 		/* every key, for a truncation: the rest by a scan */
-		durable_load_rest(sl->ds, sl->op->state, &sl->op->codec);
+		durable_read_all(sl->ds);
 		sl->complete = true;
 		sl->switched = true;
 		frame_stop_loading(sl->frame);
@@ -248,51 +249,29 @@ load_keys(PtfStateLoad *sl, TupleTableSlot **rows, const int *inputs, int n, Ptf
 	 * the search below when due -- after it, a key evicted with a timer
 	 * the search had already passed would never fire.
 	 */
-	if (!decoding)
-		maybe_evict(sl);
+	maybe_evict(sl);
 	if (upto > sl->timers_upto)
 	{
-		durable_probe_timers(sl->ds, sl->op->state, &sl->op->codec, sl->timers_upto, upto);
+		durable_read_timers(sl->ds, sl->timers_upto, upto);
 		sl->timers_upto = upto;
 	}
-	durable_probe_keys(sl->ds, sl->op->state, &sl->op->codec, sl->values, sl->nulls, missing);
+	durable_read_keys(sl->ds, sl->values, sl->nulls, missing);
 	maybe_switch(sl);
 }
 
 /*
- * PtfFrameLoader.  Rows of a change stream come while it is decoded, when
- * the catalog is the historic one of their time: the state table's indexes
- * may be younger than the change (made by this very call), so the catalog
- * of now is put back while the state table is read, and the historic one
- * restored after.  Nothing the decoder caches is read meanwhile: the state
- * table and its indexes are the extension's.  Eviction, which writes, waits
- * for the end of decoding (which rolls back what is written under it).
+ * PtfFrameLoader: before the frame runs a buffer of rows, the keys they
+ * need.  Rows of a change stream come after decoding is done, so the state
+ * table is read under the transaction's own catalog and snapshot.
  */
 static void
 load_buffer(void *arg, TupleTableSlot **rows, const int *inputs, int n, PtfTime upto)
 {
 	PtfStateLoad *sl = (PtfStateLoad *) arg;
-	volatile Snapshot historic = NULL;
-	struct HTAB *volatile tuplecids = NULL;
 
 	if (sl->complete)
 		return;
-	if (HistoricSnapshotActive())
-	{
-		historic = GetTransactionSnapshot();
-		tuplecids = HistoricSnapshotGetTupleCids();
-		TeardownHistoricSnapshot(false);
-	}
-	PG_TRY();
-	{
-		load_keys(sl, rows, inputs, n, upto, historic != NULL);
-	}
-	PG_FINALLY();
-	{
-		if (historic != NULL)
-			SetupHistoricSnapshot(historic, tuplecids);
-	}
-	PG_END_TRY();
+	load_keys(sl, rows, inputs, n, upto);
 }
 
 void
@@ -323,7 +302,7 @@ ptf_state_load_bound(PtfStateLoad *sl)
 {
 	uint64		n;
 
-	if (sl->op->methods->memory(sl->op) <= ptf_state_memory_limit())
+	if (ptf_operator_memory(sl->op) <= ptf_state_memory_limit())
 		return true;
 	/* a state that did not track use yet starts now, and evicts next time */
 	if (!keyed_state_tracks_use(sl->op->state))
@@ -344,7 +323,7 @@ ptf_state_load_all(PtfStateLoad *sl)
 {
 	if (sl->complete)
 		return;
-	durable_load_rest(sl->ds, sl->op->state, &sl->op->codec);
+	durable_read_all(sl->ds);
 	sl->complete = true;
 	sl->switched = true;
 	if (sl->frame != NULL)
@@ -373,10 +352,13 @@ ptf_state_load_complete(PtfStateLoad *sl)
 void
 ptf_state_load_stats(PtfStateLoad *sl, PtfStateLoadStats *stats)
 {
+	DurableStats st;
+
+	durable_stats(sl->ds, &st);
 	stats->how = sl->switched ? "probe, then full" :
-		sl->complete ? (sl->kept && durable_loaded_keys(sl->ds) == 0 ? "kept" : "full") :
+		sl->complete ? (sl->kept && st.loaded_keys == 0 ? "kept" : "full") :
 		"probe";
-	stats->keys_probed = durable_probes(sl->ds);
-	stats->keys_loaded = durable_loaded_keys(sl->ds);
+	stats->keys_probed = st.probes;
+	stats->keys_loaded = st.loaded_keys;
 	stats->keys_evicted = sl->evicted;
 }

@@ -31,53 +31,36 @@ static char *ptf_state_ttl_string = NULL;
 
 /*
  * ptf.state_ttl is an interval ('0', '5 minutes', '1 day'), like Flink's
- * table.exec.state.ttl.  PostgreSQL 15's input functions cannot report
- * errors softly, so the check hook traps interval_in's error.
+ * table.exec.state.ttl, parsed without raising (ptf_parse_interval_us).
  */
 static bool
 check_state_ttl(char **newval, void **extra, GucSource source)
 {
-	volatile int64 us = 0;
-	volatile bool ok = true;
-	MemoryContext cxt = CurrentMemoryContext;
+	int64		us;
+	int64	   *parsed;
 
-	PG_TRY();
+	if (!ptf_parse_interval_us(*newval, &us))
 	{
-		Datum		iv = DirectFunctionCall3(interval_in,
-											 CStringGetDatum(*newval),
-											 ObjectIdGetDatum(InvalidOid),
-											 Int32GetDatum(-1));
-
-		us = ptf_interval_to_us(iv, "ptf.state_ttl");
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
-
-		MemoryContextSwitchTo(cxt);
-		edata = CopyErrorData();
-		FlushErrorState();
 		GUC_check_errmsg("invalid value for ptf.state_ttl: \"%s\"", *newval);
-		GUC_check_errdetail("%s", edata->message);
-		FreeErrorData(edata);
-		ok = false;
+		GUC_check_errhint("An interval, such as '0', '90 minutes' or '1 day'.");
+		return false;
 	}
-	PG_END_TRY();
-
-	if (ok)
+	if (us < 0)
 	{
-		/* GUC extra data is malloc'd: guc.c frees it with free() */
-		int64	   *parsed = malloc(sizeof(int64));
-
-		if (parsed == NULL)
-		{
-			GUC_check_errcode(ERRCODE_OUT_OF_MEMORY);
-			return false;
-		}
-		*parsed = us;
-		*extra = parsed;
+		GUC_check_errmsg("invalid value for ptf.state_ttl: \"%s\"", *newval);
+		GUC_check_errdetail("ptf.state_ttl must not be negative.");
+		return false;
 	}
-	return ok;
+	/* GUC extra data is malloc'd: guc.c frees it with free() */
+	parsed = malloc(sizeof(int64));
+	if (parsed == NULL)
+	{
+		GUC_check_errcode(ERRCODE_OUT_OF_MEMORY);
+		return false;
+	}
+	*parsed = us;
+	*extra = parsed;
+	return true;
 }
 
 static void

@@ -132,12 +132,6 @@ ptf_deduplicate_keep_first(PG_FUNCTION_ARGS)
 	call->layout = &dedup_layout;
 	call->prepared = dedup_prepared;
 	call->build = build_dedup;
-	ptf_output_init(fcinfo, &dc.out);
-	call->out = &dc.out;
-	call->emit = ptf_output_emit_row;
-	call->emit_arg = &dc.out;
-
-	ptf_call_run(call);
-	MemoryContextDelete(call->cxt);
-	return (Datum) 0;
+	ptf_call_output(call, fcinfo, &dc.out, NULL, NULL);
+	return ptf_call_return(call);
 }

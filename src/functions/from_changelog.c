@@ -63,6 +63,7 @@ typedef struct FromChangelogCall
 	Datum		kind_text[ROWKIND_COUNT];
 	uint64		cleanup;		/* deletes of landing rows passed over */
 	uint64		updated;		/* updates of landing rows passed over */
+	bool		skip_invalid;	/* invalid_op_handling => 'SKIP' */
 } FromChangelogCall;
 
 static void
@@ -89,6 +90,25 @@ build_operator(PtfCall *call, const PtfOperatorEnv *env, const PtfCallBuild *b)
 	opts.mode = fc->mode;
 	opts.ttl_us = call->ttl_us;
 	return normalize_create(&opts, env);
+}
+
+/* After the run: what was passed over, said once. */
+static void
+from_changelog_finished(PtfCall *call)
+{
+	FromChangelogCall *fc = (FromChangelogCall *) call;
+
+	if (fc->skip_invalid && cdc_rows_skipped(fc->cdc) > 0)
+		ereport(NOTICE,
+				(errmsg_plural("from_changelog skipped " UINT64_FORMAT " row with a NULL or unmapped op code",
+							   "from_changelog skipped " UINT64_FORMAT " rows with a NULL or unmapped op code",
+							   cdc_rows_skipped(fc->cdc), cdc_rows_skipped(fc->cdc))));
+	if (fc->updated > 0)
+		ereport(NOTICE,
+				(errmsg_plural("from_changelog passed over " UINT64_FORMAT " update of a record of %s",
+							   "from_changelog passed over " UINT64_FORMAT " updates of records of %s",
+							   fc->updated, fc->updated, get_rel_name(fc->input.relid)),
+				 errdetail("A record is read once, as it was inserted.")));
 }
 
 static uint64
@@ -244,25 +264,10 @@ ptf_from_changelog(PG_FUNCTION_ARGS)
 	call->build = build_operator;
 	call->skipped = from_changelog_skipped;
 
-	ptf_output_init(fcinfo, &fc.out);
+	ptf_call_output(call, fcinfo, &fc.out, emit_change, &fc);
 	for (k = 0; k < ROWKIND_COUNT; k++)
 		fc.kind_text[k] = CStringGetTextDatum(rowkind_short_name((RowKind) k));
-	call->out = &fc.out;
-	call->emit = emit_change;
-	call->emit_arg = &fc;
-
-	ptf_call_run(call);
-	if (spec.skip_invalid && cdc_rows_skipped(fc.cdc) > 0)
-		ereport(NOTICE,
-				(errmsg_plural("from_changelog skipped " UINT64_FORMAT " row with a NULL or unmapped op code",
-							   "from_changelog skipped " UINT64_FORMAT " rows with a NULL or unmapped op code",
-							   cdc_rows_skipped(fc.cdc), cdc_rows_skipped(fc.cdc))));
-	if (fc.updated > 0)
-		ereport(NOTICE,
-				(errmsg_plural("from_changelog passed over " UINT64_FORMAT " update of a record of %s",
-							   "from_changelog passed over " UINT64_FORMAT " updates of records of %s",
-							   fc.updated, fc.updated, get_rel_name(fc.input.relid)),
-				 errdetail("A record is read once, as it was inserted.")));
-	MemoryContextDelete(call->cxt);
-	return (Datum) 0;
+	fc.skip_invalid = spec.skip_invalid;
+	call->finished = from_changelog_finished;
+	return ptf_call_return(call);
 }

@@ -45,6 +45,7 @@
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
+#include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/pg_lsn.h"
 #include "utils/timestamp.h"
@@ -54,6 +55,7 @@
 #include "utils/typcache.h"
 
 #include "catalog.h"
+#include "engine/step.h"
 #include "functions/pipelines.h"
 #include "input/change_stream.h"
 #include "input/input.h"
@@ -96,19 +98,26 @@ wake_worker_at_commit(void)
 }
 
 /*
- * Trigger after rows are put in ptf.pipeline_registry by anything but
- * create_pipeline -- pg_restore, a plain dump run by psql: the database's
- * worker is asked for as create_pipeline asks for it, or the pipelines would
+ * Statement trigger on ptf.pipeline_registry.  Whatever writes it, the
+ * workers of the database load their pipelines again after the commit
+ * (the registry's relcache entry is invalidated then, which their relcache
+ * callback sees, as pg_cron's job cache).  Rows put in by anything but
+ * create_pipeline -- pg_restore, a plain dump run by psql -- also ask for
+ * the database's worker, as create_pipeline does, or the pipelines would
  * wait for something else to wake the launcher.
  */
 Datum
 ptf_wake_pipeline_worker(PG_FUNCTION_ARGS)
 {
+	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+
 	if (!CALLED_AS_TRIGGER(fcinfo))
 		ereport(ERROR,
 				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
 				 errmsg("ptf._wake_pipeline_worker() is called by a trigger only")));
-	wake_worker_at_commit();
+	CacheInvalidateRelcacheByRelid(RelationGetRelid(trigdata->tg_relation));
+	if (TRIGGER_FIRED_BY_INSERT(trigdata->tg_event))
+		wake_worker_at_commit();
 	return PointerGetDatum(NULL);
 }
 
@@ -306,7 +315,12 @@ append_sql(Oid sink, const char *query)
 static void
 start_stream(const char *query)
 {
-	change_stream_start_only = true;
+	PtfStep		step;
+	PtfStep    *previous;
+
+	memset(&step, 0, sizeof(step));
+	step.start_only = true;
+	previous = ptf_step_begin(&step);
 	PG_TRY();
 	{
 		if (SPI_execute(psprintf("SELECT count(*) FROM (%s) AS q", query), false, 0) != SPI_OK_SELECT)
@@ -314,7 +328,7 @@ start_stream(const char *query)
 	}
 	PG_FINALLY();
 	{
-		change_stream_start_only = false;
+		ptf_step_end(previous);
 	}
 	PG_END_TRY();
 }

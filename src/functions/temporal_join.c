@@ -498,13 +498,7 @@ ptf_temporal_join(PG_FUNCTION_ARGS)
 	call->prepared = temporal_join_prepared;
 	call->build = build_temporal_join;
 	call->skipped = temporal_join_skipped;
-	ptf_output_init(fcinfo, &tc.out);
+	ptf_call_output(call, fcinfo, &tc.out, NULL, NULL);
 	tc.opts.out_desc = tc.out.desc;
-	call->out = &tc.out;
-	call->emit = ptf_output_emit_row;
-	call->emit_arg = &tc.out;
-
-	ptf_call_run(call);
-	MemoryContextDelete(call->cxt);
-	return (Datum) 0;
+	return ptf_call_return(call);
 }

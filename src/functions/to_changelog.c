@@ -296,14 +296,8 @@ ptf_to_changelog(PG_FUNCTION_ARGS)
 	call->build = build_normalize;
 	call->skipped = to_changelog_skipped;
 
-	ptf_output_init(fcinfo, &tc.out);
-	call->out = &tc.out;
-	call->emit = emit_change;
-	call->emit_arg = &tc;
+	ptf_call_output(call, fcinfo, &tc.out, emit_change, &tc);
 	tc.values = palloc(sizeof(Datum) * Max(tc.input.rowdesc->natts, 1));
 	tc.nulls = palloc(sizeof(bool) * Max(tc.input.rowdesc->natts, 1));
-
-	ptf_call_run(call);
-	MemoryContextDelete(call->cxt);
-	return (Datum) 0;
+	return ptf_call_return(call);
 }

@@ -214,15 +214,9 @@ run_tvf(FunctionCallInfo fcinfo, WindowKind kind, const char *name)
 	call->build = build_tvf;
 	call->skipped = tvf_skipped;
 
-	ptf_output_init(fcinfo, &tc.out);
+	ptf_call_output(call, fcinfo, &tc.out, NULL, NULL);
 	tc.opts.outdesc = tc.out.desc;
-	call->out = &tc.out;
-	call->emit = ptf_output_emit_row;
-	call->emit_arg = &tc.out;
-
-	ptf_call_run(call);
-	MemoryContextDelete(call->cxt);
-	return (Datum) 0;
+	return ptf_call_return(call);
 }
 
 Datum
@@ -694,12 +688,6 @@ ptf_window_aggregate(PG_FUNCTION_ARGS)
 	call->build = build_window_agg;
 	call->skipped = window_agg_call_skipped;
 
-	ptf_output_init(fcinfo, &wc.out);
-	call->out = &wc.out;
-	call->emit = ptf_output_emit_row;
-	call->emit_arg = &wc.out;
-
-	ptf_call_run(call);
-	MemoryContextDelete(call->cxt);
-	return (Datum) 0;
+	ptf_call_output(call, fcinfo, &wc.out, NULL, NULL);
+	return ptf_call_return(call);
 }

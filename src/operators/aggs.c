@@ -1409,9 +1409,7 @@ aggs_serialize_sliced(AggSet *set, const AggAcc *accs)
 static void
 stored_states_corrupted(void)
 {
-	ereport(ERROR,
-			(errcode(ERRCODE_DATA_CORRUPTED),
-			 errmsg("stored aggregate states are not readable")));
+	ptf_state_corrupted("aggregate states that cannot be read");
 }
 
 void

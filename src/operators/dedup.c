@@ -399,9 +399,6 @@ static const PtfOperatorMethods dedup_methods = {
 	.on_timer = dedup_on_timer,
 	.on_start = dedup_on_start,
 	.on_resync = dedup_on_resync,
-	.memory = ptf_operator_memory,
-	.keys = ptf_operator_keys,
-	.destroy = ptf_operator_destroy,
 };
 
 /* the same, with the rows' state fetched ahead (the inline layout) */
@@ -414,9 +411,6 @@ static const PtfOperatorMethods dedup_prefetching_methods = {
 	.on_timer = dedup_on_timer,
 	.on_start = dedup_on_start,
 	.on_resync = dedup_on_resync,
-	.memory = ptf_operator_memory,
-	.keys = ptf_operator_keys,
-	.destroy = ptf_operator_destroy,
 };
 
 PtfOperator *

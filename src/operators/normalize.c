@@ -388,9 +388,6 @@ static const PtfOperatorMethods normalize_methods = {
 	.on_row = normalize_on_row,
 	.evict = normalize_evict,
 	.on_resync = normalize_on_resync,
-	.memory = ptf_operator_memory,
-	.keys = ptf_operator_keys,
-	.destroy = ptf_operator_destroy,
 };
 
 uint64

@@ -1,9 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * operator.c
- *	  What every operator shares: its making, and the state methods of an
- *	  operator whose memory is its own context and whose keys are one
- *	  KeyedState.
+ *	  What every operator shares: its making, and its memory, keys and
+ *	  end -- by default those of an operator whose memory is its own context
+ *	  and whose keys are one KeyedState.
  *
  *-------------------------------------------------------------------------
  */
@@ -35,12 +35,16 @@ ptf_operator_alloc(Size size, const PtfOperatorMethods *methods,
 Size
 ptf_operator_memory(PtfOperator *op)
 {
+	if (op->methods->memory != NULL)
+		return op->methods->memory(op);
 	return MemoryContextMemAllocated(op->cxt, true);
 }
 
 uint64
 ptf_operator_keys(PtfOperator *op)
 {
+	if (op->methods->keys != NULL)
+		return op->methods->keys(op);
 	return op->state ? keyed_state_count(op->state) : 0;
 }
 
@@ -89,5 +93,8 @@ ptf_operator_evict(PtfOperator *op)
 void
 ptf_operator_destroy(PtfOperator *op)
 {
-	MemoryContextDelete(op->cxt);
+	if (op->methods->destroy != NULL)
+		op->methods->destroy(op);
+	else
+		MemoryContextDelete(op->cxt);
 }

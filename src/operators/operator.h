@@ -101,6 +101,11 @@ typedef struct PtfOperatorMethods
 	 * the operator's keys are never evicted.
 	 */
 	bool		(*evict) (PtfOperator *op, StateRef *ref);
+	/*
+	 * optional: the memory it takes, its keys, its end.  NULL: those of
+	 * op->cxt and op->state (ptf_operator_memory, _keys, _destroy), which
+	 * callers always go through.
+	 */
 	Size		(*memory) (PtfOperator *op);
 	uint64		(*keys) (PtfOperator *op);
 	void		(*destroy) (PtfOperator *op);
@@ -147,7 +152,7 @@ typedef struct PtfOperatorEnv
 extern PtfOperator *ptf_operator_alloc(Size size, const PtfOperatorMethods *methods,
 									   const PtfOperatorEnv *env);
 
-/* memory, keys, destroy of an operator whose memory is op->cxt, keys op->state */
+/* An operator's memory, keys and end: its methods', or by default op->cxt's and op->state's */
 extern Size ptf_operator_memory(PtfOperator *op);
 extern uint64 ptf_operator_keys(PtfOperator *op);
 extern void ptf_operator_destroy(PtfOperator *op);

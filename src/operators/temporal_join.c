@@ -784,8 +784,8 @@ tj_restore(void *arg, const StateRef *ref, int space, int64 ns, void *ns_value,
 				int			i;
 
 				if (VARSIZE_ANY_EXHDR(seqs) != sizeof(int64) * imgs->n)
-					elog(ERROR, "temporal join state: %d buffered rows but %zu bytes of arrival numbers",
-						 imgs->n, VARSIZE_ANY_EXHDR(seqs));
+					ptf_state_corrupted("%d buffered probe rows but %zu bytes of their arrival numbers",
+										imgs->n, VARSIZE_ANY_EXHDR(seqs));
 				for (i = 0; i < imgs->n; i++)
 				{
 					memcpy(s, VARDATA_ANY(seqs) + sizeof(int64) * i, sizeof(int64));
@@ -833,9 +833,6 @@ static const PtfOperatorMethods tj_methods = {
 	.on_row = tj_on_row,
 	.evict = tj_evict,
 	.on_timer = tj_on_timer,
-	.memory = ptf_operator_memory,
-	.keys = ptf_operator_keys,
-	.destroy = ptf_operator_destroy,
 };
 
 PtfOperator *

@@ -904,9 +904,6 @@ static const PtfOperatorMethods window_agg_methods = {
 	.on_finish = window_agg_on_finish,
 	.evict = window_evict,
 	.on_timer = window_agg_on_timer,
-	.memory = ptf_operator_memory,
-	.keys = ptf_operator_keys,
-	.destroy = ptf_operator_destroy,
 };
 
 PtfOperator *

@@ -125,9 +125,6 @@ tvf_on_row(PtfOperator *op, RowKind kind, TupleTableSlot *row, const PtfRowConte
 static const PtfOperatorMethods tvf_methods = {
 	.name = "window table function",
 	.on_row = tvf_on_row,
-	.memory = ptf_operator_memory,
-	.keys = ptf_operator_keys,
-	.destroy = ptf_operator_destroy,
 };
 
 PtfOperator *

@@ -41,6 +41,7 @@ typedef struct DurableIdentity
 	int			nspaces;		/* namespaces per key */
 	bool		keeps_images;	/* the state holds rows of the inputs */
 	Oid			relids[DURABLE_MAX_INPUTS]; /* the inputs' tables, or InvalidOid */
+	bool		pipeline_step;	/* a step of the uid's pipeline, in its worker */
 } DurableIdentity;
 
 /* What carries over between calls besides the keys. */
@@ -78,42 +79,52 @@ typedef struct DurableState DurableState;
 extern DurableState *durable_open(const DurableIdentity *id,
 								  DurableProgress *progress);
 
-/* Load every kept key into ks, values through the codec. */
-extern void durable_load(DurableState *ds, KeyedState *ks, const StateCodec *codec);
-
 /*
- * Reading part of the state (see "Reading" in state/state_io.c).  attach: ks is
- * what memory holds as the call begins (kept from a pipeline's last step,
- * or empty); the calls below then add keys memory does not hold.
- * probe_keys: the keys given (n of them, values and nulls nkeys apiece);
- * probe_timers: keys with a timer in (after, upto] (the layout's
- * timer_field); load_rest: every key not held yet.
+ * What a call does with its uid's state, once open: attach the memory the
+ * operator keeps its keys in (empty, or kept from a pipeline's last step)
+ * and the codec of its values; read keys into it -- all that memory lacks,
+ * or the keys given, or those with a timer due in (after, upto] (the
+ * layout's timer_field), once probing started (its indexes made, before
+ * any input runs) -- write back what changed (flush: in the middle of the
+ * call, before an eviction), and end the call: commit, or close when it
+ * changed nothing.  How much to read is the engine's to decide
+ * (engine/state_load.c); durable_stats says what it costs.
  */
-extern void durable_attach(DurableState *ds, KeyedState *ks);
+extern void durable_attach(DurableState *ds, KeyedState *ks, const StateCodec *codec);
+extern void durable_read_all(DurableState *ds);
 extern bool durable_can_probe(DurableState *ds);
-extern void durable_prepare_probes(DurableState *ds, KeyedState *ks);
-/* Write back what changed now (mid-call, before evicting); count evictions. */
-extern void durable_flush(DurableState *ds, KeyedState *ks, const StateCodec *codec);
-extern void durable_note_evicted(DurableState *ds, uint64 n);
-/* Delete stored keys expired at now that memory does not hold. */
-extern void durable_sweep_expired(DurableState *ds, KeyedState *ks, PtfTime now);
-extern void durable_probe_keys(DurableState *ds, KeyedState *ks, const StateCodec *codec,
-							   Datum *values, bool *nulls, int n);
-extern void durable_probe_timers(DurableState *ds, KeyedState *ks, const StateCodec *codec,
-								 PtfTime after, PtfTime upto);
-extern void durable_load_rest(DurableState *ds, KeyedState *ks, const StateCodec *codec);
+extern void durable_start_probing(DurableState *ds);
+extern void durable_read_keys(DurableState *ds, Datum *values, bool *nulls, int n);
+extern void durable_read_timers(DurableState *ds, PtfTime after, PtfTime upto);
 /* The earliest stored timer field after `after` (PTF_TIME_MAX: none). */
 extern PtfTime durable_next_timer(DurableState *ds, PtfTime after);
-extern int64 durable_stored_keys(DurableState *ds);
-extern Size durable_table_bytes(DurableState *ds);
-extern uint64 durable_probes(DurableState *ds);
-extern uint64 durable_loaded_keys(DurableState *ds);
 
-/* Which state this is: the uid, its table, and its version (changed by every write). */
-extern const char *durable_uid(DurableState *ds);
-extern Oid	durable_state_relid(DurableState *ds);
-extern int64 durable_version(DurableState *ds);
-extern Oid	durable_state_filenode(DurableState *ds);
+typedef struct DurableStats
+{
+	int64		stored_keys;	/* in the table (as counted) */
+	Size		table_bytes;
+	uint64		probes;			/* keys asked for, this call */
+	uint64		loaded_keys;	/* read, this call */
+} DurableStats;
+extern void durable_stats(DurableState *ds, DurableStats *stats);
+
+/* Write back what changed now (before evicting); count evictions. */
+extern void durable_flush(DurableState *ds);
+extern void durable_note_evicted(DurableState *ds, uint64 n);
+/* Remove keys expired at now from memory, and the stored ones memory lacks too. */
+extern void durable_sweep_expired(DurableState *ds, PtfTime now, bool stored_too);
+
+/*
+ * Which stored state this is: a pipeline's kept operator is used again
+ * only while its stamp is the stored state's (and nothing must be written).
+ */
+typedef struct DurableStamp
+{
+	Oid			relid;			/* the state table */
+	Oid			filenode;		/* its storage: what record TIDs point into */
+	int64		version;		/* moved by every write */
+} DurableStamp;
+extern void durable_stamp(DurableState *ds, DurableStamp *stamp);
 
 /* Must this call write even if it read nothing (its table was just converted)? */
 extern bool durable_must_write(DurableState *ds);
@@ -122,8 +133,7 @@ extern bool durable_must_write(DurableState *ds);
 extern void durable_close(DurableState *ds);
 
 /* Write back changed keys and namespaces and the new progress. */
-extern void durable_commit(DurableState *ds, KeyedState *ks, const StateCodec *codec,
-						   const DurableProgress *progress);
+extern void durable_commit(DurableState *ds, const DurableProgress *progress);
 
 /*
  * ptf.drop_state: forget a uid; false if there was none.  *slot_name is

@@ -21,6 +21,8 @@
 struct DurableState
 {
 	char	   *uid;
+	KeyedState *ks;				/* memory, as attached (durable_attach) */
+	const StateCodec *codec;
 	Oid			state_relid;
 	int64		version;		/* the registry's, changed by every write */
 	Oid			state_filenode; /* the state table's storage, for TIDs */
@@ -57,9 +59,10 @@ struct DurableState
 	int			dead_in_set;
 
 	/*
-	 * What partial loads read the table under: taken before the input runs,
-	 * because while a change stream is decoded the transaction's snapshot
-	 * is the decoder's historic one, which sees no user rows.
+	 * What the call reads the table under: one snapshot, taken when memory
+	 * is attached, whose command id moves on with each write-back
+	 * (durable_flush), so that a key evicted and read again is read as it
+	 * was written.
 	 */
 	Snapshot	snapshot;
 	uint64		probes;			/* keys asked for, this call */

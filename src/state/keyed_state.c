@@ -1414,7 +1414,7 @@ keyed_state_restore_key(KeyedState *ks, Datum *keyvalues, bool *keynulls)
 	if (ks->is_inline)
 	{
 		if (inline_restore(ks, keyvalues, keynulls))
-			elog(ERROR, "durable state holds the same key twice");
+			ptf_state_corrupted("the same key twice");
 		return NULL;
 	}
 
@@ -1724,7 +1724,7 @@ keyed_state_restore_record(KeyedState *ks, StateRecord *rec, PtfTime expires_at,
 						   ItemPointer tid)
 {
 	if (rec->flags & RECORD_STORED)
-		elog(ERROR, "durable state holds the same key twice");
+		ptf_state_corrupted("the same key twice");
 	rec->expires_at = expires_at;
 	rec->tid = *tid;
 	rec->flags |= RECORD_STORED;
@@ -1737,9 +1737,9 @@ keyed_state_restore_ns(KeyedState *ks, StateRecord *rec, int space, int64 ns,
 	NsEntry    *e;
 
 	if (space < 0 || space >= ks->nspaces)
-		elog(ERROR, "durable state holds namespace space %d of %d", space, ks->nspaces);
+		ptf_state_corrupted("namespace space %d of %d", space, ks->nspaces);
 	if (keyed_state_ns_find(ks, rec, space, ns) != NULL)
-		elog(ERROR, "durable state holds the same namespace of a key twice");
+		ptf_state_corrupted("the same namespace of a key twice");
 	e = ns_insert(ks, rec, space, ns);
 	e->tid = *tid;
 	e->flags |= RECORD_STORED;
@@ -1809,4 +1809,19 @@ keyed_state_clear_changes(KeyedState *ks)
 	ks->nchanged_ns = 0;
 	ks->ndead = 0;
 	ks->nnew = 0;
+}
+
+void
+ptf_state_corrupted(const char *fmt,...)
+{
+	char		what[256];
+	va_list		args;
+
+	va_start(args, fmt);
+	vsnprintf(what, sizeof(what), fmt, args);
+	va_end(args);
+	ereport(ERROR,
+			(errcode(ERRCODE_DATA_CORRUPTED),
+			 errmsg("durable state is damaged: it holds %s", what),
+			 errhint("A uid's state is kept in ordinary tables, and one changed by hand cannot be read: ptf.drop_state() forgets the uid's state, and its next call starts afresh.")));
 }

@@ -254,4 +254,11 @@ extern int	keyed_state_new_inline_keys(KeyedState *ks, Datum **values, bool **nu
 extern ItemPointer keyed_state_dead_tids(KeyedState *ks, int *n);
 extern void keyed_state_clear_changes(KeyedState *ks);
 
+/*
+ * Durable state read back that cannot be what was written (a state table
+ * changed by hand): 22000-class ERRCODE_DATA_CORRUPTED, with the way out.
+ * fmt says what it holds ("the same key twice").
+ */
+extern void ptf_state_corrupted(const char *fmt,...) pg_attribute_printf(1, 2) pg_attribute_noreturn();
+
 #endif							/* PTF_KEYED_STATE_H */

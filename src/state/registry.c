@@ -580,7 +580,7 @@ durable_open(const DurableIdentity *id, DurableProgress *progress)
 	{
 		durable_check_owner(id->uid, DatumGetObjectId(ptf_spi_datum(1)));
 		/* the worker's alone: a call from elsewhere would take its changes */
-		if (!ptf_in_pipeline_worker)
+		if (!id->pipeline_step)
 			durable_refuse_pipeline_uid(id->uid, ptf_spi_text(2));
 	}
 
@@ -599,7 +599,7 @@ durable_open(const DurableIdentity *id, DurableProgress *progress)
 							  "ON CONFLICT (uid) DO NOTHING",
 							  12, argtypes, values, nulls, SPI_OK_INSERT);
 
-	ptf_spi_exec_as_owner(ptf_in_pipeline_worker ?
+	ptf_spi_exec_as_owner(id->pipeline_step ?
 						  "SELECT " UID_REGISTRY_COLUMNS " FROM ptf.uid_registry "
 						  "WHERE uid OPERATOR(pg_catalog.=) $1" :
 						  "SELECT " UID_REGISTRY_COLUMNS " FROM ptf.uid_registry "
@@ -644,28 +644,12 @@ durable_open(const DurableIdentity *id, DurableProgress *progress)
 	return ds;
 }
 
-const char *
-durable_uid(DurableState *ds)
+void
+durable_stamp(DurableState *ds, DurableStamp *stamp)
 {
-	return ds->uid;
-}
-
-Oid
-durable_state_relid(DurableState *ds)
-{
-	return ds->state_relid;
-}
-
-int64
-durable_version(DurableState *ds)
-{
-	return ds->version;
-}
-
-Oid
-durable_state_filenode(DurableState *ds)
-{
-	return ds->state_filenode;
+	stamp->relid = ds->state_relid;
+	stamp->filenode = ds->state_filenode;
+	stamp->version = ds->version;
 }
 
 bool

@@ -177,10 +177,8 @@ row_image_to_bytea(MinimalTuple mt, TupleDesc desc)
 static void
 bad_image(TupleDesc desc)
 {
-	ereport(ERROR,
-			(errcode(ERRCODE_DATA_CORRUPTED),
-			 errmsg("a stored row image does not fit row type %s",
-					format_type_be(desc->tdtypeid))));
+	ptf_state_corrupted("a row image that does not fit row type %s",
+						format_type_be(desc->tdtypeid));
 }
 
 /*
@@ -301,11 +299,11 @@ state_images_from_bytea(bytea *b, TupleDesc desc)
 		uint32		len;
 
 		if (end - p < (ptrdiff_t) sizeof(len))
-			elog(ERROR, "stored row images are truncated");
+			ptf_state_corrupted("row images cut short");
 		memcpy(&len, p, sizeof(len));
 		p += sizeof(len);
 		if (end - p < (ptrdiff_t) len)
-			elog(ERROR, "stored row images are truncated");
+			ptf_state_corrupted("row images cut short");
 		if (imgs->n == max)
 		{
 			max *= 2;

@@ -103,12 +103,19 @@ typedef struct RowLoader
 	bool	   *fnulls;
 	HTAB	   *dead;			/* NULL: none */
 	MemoryContext rowcxt;
+	ErrorContextCallback errcb;	/* names the uid in errors */
 } RowLoader;
 
 /*
  * The dead TIDs as a set, brought up to date: memory's list only grows
  * until it is written back (forget_dead_set), so only its new end is added.
  */
+static void
+loader_error_context(void *arg)
+{
+	errcontext("reading the durable state of uid \"%s\"", (const char *) arg);
+}
+
 static HTAB *
 dead_set(DurableState *ds, KeyedState *ks)
 {
@@ -160,6 +167,11 @@ loader_begin(RowLoader *l, DurableState *ds, KeyedState *ks, const StateCodec *c
 	l->fnulls = palloc(sizeof(bool) * Max(ds->layout->nfields, 1));
 	l->rowcxt = AllocSetContextCreate(CurrentMemoryContext, "ptf state load",
 									  ALLOCSET_DEFAULT_SIZES);
+	/* a damaged row names its uid, so that its owner knows what to drop */
+	l->errcb.callback = loader_error_context;
+	l->errcb.arg = ds->uid;
+	l->errcb.previous = error_context_stack;
+	error_context_stack = &l->errcb;
 	if (partial)
 	{
 		l->dead = dead_set(ds, ks);
@@ -243,6 +255,7 @@ loader_end(RowLoader *l)
 		keyed_state_end_load(l->ks);
 	}
 	MemoryContextDelete(l->rowcxt);
+	error_context_stack = l->errcb.previous;
 }
 
 static void
@@ -265,19 +278,29 @@ scan_into(DurableState *ds, KeyedState *ks, const StateCodec *codec, bool partia
 }
 
 void
-durable_load(DurableState *ds, KeyedState *ks, const StateCodec *codec)
+durable_read_all(DurableState *ds)
 {
-	Assert(keyed_state_count(ks) == 0);
-	ds->memory_keys = 0;
-	scan_into(ds, ks, codec, false);
-	keyed_state_clear_changes(ks);
-	/* what the table holds, counted: a stored count that drifted heals */
-	ds->stored_keys = ds->loaded_keys;
+	KeyedState *ks = ds->ks;
+
+	Assert(ks != NULL);
+	if (ds->memory_keys == 0 && ds->loaded_keys == 0 && keyed_state_count(ks) == 0)
+	{
+		/* memory is empty: every row is new, none needs looking up */
+		scan_into(ds, ks, ds->codec, false);
+		keyed_state_clear_changes(ks);
+		/* what the table holds, counted: a stored count that drifted heals */
+		ds->stored_keys = ds->loaded_keys;
+	}
+	else
+		scan_into(ds, ks, ds->codec, true);
 }
 
 void
-durable_attach(DurableState *ds, KeyedState *ks)
+durable_attach(DurableState *ds, KeyedState *ks, const StateCodec *codec)
 {
+	Assert(codec->layout == ds->layout);
+	ds->ks = ks;
+	ds->codec = codec;
 	ds->memory_keys = keyed_state_count(ks);
 	if (ds->snapshot == NULL)
 		ds->snapshot = RegisterSnapshot(GetTransactionSnapshot());
@@ -291,11 +314,6 @@ durable_release_snapshot(DurableState *ds)
 	ds->snapshot = NULL;
 }
 
-void
-durable_load_rest(DurableState *ds, KeyedState *ks, const StateCodec *codec)
-{
-	scan_into(ds, ks, codec, true);
-}
 
 /* ---- reading key by key ---- */
 
@@ -313,26 +331,8 @@ durable_can_probe(DurableState *ds)
 	return ok;
 }
 
-int64
-durable_stored_keys(DurableState *ds)
-{
-	return ds->stored_keys;
-}
-
-uint64
-durable_probes(DurableState *ds)
-{
-	return ds->probes;
-}
-
-uint64
-durable_loaded_keys(DurableState *ds)
-{
-	return ds->loaded_keys;
-}
-
-Size
-durable_table_bytes(DurableState *ds)
+static Size
+table_bytes(DurableState *ds)
 {
 	Relation	rel = table_open(ds->state_relid, AccessShareLock);
 	Size		bytes = (Size) RelationGetNumberOfBlocks(rel) * BLCKSZ;
@@ -358,7 +358,7 @@ typedef struct StateScan
 static void
 state_scan_begin(StateScan *s, DurableState *ds, Oid indexoid)
 {
-	Assert(OidIsValid(indexoid));	/* durable_prepare_probes */
+	Assert(OidIsValid(indexoid));	/* durable_start_probing */
 	Assert(ds->snapshot != NULL);	/* durable_attach */
 	s->rel = table_open(ds->state_relid, RowExclusiveLock);
 	s->index = index_open(indexoid, AccessShareLock);
@@ -418,9 +418,10 @@ index_scan_into(RowLoader *l, StateScan *s, ScanKey keys, int nkeys)
 }
 
 void
-durable_probe_keys(DurableState *ds, KeyedState *ks, const StateCodec *codec,
-				   Datum *values, bool *nulls, int n)
+durable_read_keys(DurableState *ds, Datum *values, bool *nulls, int n)
 {
+	KeyedState *ks = ds->ks;
+	const StateCodec *codec = ds->codec;
 	StateScan	s;
 	ScanKeyData *skeys;
 	RegProcedure procs[INDEX_MAX_KEYS];
@@ -499,9 +500,9 @@ static AttrNumber timer_attno(DurableState *ds);
  * input's query runs, and SPI (which makes them) must not run under it.
  */
 void
-durable_prepare_probes(DurableState *ds, KeyedState *ks)
+durable_start_probing(DurableState *ds)
 {
-	ds->expires = keyed_state_ttl(ks) > 0;
+	ds->expires = keyed_state_ttl(ds->ks) > 0;
 	if (!OidIsValid(ds->key_index))
 		ds->key_index = durable_ensure_index(ds, 1, ds->nkeys, false);
 	if (ds->layout->timer_field != NULL && !OidIsValid(ds->timer_index))
@@ -518,13 +519,16 @@ durable_prepare_probes(DurableState *ds, KeyedState *ks)
  * would have to go with it.
  */
 void
-durable_sweep_expired(DurableState *ds, KeyedState *ks, PtfTime now)
+durable_sweep_expired(DurableState *ds, PtfTime now, bool stored_too)
 {
+	KeyedState *ks = ds->ks;
 	StateScan	s;
 	ScanKeyData skey;
 	HTAB	   *dead;
 
-	if (!OidIsValid(ds->expiry_index))
+	keyed_state_sweep(ks, now);
+	/* the stored keys memory does not hold, unread */
+	if (!stored_too || !OidIsValid(ds->expiry_index))
 		return;
 	state_scan_begin(&s, ds, ds->expiry_index);
 	ScanKeyEntryInitialize(&skey, 0, 1, BTLessEqualStrategyNumber,
@@ -591,8 +595,7 @@ timer_scan_keys(DurableState *ds, Relation index, PtfTime after, PtfTime upto,
 }
 
 void
-durable_probe_timers(DurableState *ds, KeyedState *ks, const StateCodec *codec,
-					 PtfTime after, PtfTime upto)
+durable_read_timers(DurableState *ds, PtfTime after, PtfTime upto)
 {
 	StateScan	s;
 	ScanKeyData skeys[2];
@@ -641,7 +644,7 @@ durable_probe_timers(DurableState *ds, KeyedState *ks, const StateCodec *codec,
 		/* asking for these was not the call's rows' doing */
 		uint64		probes = ds->probes;
 
-		durable_probe_keys(ds, ks, codec, values, nulls, n);
+		durable_read_keys(ds, values, nulls, n);
 		ds->probes = probes;
 	}
 	MemoryContextSwitchTo(old);
@@ -680,6 +683,15 @@ durable_next_timer(DurableState *ds, PtfTime after)
 	}
 	state_scan_end(&s);
 	return next;
+}
+
+void
+durable_stats(DurableState *ds, DurableStats *stats)
+{
+	stats->stored_keys = ds->stored_keys;
+	stats->table_bytes = table_bytes(ds);
+	stats->probes = ds->probes;
+	stats->loaded_keys = ds->loaded_keys;
 }
 
 /* ---- writing back ---- */
@@ -906,6 +918,7 @@ write_new_inline_keys(DurableState *ds, KeyedState *ks, InsertBatch *b)
 				insert_index_entries(b, b->slots[j]);
 			while (nbatch > 0)
 				ExecClearTuple(b->slots[--nbatch]);
+			CHECK_FOR_INTERRUPTS();
 		}
 	}
 }
@@ -937,8 +950,16 @@ write_changes(DurableState *ds, KeyedState *ks, const StateCodec *codec)
 	open_indexes(&b);
 
 	dead = keyed_state_dead_tids(ks, &ndead);
+	/*
+	 * Millions of keys may be written back: a cancel is taken at any point,
+	 * the transaction (and with it every write) rolled back, and memory
+	 * not trusted again (a pipeline's kept state is let go, engine/call.c).
+	 */
 	for (i = 0; i < ndead; i++)
+	{
 		simple_heap_delete(b.rel, &dead[i]);
+		CHECK_FOR_INTERRUPTS();
+	}
 
 	if (keyed_state_is_inline(ks))
 		write_new_inline_keys(ds, ks, &b);
@@ -948,6 +969,7 @@ write_changes(DurableState *ds, KeyedState *ks, const StateCodec *codec)
 	{
 		StateRecord *rec = changed[i];
 
+		CHECK_FOR_INTERRUPTS();
 		if (rec->flags & RECORD_REMOVED)
 			continue;
 		write_value(ds, ks, codec, &b, rec, STATE_KEY_SPACE, 0, NULL,
@@ -959,6 +981,7 @@ write_changes(DurableState *ds, KeyedState *ks, const StateCodec *codec)
 		NsEntry    *e = keyed_state_ns_entry(ks, changed_ns[i].rec, changed_ns[i].space,
 											 changed_ns[i].ns);
 
+		CHECK_FOR_INTERRUPTS();
 		if (e == NULL)
 			continue;			/* removed since: its tuple, if any, is dead */
 
@@ -992,9 +1015,9 @@ write_changes(DurableState *ds, KeyedState *ks, const StateCodec *codec)
  * evicted; later partial loads see what was written.
  */
 void
-durable_flush(DurableState *ds, KeyedState *ks, const StateCodec *codec)
+durable_flush(DurableState *ds)
 {
-	write_changes(ds, ks, codec);
+	write_changes(ds, ds->ks, ds->codec);
 	/* our own writes: the next command, under the same snapshot otherwise */
 	if (ds->snapshot != NULL)
 		ds->snapshot->curcid = GetCurrentCommandId(false);
@@ -1007,12 +1030,11 @@ durable_note_evicted(DurableState *ds, uint64 n)
 }
 
 void
-durable_commit(DurableState *ds, KeyedState *ks, const StateCodec *codec,
-			   const DurableProgress *progress)
+durable_commit(DurableState *ds, const DurableProgress *progress)
 {
 	durable_release_snapshot(ds);
-	write_changes(ds, ks, codec);
-	durable_write_progress(ds, ks, progress);
+	write_changes(ds, ds->ks, ds->codec);
+	durable_write_progress(ds, ds->ks, progress);
 	ds->must_write = false;
 	durable_note_xid_writer(ds);
 	durable_leave_uid(ds->uid);

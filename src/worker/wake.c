@@ -24,8 +24,9 @@
  *   where some worker watches, one lookup in the backend's local hash of
  *   statistics entries per watched table.
  *
- * The second is used.  Its price: it reads pgstat_internal.h (the PG 15
- * layout of a pending entry), and it needs track_counts (on by default);
+ * The second is used (xact_writes.c).  Its price: it reads
+ * pgstat_internal.h (the PG 15 layout of a pending entry), and it needs
+ * track_counts (on by default);
  * with track_counts off, any commit with an xid in a watched database
  * wakes its workers.  Not seen at all: COMMIT PREPARED (a prepared
  * transaction's counts go to its two-phase state) and writes made while
@@ -67,7 +68,6 @@
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
-#include "utils/pgstat_internal.h"
 
 #include "worker/shmem.h"
 #include "worker/wake.h"
@@ -186,16 +186,13 @@ refresh_local_entries(void)
 	LWLockRelease(wake->lock);
 }
 
-/* Did this transaction (a live part of it) write the table? */
+/* Did this transaction (a live part of it) write the table?  Not known: yes. */
 static bool
 wrote_table(Oid relid)
 {
-	PgStat_EntryRef *ref;
+	bool		known;
 
-	if (!OidIsValid(relid) || !pgstat_track_counts)
-		return true;
-	ref = pgstat_fetch_pending_entry(PGSTAT_KIND_RELATION, MyDatabaseId, relid);
-	return ref != NULL && ((PgStat_TableStatus *) ref->pending)->trans != NULL;
+	return ptf_xact_wrote_table(relid, &known) || !known;
 }
 
 static void

@@ -31,4 +31,10 @@ extern void ptf_wake_watch(const Oid *relids, int n);
  */
 extern void ptf_wake_flush_commits(void);
 
+/*
+ * Did a live part of this transaction write the table (xact_writes.c)?
+ * *known: false when it cannot be told (track_counts off, no table).
+ */
+extern bool ptf_xact_wrote_table(Oid relid, bool *known);
+
 #endif							/* PTF_WORKER_WAKE_H */

@@ -1,4 +1,4 @@
-# PtfPipelineTest: what the pipeline TAP tests (003, 004, 005, 008, 012)
+# PtfPipelineTest: what the pipeline TAP tests (003, 004, 005, 008, 011, 012)
 # share -- finding and killing the pipeline workers, stopping a step at one of its
 # fault points, checking that no slot got ahead of its stored position,
 # and the schedule of kills every pipeline must survive exactly once.

@@ -5,8 +5,12 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
+use PtfNode;
 
 # ---- the functions work from a plain CREATE EXTENSION, without preloading
+# not ptf_node: this one is deliberately without shared_preload_libraries
 my $plain = PostgreSQL::Test::Cluster->new('plain');
 $plain->init;
 $plain->append_conf('postgresql.conf', "output_plugin_libraries = 'deduplicate_keep_first'");
@@ -30,15 +34,7 @@ like($err, qr/pipelines need deduplicate_keep_first in shared_preload_libraries/
 $plain->stop;
 
 # ---- durable state is what was committed, across an immediate stop
-my $node = PostgreSQL::Test::Cluster->new('main');
-$node->init;
-$node->append_conf('postgresql.conf', qq{
-shared_preload_libraries = 'deduplicate_keep_first'
-wal_level = logical
-output_plugin_libraries = 'deduplicate_keep_first'
-restart_after_crash = on
-});
-$node->start;
+my $node = ptf_node('main');
 $node->safe_psql('postgres', q{
     CREATE EXTENSION deduplicate_keep_first;
     CREATE TABLE events (batch int, k int, v text);

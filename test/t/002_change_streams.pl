@@ -8,17 +8,14 @@ use JSON::PP;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
+use PtfNode;
 
-my $node = PostgreSQL::Test::Cluster->new('cs');
-$node->init(allows_streaming => 'logical');
-$node->append_conf('postgresql.conf', qq{
-shared_preload_libraries = 'deduplicate_keep_first'
-output_plugin_libraries = 'deduplicate_keep_first'
-restart_after_crash = on
+my $node = ptf_node('cs', q{
 logical_decoding_work_mem = 64kB
 max_connections = 40
 });
-$node->start;
 
 # Two tables get the same writes: one logs whole old images (a retract
 # stream, passed through), one only keys (an upsert stream, normalized from
@@ -121,7 +118,7 @@ close($fh);
 
 my ($wout, $werr) = ('', '');
 my $writers = IPC::Run::start(
-    [ 'pgbench', '-n', '-c', '3', '-t', '500', '-f', $script, '-d', $node->connstr('postgres') ],
+    [ 'pgbench', '-n', '-c', '3', '-t', '500', '-f', $script, $node->connstr('postgres') ],
     '>', \$wout, '2>', \$werr);
 
 # consumers in small batches while the writers run; every third step is

@@ -10,20 +10,14 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use FindBin;
 use lib "$FindBin::RealBin/../perl";
+use PtfNode;
 use PtfPipelineTest;
 
-my $node = PostgreSQL::Test::Cluster->new('temporal_join');
-$node->init(allows_streaming => 'logical');
-$node->append_conf('postgresql.conf', qq{
-shared_preload_libraries = 'deduplicate_keep_first'
-output_plugin_libraries = 'deduplicate_keep_first'
-restart_after_crash = on
-max_worker_processes = 16
+my $node = ptf_node('temporal_join', q{
 ptf.pipeline_idle_time = 50ms
 ptf.pipeline_max_backoff = 2s
 ptf.pipeline_batch_size = 300
 });
-$node->start;
 
 # Every change takes its time from one clock, so no row is ever late and
 # each side's watermark is its greatest time.  rate_history records every

@@ -17,6 +17,9 @@ use File::Path qw(make_path remove_tree);
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
+use PtfNode;
 
 my $old = $ENV{PTF_OLD_VERSION_DIR};
 plan skip_all => 'no 1.0 build (test/run makes one from its commit in test/releases)'
@@ -77,17 +80,11 @@ use_version(
 	library => "$old/deduplicate_keep_first.so",
 	extension => [ "$old/deduplicate_keep_first.control", "$old/deduplicate_keep_first--1.0.sql" ]);
 
-my $node = PostgreSQL::Test::Cluster->new('upgrade', install_path => dirname($ibin));
-$node->init(allows_streaming => 'logical');
-$node->append_conf('postgresql.conf', qq{
-shared_preload_libraries = 'deduplicate_keep_first'
-output_plugin_libraries = 'deduplicate_keep_first'
-max_worker_processes = 16
+my $node = ptf_node('upgrade', q{
 ptf.pipeline_idle_time = 50ms
 ptf.pipeline_max_backoff = 1s
 jit = off
-});
-$node->start;
+}, install_path => dirname($ibin));
 
 # ---- under 1.0
 $node->safe_psql('postgres', q{

@@ -7,16 +7,12 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
+use PtfNode;
 use Time::HiRes qw(usleep);
 
-my $node = PostgreSQL::Test::Cluster->new('snapshot');
-$node->init(allows_streaming => 'logical');
-$node->append_conf('postgresql.conf', qq{
-shared_preload_libraries = 'deduplicate_keep_first'
-output_plugin_libraries = 'deduplicate_keep_first'
-restart_after_crash = on
-});
-$node->start;
+my $node = ptf_node('snapshot');
 
 # src has rows before its stream starts; log gets the stream, in order
 $node->safe_psql('postgres', q{
@@ -66,7 +62,7 @@ COMMIT;
 close($fh);
 my ($wout, $werr) = ('', '');
 my $writers = IPC::Run::start(
-	[ 'pgbench', '-n', '-c', '2', '-t', '3000', '-f', $script, '-d', $node->connstr('postgres') ],
+	[ 'pgbench', '-n', '-c', '2', '-t', '3000', '-f', $script, $node->connstr('postgres') ],
 	'>', \$wout, '2>', \$werr);
 # the first call while they write, then more while they go on
 my $calls = 0;

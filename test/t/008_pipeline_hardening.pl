@@ -9,18 +9,13 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use FindBin;
 use lib "$FindBin::RealBin/../perl";
+use PtfNode;
 use PtfPipelineTest;
 
-my $node = PostgreSQL::Test::Cluster->new('hardening');
-$node->init(allows_streaming => 'logical');
-$node->append_conf('postgresql.conf', qq{
-shared_preload_libraries = 'deduplicate_keep_first'
-output_plugin_libraries = 'deduplicate_keep_first'
-max_worker_processes = 16
+my $node = ptf_node('hardening', q{
 ptf.pipeline_idle_time = 50ms
 ptf.pipeline_max_backoff = 1s
 });
-$node->start;
 
 # slow: its sink's trigger takes a session-level advisory lock, and holds
 # its step while slow_control.hold is set.  quick: another pipeline of the

@@ -9,17 +9,14 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
+use PtfNode;
 
-my $node = PostgreSQL::Test::Cluster->new('apply_hardening');
-$node->init(allows_streaming => 'logical');
-$node->append_conf('postgresql.conf', qq{
-shared_preload_libraries = 'deduplicate_keep_first'
-output_plugin_libraries = 'deduplicate_keep_first'
-max_worker_processes = 16
+my $node = ptf_node('apply_hardening', q{
 ptf.pipeline_idle_time = 50ms
 ptf.pipeline_max_backoff = 2s
 });
-$node->start;
 
 # ---- a changelog sink with a unique email besides its key
 $node->safe_psql('postgres', q{

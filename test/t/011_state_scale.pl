@@ -14,20 +14,14 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use FindBin;
 use lib "$FindBin::RealBin/../perl";
+use PtfNode;
 use PtfPipelineTest;
 
-my $node = PostgreSQL::Test::Cluster->new('state_scale');
-$node->init(allows_streaming => 'logical');
-$node->append_conf('postgresql.conf', qq{
-shared_preload_libraries = 'deduplicate_keep_first'
-output_plugin_libraries = 'deduplicate_keep_first'
-restart_after_crash = on
-max_worker_processes = 16
+my $node = ptf_node('state_scale', q{
 ptf.pipeline_idle_time = 50ms
 ptf.pipeline_max_backoff = 2s
 ptf.state_memory_limit = 1MB
 });
-$node->start;
 
 # events: 200k users first, then batches of mostly known users; ts grows
 # with id, so the first row of a user by time is its first by id.

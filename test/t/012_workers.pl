@@ -11,20 +11,14 @@ use Test::More;
 use Time::HiRes qw(time usleep);
 use FindBin;
 use lib "$FindBin::RealBin/../perl";
+use PtfNode;
 use PtfPipelineTest;
 
-my $node = PostgreSQL::Test::Cluster->new('workers');
-$node->init(allows_streaming => 'logical');
-$node->append_conf('postgresql.conf', qq{
-shared_preload_libraries = 'deduplicate_keep_first'
-output_plugin_libraries = 'deduplicate_keep_first'
-restart_after_crash = on
-max_worker_processes = 16
+my $node = ptf_node('workers', q{
 ptf.pipeline_idle_time = 50ms
 ptf.pipeline_max_backoff = 1s
 ptf.pipeline_step_timeout = 60s
 });
-$node->start;
 
 # alice's pipeline 'a' has a sink whose trigger holds its step while
 # control.hold is set; bob's pipeline 'b' is quick.
