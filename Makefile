@@ -46,6 +46,7 @@ OBJS = \
 	src/input/sql_input.o \
 	src/input/stream_slot.o \
 	src/operators/aggs.o \
+	src/operators/aggs_stored.o \
 	src/operators/dedup.o \
 	src/operators/normalize.o \
 	src/operators/operator.o \
@@ -57,6 +58,7 @@ OBJS = \
 	src/sink/apply.o \
 	src/state/key.o \
 	src/state/keyed_state.o \
+	src/state/keyed_state_durable.o \
 	src/state/registry.o \
 	src/state/row_images.o \
 	src/state/state_io.o \

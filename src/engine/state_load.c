@@ -47,6 +47,7 @@
 #include "utils/guc.h"
 
 #include "engine/state_load.h"
+#include "state/keyed_state_durable.h"
 
 #define PROBE_MIN_BYTES (1024 * 1024)
 #define PROBE_SHARE 8

@@ -32,6 +32,11 @@
  * the record layout touches two (slot, then record); on large states
  * those cache misses are nearly all the cost of keep-first.
  *
+ * What durable state needs besides -- keys restored and loaded from a
+ * state table, eviction, the changes to write back -- is in
+ * keyed_state_durable.c; the layouts both files see are in
+ * keyed_state_internal.h.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -44,186 +49,7 @@
 #include "base/ptf_time.h"
 #include "state/keyed_state.h"
 
-/* ---- record layout: simplehash over record pointers ---- */
-
-typedef struct StateKey
-{
-	StateRecord *rec;
-} StateKey;
-
-typedef struct StateEntry
-{
-	StateKey	key;
-	uint32		hash;
-	char		status;
-} StateEntry;
-
-#define ARENA_BLOCK_SIZE	(64 * 1024)
-#define MIN_BLOCK_SIZE		(4 * 1024)	/* room for the largest pooled image */
-#define HASH_INITIAL_SIZE	1024
-
-/* ---- inline layout: slots of (key datum, value) ---- */
-
-#define INLINE_MAX_VALUE	24	/* a slot is at most half a cache line */
-#define INLINE_MIN_SIZE		1024
-
-/* an arbitrary value marks empty slots; a key equal to it is kept aside */
-#define INLINE_EMPTY		((Datum) UINT64CONST(0x9e3779b97f4a7c15))
-
-/* keys that have no slot of their own */
-#define SIDE_NULL		0
-#define SIDE_MARKER		1
-#define SIDE_GLOBAL		2		/* the one key of an unkeyed state */
-#define SIDE_COUNT		3
-
-typedef struct InlineMap
-{
-	char	   *slots;			/* stride bytes each, cache-line aligned */
-	void	   *alloc;			/* what to pfree */
-	Size		stride;
-	char	   *cold;			/* cold_size bytes per slot */
-	uint64		mask;			/* capacity - 1, capacity a power of two */
-	uint64		used;
-	bool		side_used[SIDE_COUNT];
-	char	   *side_values;	/* SIDE_COUNT values, hot and cold */
-	uint8	   *hits;			/* per slot, once use is tracked: looked up */
-} InlineMap;
-
-/*
- * Entries are taken from the front (the oldest slice, the oldest version)
- * far more often than from anywhere else: the array may begin past the
- * start of its allocation (off entries), so that dropping the first entry
- * moves nothing and adding a first one reuses the room.  Entries added in
- * the middle (rows out of time order) first wait in a short unsorted tail:
- * lookups scan it, and anything that walks positions merges it first.
- */
-typedef struct NsSet
-{
-	NsEntry    *entries;		/* ascending ns, but for the tail; the
-								 * allocation starts off entries before */
-	int32		n;
-	int32		cap;			/* entries the allocation holds */
-	int32		off;
-	int32		tail;			/* the last tail entries are in no order */
-} NsSet;
-
-/* entries added out of order wait unsorted at the end, this many at most */
-#define NS_TAIL_MAX 8
-
-/* records up to this many MAXALIGN units are recycled (StateRecord.pad) */
-#define RECORD_SIZE_CLASSES 256
-
-typedef struct NsFreeList
-{
-	void	  **items;
-	int			n;
-	int			max;
-} NsFreeList;
-
-struct KeyedState
-{
-	MemoryContext cxt;			/* everything below lives here */
-	KeySpec    *keys;
-	Size		value_size;		/* hot part, MAXALIGNed */
-	Size		cold_size;		/* cold part, MAXALIGNed */
-	int			nspaces;
-	Size		ns_value_size[KEYED_MAX_SPACES];	/* MAXALIGNed */
-	NsFreeList	ns_free[KEYED_MAX_SPACES];
-	int64		ttl_us;			/* 0: keep forever */
-	Size		mem_limit;		/* 0: unbounded */
-	bool		full;			/* once full, no new key until the end */
-	Size		block_size;		/* of the arena and the image pools */
-
-	bool		is_inline;
-	InlineMap	map;
-	StateRecord inline_record;	/* what refs carry in the inline layout */
-
-	struct keyed_hash *hash;
-	char	   *block;			/* arena */
-	Size		block_used;
-	Size		block_end;
-
-	/*
-	 * Removed records wait here until nothing points at them (timers,
-	 * changed lists), then go to the free list of their size, in units of
-	 * MAXALIGN; a record of the same size is made from one of them.
-	 */
-	StateRecord **removed;
-	int			nremoved;
-	int			maxremoved;
-	StateRecord *free_records[RECORD_SIZE_CLASSES];
-
-	/* changes since the last keyed_state_clear_changes() */
-	bool		durable;
-	Datum	   *new_keys;		/* inline layout: keys created */
-	bool	   *new_nulls;
-	int			nnew;
-	int			maxnew;
-	StateRecord **changed;
-	int			nchanged;
-	int			maxchanged;
-	ChangedNs  *changed_ns;
-	int			nchanged_ns;
-	int			maxchanged_ns;
-	ItemPointerData *dead;
-	int			ndead;
-	int			maxdead;
-
-	/* records made by the load under way (keyed_state_begin_load) */
-	StateRecord **loading;
-	int			nloading;
-	int			maxloading;
-	bool		in_load;
-};
-
-#define RECORD_NSSETS(ks, rec) \
-	((NsSet *) ((char *) STATE_RECORD_VALUE(rec) + (ks)->value_size + (ks)->cold_size))
-#define RECORD_PACKED_KEY(ks, rec) \
-	((char *) RECORD_NSSETS(ks, rec) + sizeof(NsSet) * (ks)->nspaces)
-
-/*
- * The probe of the lookup under way; set around simplehash calls, whose
- * equality callback cannot be passed it.
- */
-static KeySpec *current_probe = NULL;
-
-/* the probe is always the current lookup's, never a stored key */
-static inline bool
-entry_matches_probe(KeyedState *ks, const StateEntry *entry)
-{
-	StateRecord *rec = entry->key.rec;
-
-	Assert(current_probe != NULL);
-	return key_packed_equals_probe(current_probe, RECORD_PACKED_KEY(ks, rec),
-								   (rec->flags & RECORD_KEY_NULLS) != 0);
-}
-
-/* every lookup passes the probe's hash: the key itself cannot be hashed */
-static inline uint32
-probe_hash_unavailable(void)
-{
-	elog(ERROR, "keyed state lookups must pass the probe's hash");
-	return 0;
-}
-
-#define SH_PREFIX keyed
-#define SH_ELEMENT_TYPE StateEntry
-#define SH_KEY_TYPE StateKey
-#define SH_KEY key
-#define SH_HASH_KEY(tb, key) probe_hash_unavailable()
-/*
- * simplehash calls SH_EQUAL(tb, entry->key, looked-up key), the latter
- * always the probe; the entry is recovered from its key's address.
- */
-#define SH_EQUAL(tb, a, b) \
-	entry_matches_probe((KeyedState *) (tb)->private_data, \
-						(const StateEntry *) ((const char *) &(a) - offsetof(StateEntry, key)))
-#define SH_SCOPE static inline
-#define SH_STORE_HASH
-#define SH_GET_HASH(tb, a) ((a)->hash)
-#define SH_DECLARE
-#define SH_DEFINE
-#include "lib/simplehash.h"
+#include "state/keyed_state_internal.h"
 
 /*
  * May a new key (needing "more" bytes beyond the usual) be admitted?  Once
@@ -250,25 +76,9 @@ over_budget(KeyedState *ks, Size more)
 #define prefetch_line(p)	((void) (p))
 #endif
 
-/* murmur3's 64-bit finalizer */
-static inline uint64
-mix64(uint64 k)
-{
-	k ^= k >> 33;
-	k *= UINT64CONST(0xff51afd7ed558ccd);
-	k ^= k >> 33;
-	k *= UINT64CONST(0xc4ceb9fe1a85ec53);
-	k ^= k >> 33;
-	return k;
-}
 
-#define SLOT(map, i)		((map)->slots + (i) * (map)->stride)
-#define SLOT_KEY(map, i)	(*(Datum *) SLOT(map, i))
-#define SLOT_VALUE(map, i)	((void *) (SLOT(map, i) + sizeof(Datum)))
-#define SLOT_COLD(ks, i)	((void *) ((ks)->map.cold + (i) * (ks)->cold_size))
-
-static void
-inline_alloc(KeyedState *ks, uint64 size)
+void
+ks_inline_alloc(KeyedState *ks, uint64 size)
 {
 	InlineMap  *map = &ks->map;
 	uint64		i;
@@ -300,7 +110,7 @@ inline_grow(KeyedState *ks)
 	uint64		old_size = map->mask + 1;
 	uint64		i;
 
-	inline_alloc(ks, old_size * 2);
+	ks_inline_alloc(ks, old_size * 2);
 	for (i = 0; i < old_size; i++)
 	{
 		char	   *slot = old_slots + i * map->stride;
@@ -348,8 +158,8 @@ note_new_inline_key(KeyedState *ks, Datum d, bool isnull)
 }
 
 /* Find or insert the key d (not a side key); true if it was there. */
-static bool
-inline_find_or_insert(KeyedState *ks, Datum d, bool create, uint64 *pos,
+bool
+ks_inline_find_or_insert(KeyedState *ks, Datum d, bool create, uint64 *pos,
 					  bool *full)
 {
 	InlineMap  *map = &ks->map;
@@ -442,7 +252,7 @@ inline_lookup(KeyedState *ks, KeySpec *probe, TupleTableSlot *row, bool create,
 		return KS_CREATED;
 	}
 
-	if (inline_find_or_insert(ks, d, create, &i, &full))
+	if (ks_inline_find_or_insert(ks, d, create, &i, &full))
 	{
 		ref->value = SLOT_VALUE(map, i);
 		ref->cold = ks->cold_size > 0 ? SLOT_COLD(ks, i) : NULL;
@@ -480,8 +290,8 @@ arena_alloc(KeyedState *ks, Size size)
 	return p;
 }
 
-static void *
-grow_array(KeyedState *ks, void *array, int *max, Size elem, int min)
+void *
+ks_grow_array(KeyedState *ks, void *array, int *max, Size elem, int min)
 {
 	*max = Max(min, *max * 2);
 	if (array == NULL)
@@ -499,7 +309,7 @@ note_changed(KeyedState *ks, StateRecord *rec)
 	if (rec->flags & RECORD_LISTED)
 		return;
 	if (ks->nchanged >= ks->maxchanged)
-		ks->changed = grow_array(ks, ks->changed, &ks->maxchanged,
+		ks->changed = ks_grow_array(ks, ks->changed, &ks->maxchanged,
 								 sizeof(StateRecord *), 1024);
 	ks->changed[ks->nchanged++] = rec;
 	rec->flags |= RECORD_LISTED;
@@ -509,13 +319,13 @@ static void
 note_dead(KeyedState *ks, ItemPointer tid)
 {
 	if (ks->ndead >= ks->maxdead)
-		ks->dead = grow_array(ks, ks->dead, &ks->maxdead, sizeof(ItemPointerData), 256);
+		ks->dead = ks_grow_array(ks, ks->dead, &ks->maxdead, sizeof(ItemPointerData), 256);
 	ks->dead[ks->ndead++] = *tid;
 }
 
 /* Make a record for the probe's key. */
-static StateRecord *
-record_create(KeyedState *ks, KeySpec *probe)
+StateRecord *
+ks_record_create(KeyedState *ks, KeySpec *probe)
 {
 	Size		size = MAXALIGN(sizeof(StateRecord) + ks->value_size + ks->cold_size +
 								sizeof(NsSet) * ks->nspaces + key_packed_size(probe));
@@ -539,13 +349,6 @@ record_create(KeyedState *ks, KeySpec *probe)
 	return rec;
 }
 
-static inline void
-set_record_ref(KeyedState *ks, StateRecord *rec, StateRef *ref)
-{
-	ref->rec = rec;
-	ref->value = STATE_RECORD_VALUE(rec);
-	ref->cold = (char *) ref->value + ks->value_size;
-}
 
 static void clear_namespaces(KeyedState *ks, StateRecord *rec);
 
@@ -566,7 +369,7 @@ record_lookup(KeyedState *ks, KeySpec *probe, TupleTableSlot *row, PtfTime now,
 		rec = entry->key.rec;
 		Assert(!(rec->flags & RECORD_REMOVED));
 		rec->flags |= RECORD_USED;
-		set_record_ref(ks, rec, ref);
+		ks_set_record_ref(ks, rec, ref);
 		if (rec->expires_at > now)
 			return KS_FOUND;
 		if (!create)
@@ -590,23 +393,16 @@ record_lookup(KeyedState *ks, KeySpec *probe, TupleTableSlot *row, PtfTime now,
 
 	entry = keyed_insert_hash(ks->hash, nokey, hash, &found);
 	Assert(!found);
-	rec = record_create(ks, probe);
+	rec = ks_record_create(ks, probe);
 	entry->key.rec = rec;
 	rec->flags |= RECORD_USED;
 	note_changed(ks, rec);
-	set_record_ref(ks, rec, ref);
+	ks_set_record_ref(ks, rec, ref);
 	return KS_CREATED;
 }
 
 /* ---- namespaces ---- */
 
-static inline NsSet *
-ns_set(KeyedState *ks, StateRecord *rec, int space)
-{
-	Assert(space >= 0 && space < ks->nspaces);
-	Assert(!ks->is_inline);
-	return &RECORD_NSSETS(ks, rec)[space];
-}
 
 /*
  * Position of the first entry >= ns among the sorted ones.  Namespaces
@@ -730,13 +526,13 @@ ns_value_alloc(KeyedState *ks, int space)
 	return arena_alloc(ks, ks->ns_value_size[space]);
 }
 
-static void
-ns_value_free(KeyedState *ks, int space, void *v)
+void
+ks_ns_value_free(KeyedState *ks, int space, void *v)
 {
 	NsFreeList *fl = &ks->ns_free[space];
 
 	if (fl->n >= fl->max)
-		fl->items = grow_array(ks, fl->items, &fl->max, sizeof(void *), 256);
+		fl->items = ks_grow_array(ks, fl->items, &fl->max, sizeof(void *), 256);
 	fl->items[fl->n++] = v;
 }
 
@@ -748,7 +544,7 @@ ns_drop_at(KeyedState *ks, NsSet *set, int space, int i)
 
 	if (e->flags & RECORD_STORED)
 		note_dead(ks, &e->tid);
-	ns_value_free(ks, space, e->value);
+	ks_ns_value_free(ks, space, e->value);
 	if (i >= set->n - set->tail)
 	{
 		/* the tail is in no order: its last entry takes the place */
@@ -778,7 +574,7 @@ clear_namespaces(KeyedState *ks, StateRecord *rec)
 
 	for (space = 0; space < ks->nspaces; space++)
 	{
-		NsSet	   *set = ns_set(ks, rec, space);
+		NsSet	   *set = ks_ns_set(ks, rec, space);
 
 		while (set->n > 0)
 			ns_drop_at(ks, set, space, set->n - 1);
@@ -823,10 +619,10 @@ ns_room_at_end(KeyedState *ks, NsSet *set)
  * the room dropped ones left, it goes in order; anywhere else it joins the
  * unsorted tail, merged once the tail is full.
  */
-static NsEntry *
-ns_insert(KeyedState *ks, StateRecord *rec, int space, int64 ns)
+NsEntry *
+ks_ns_insert(KeyedState *ks, StateRecord *rec, int space, int64 ns)
 {
-	NsSet	   *set = ns_set(ks, rec, space);
+	NsSet	   *set = ks_ns_set(ks, rec, space);
 	int			sorted = set->n - set->tail;
 	NsEntry    *e;
 	int			i;
@@ -862,7 +658,7 @@ ns_insert(KeyedState *ks, StateRecord *rec, int space, int64 ns)
 void *
 keyed_state_ns_find(KeyedState *ks, StateRecord *rec, int space, int64 ns)
 {
-	NsSet	   *set = ns_set(ks, rec, space);
+	NsSet	   *set = ks_ns_set(ks, rec, space);
 	int			i = ns_index(set, ns);
 
 	return i >= 0 ? set->entries[i].value : NULL;
@@ -876,13 +672,13 @@ keyed_state_ns_get(KeyedState *ks, StateRecord *rec, int space, int64 ns, bool *
 	*created = (v == NULL);
 	if (v != NULL)
 		return v;
-	return ns_insert(ks, rec, space, ns)->value;
+	return ks_ns_insert(ks, rec, space, ns)->value;
 }
 
 void
 keyed_state_ns_remove(KeyedState *ks, StateRecord *rec, int space, int64 ns)
 {
-	NsSet	   *set = ns_set(ks, rec, space);
+	NsSet	   *set = ks_ns_set(ks, rec, space);
 	int			i = ns_index(set, ns);
 
 	if (i >= 0)
@@ -899,14 +695,14 @@ keyed_state_ns_mark_changed(KeyedState *ks, StateRecord *rec, int space, int64 n
 
 	if (!ks->durable)
 		return;					/* nothing is written back */
-	set = ns_set(ks, rec, space);
+	set = ks_ns_set(ks, rec, space);
 	i = ns_index(set, ns);
 	Assert(i >= 0);
 	e = &set->entries[i];
 	if (e->flags & RECORD_LISTED)
 		return;
 	if (ks->nchanged_ns >= ks->maxchanged_ns)
-		ks->changed_ns = grow_array(ks, ks->changed_ns, &ks->maxchanged_ns,
+		ks->changed_ns = ks_grow_array(ks, ks->changed_ns, &ks->maxchanged_ns,
 									sizeof(ChangedNs), 1024);
 	c = &ks->changed_ns[ks->nchanged_ns++];
 	c->rec = rec;
@@ -918,13 +714,13 @@ keyed_state_ns_mark_changed(KeyedState *ks, StateRecord *rec, int space, int64 n
 int
 keyed_state_ns_count(KeyedState *ks, StateRecord *rec, int space)
 {
-	return ns_set(ks, rec, space)->n;
+	return ks_ns_set(ks, rec, space)->n;
 }
 
 void *
 keyed_state_ns_at(KeyedState *ks, StateRecord *rec, int space, int i, int64 *ns)
 {
-	NsSet	   *set = ns_set(ks, rec, space);
+	NsSet	   *set = ks_ns_set(ks, rec, space);
 
 	ns_settle(set);				/* positions are in order */
 	Assert(i >= 0 && i < set->n);
@@ -936,7 +732,7 @@ keyed_state_ns_at(KeyedState *ks, StateRecord *rec, int space, int i, int64 *ns)
 int
 keyed_state_ns_lower_bound(KeyedState *ks, StateRecord *rec, int space, int64 ns)
 {
-	NsSet	   *set = ns_set(ks, rec, space);
+	NsSet	   *set = ks_ns_set(ks, rec, space);
 
 	ns_settle(set);
 	return ns_search(set, ns);
@@ -950,7 +746,7 @@ keyed_state_ns_entry(KeyedState *ks, StateRecord *rec, int space, int64 ns)
 
 	if (rec->flags & RECORD_REMOVED)
 		return NULL;
-	set = ns_set(ks, rec, space);
+	set = ks_ns_set(ks, rec, space);
 	i = ns_index(set, ns);
 	return i >= 0 ? &set->entries[i] : NULL;
 }
@@ -1024,7 +820,7 @@ keyed_state_create(const KeyedStateSpec *spec, MemoryContext parent)
 		ks->map.stride = sizeof(Datum) + ks->value_size;
 		ks->map.side_values = MemoryContextAllocZero(cxt,
 													 Max(ks->value_size + ks->cold_size, 1) * SIDE_COUNT);
-		inline_alloc(ks, INLINE_MIN_SIZE);
+		ks_inline_alloc(ks, INLINE_MIN_SIZE);
 	}
 	else
 		ks->hash = keyed_create(cxt, budget_hash_size(spec->mem_limit), ks);
@@ -1137,7 +933,7 @@ keyed_state_prefetch_stage(KeyedState *ks, KeySpec *probe, TupleTableSlot *row, 
 			rec = (StateRecord *) (uintptr_t) scratch[1];
 			if (rec == NULL || space < 0 || space >= ks->nspaces)
 				return;
-			set = ns_set(ks, rec, space);
+			set = ks_ns_set(ks, rec, space);
 			if (set->n == 0)
 				return;
 			if (stage == 2)
@@ -1208,8 +1004,8 @@ keyed_state_mark_changed(KeyedState *ks, StateRecord *rec)
 }
 
 /* Take rec out of the hash table (by its own key). */
-static void
-unlink_record(KeyedState *ks, StateRecord *rec)
+void
+ks_unlink_record(KeyedState *ks, StateRecord *rec)
 {
 	Datum	   *values = palloc(sizeof(Datum) * Max(ks->keys->ncols, 1));
 	bool	   *nulls = palloc(sizeof(bool) * Max(ks->keys->ncols, 1));
@@ -1230,14 +1026,14 @@ unlink_record(KeyedState *ks, StateRecord *rec)
 }
 
 /* A record out of the table waits for reclaim (its memory, if recycled). */
-static void
-note_removed(KeyedState *ks, StateRecord *rec, uint8 flags)
+void
+ks_note_removed(KeyedState *ks, StateRecord *rec, uint8 flags)
 {
 	rec->flags |= flags;
 	if (rec->pad != 0)
 	{
 		if (ks->nremoved >= ks->maxremoved)
-			ks->removed = grow_array(ks, ks->removed, &ks->maxremoved,
+			ks->removed = ks_grow_array(ks, ks->removed, &ks->maxremoved,
 									 sizeof(StateRecord *), 256);
 		ks->removed[ks->nremoved++] = rec;
 	}
@@ -1248,11 +1044,11 @@ keyed_state_remove(KeyedState *ks, StateRecord *rec)
 {
 	Assert(!ks->is_inline);
 	Assert(!(rec->flags & RECORD_REMOVED));
-	unlink_record(ks, rec);
+	ks_unlink_record(ks, rec);
 	clear_namespaces(ks, rec);
 	if (rec->flags & RECORD_STORED)
 		note_dead(ks, &rec->tid);
-	note_removed(ks, rec, RECORD_REMOVED);
+	ks_note_removed(ks, rec, RECORD_REMOVED);
 }
 
 int
@@ -1354,7 +1150,7 @@ void
 keyed_state_record_ref(KeyedState *ks, StateRecord *rec, StateRef *ref)
 {
 	Assert(!ks->is_inline);
-	set_record_ref(ks, rec, ref);
+	ks_set_record_ref(ks, rec, ref);
 }
 
 void
@@ -1394,356 +1190,10 @@ keyed_state_foreach(KeyedState *ks, StateRefCallback cb, void *arg)
 		keyed_start_iterate(ks->hash, &it);
 		while ((entry = keyed_iterate(ks->hash, &it)) != NULL)
 		{
-			set_record_ref(ks, entry->key.rec, &ref);
+			ks_set_record_ref(ks, entry->key.rec, &ref);
 			cb(&ref, arg);
 		}
 	}
-}
-
-static bool inline_restore(KeyedState *ks, Datum *keyvalues, bool *keynulls);
-
-StateRecord *
-keyed_state_restore_key(KeyedState *ks, Datum *keyvalues, bool *keynulls)
-{
-	uint32		hash;
-	StateEntry *entry;
-	StateKey	nokey = {0};
-	bool		found;
-	StateRecord *rec;
-
-	if (ks->is_inline)
-	{
-		if (inline_restore(ks, keyvalues, keynulls))
-			ptf_state_corrupted("the same key twice");
-		return NULL;
-	}
-
-	key_probe_values(ks->keys, keyvalues, keynulls);
-	hash = key_hash_values(ks->keys, keyvalues, keynulls);
-	current_probe = ks->keys;
-	entry = keyed_insert_hash(ks->hash, nokey, hash, &found);
-	if (found)
-		return entry->key.rec;
-	rec = record_create(ks, ks->keys);
-	entry->key.rec = rec;
-	return rec;
-}
-
-/* The inline slot of a key, found or made; true if it was there. */
-static bool
-inline_restore(KeyedState *ks, Datum *keyvalues, bool *keynulls)
-{
-	int			side = -1;
-	uint64		pos;
-	bool		full;
-	bool		found;
-
-	if (ks->keys->ncols == 0)
-		side = SIDE_GLOBAL;
-	else if (keynulls[0])
-		side = SIDE_NULL;
-	else if (keyvalues[0] == INLINE_EMPTY)
-		side = SIDE_MARKER;
-	if (side >= 0)
-	{
-		found = ks->map.side_used[side];
-		ks->map.side_used[side] = true;
-		return found;
-	}
-	return inline_find_or_insert(ks, keyvalues[0], true, &pos, &full);
-}
-
-bool
-keyed_state_holds(KeyedState *ks, Datum *keyvalues, bool *keynulls)
-{
-	StateKey	nokey = {0};
-	uint32		hash;
-
-	if (ks->is_inline)
-	{
-		uint64		pos;
-		bool		full;
-
-		if (ks->keys->ncols == 0)
-			return ks->map.side_used[SIDE_GLOBAL];
-		if (keynulls[0])
-			return ks->map.side_used[SIDE_NULL];
-		if (keyvalues[0] == INLINE_EMPTY)
-			return ks->map.side_used[SIDE_MARKER];
-		return inline_find_or_insert(ks, keyvalues[0], false, &pos, &full);
-	}
-	key_probe_values(ks->keys, keyvalues, keynulls);
-	hash = key_hash_values(ks->keys, keyvalues, keynulls);
-	current_probe = ks->keys;
-	return keyed_lookup_hash(ks->hash, nokey, hash) != NULL;
-}
-
-void
-keyed_state_begin_load(KeyedState *ks)
-{
-	Assert(!ks->in_load && ks->nloading == 0);
-	ks->in_load = true;
-}
-
-StateRecord *
-keyed_state_load_key(KeyedState *ks, Datum *keyvalues, bool *keynulls, bool *held)
-{
-	uint32		hash;
-	StateEntry *entry;
-	StateKey	nokey = {0};
-	bool		found;
-	StateRecord *rec;
-
-	Assert(ks->in_load);
-	if (ks->is_inline)
-	{
-		/* a key is one row: found means held before */
-		*held = inline_restore(ks, keyvalues, keynulls);
-		return NULL;
-	}
-	key_probe_values(ks->keys, keyvalues, keynulls);
-	hash = key_hash_values(ks->keys, keyvalues, keynulls);
-	current_probe = ks->keys;
-	entry = keyed_insert_hash(ks->hash, nokey, hash, &found);
-	if (found)
-	{
-		rec = entry->key.rec;
-		*held = (rec->flags & RECORD_LOADING) == 0;
-		return rec;
-	}
-	rec = record_create(ks, ks->keys);
-	entry->key.rec = rec;
-	rec->flags |= RECORD_LOADING | RECORD_USED;
-	if (ks->nloading >= ks->maxloading)
-		ks->loading = grow_array(ks, ks->loading, &ks->maxloading,
-								 sizeof(StateRecord *), 256);
-	ks->loading[ks->nloading++] = rec;
-	*held = false;
-	return rec;
-}
-
-StateRecord **
-keyed_state_loading(KeyedState *ks, int *n)
-{
-	Assert(ks->in_load);
-	*n = ks->nloading;
-	return ks->loading;
-}
-
-void
-keyed_state_end_load(KeyedState *ks)
-{
-	int			i;
-
-	Assert(ks->in_load);
-	for (i = 0; i < ks->nloading; i++)
-		ks->loading[i]->flags &= ~RECORD_LOADING;
-	ks->nloading = 0;
-	ks->in_load = false;
-}
-
-void
-keyed_state_track_use(KeyedState *ks)
-{
-	if (ks->is_inline && ks->map.hits == NULL)
-		ks->map.hits = MemoryContextAllocExtended(ks->cxt, ks->map.mask + 1,
-												  MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
-}
-
-void
-keyed_state_clear_used(KeyedState *ks)
-{
-	keyed_iterator it;
-	StateEntry *entry;
-
-	Assert(!ks->is_inline);
-	keyed_start_iterate(ks->hash, &it);
-	while ((entry = keyed_iterate(ks->hash, &it)) != NULL)
-		entry->key.rec->flags &= ~RECORD_USED;
-}
-
-List *
-keyed_state_unused(KeyedState *ks)
-{
-	keyed_iterator it;
-	StateEntry *entry;
-	List	   *unused = NIL;
-
-	Assert(!ks->is_inline);
-	keyed_start_iterate(ks->hash, &it);
-	while ((entry = keyed_iterate(ks->hash, &it)) != NULL)
-		if (!(entry->key.rec->flags & RECORD_USED))
-			unused = lappend(unused, entry->key.rec);
-	return unused;
-}
-
-/* records always mark their use; the inline map once asked to */
-bool
-keyed_state_tracks_use(KeyedState *ks)
-{
-	return !ks->is_inline || ks->map.hits != NULL;
-}
-
-bool
-keyed_state_mark_used(KeyedState *ks, Datum *keyvalues, bool *keynulls)
-{
-	StateKey	nokey = {0};
-	StateEntry *entry;
-	uint32		hash;
-
-	if (ks->is_inline)
-		return keyed_state_holds(ks, keyvalues, keynulls);	/* marks its slot */
-	key_probe_values(ks->keys, keyvalues, keynulls);
-	hash = key_hash_values(ks->keys, keyvalues, keynulls);
-	current_probe = ks->keys;
-	entry = keyed_lookup_hash(ks->hash, nokey, hash);
-	if (entry == NULL)
-		return false;
-	entry->key.rec->flags |= RECORD_USED;
-	return true;
-}
-
-/* A key's namespaces leave memory; their tuples stay (no dead TIDs). */
-static void
-release_namespaces(KeyedState *ks, StateRecord *rec)
-{
-	int			space;
-
-	for (space = 0; space < ks->nspaces; space++)
-	{
-		NsSet	   *set = ns_set(ks, rec, space);
-		int			i;
-
-		for (i = 0; i < set->n; i++)
-			ns_value_free(ks, space, set->entries[i].value);
-		if (set->entries != NULL)
-			pfree(set->entries - set->off);
-		set->entries = NULL;
-		set->n = set->cap = set->off = set->tail = 0;
-	}
-}
-
-/*
- * The inline map again, with only the slots looked up since the last pass,
- * in an array sized for them: the memory of the keys evicted goes back.
- */
-static uint64
-inline_evict(KeyedState *ks)
-{
-	InlineMap  *map = &ks->map;
-	uint64		old_size = map->mask + 1;
-	uint64		size = INLINE_MIN_SIZE;
-	uint64		kept = 0;
-	char	   *old_slots = map->slots;
-	void	   *old_alloc = map->alloc;
-	char	   *old_cold = map->cold;
-	uint8	   *old_hits = map->hits;
-	uint64		before = map->used;
-	uint64		i;
-
-	Assert(old_hits != NULL && ks->nnew == 0);
-	for (i = 0; i < old_size; i++)
-		if (old_hits[i] && SLOT_KEY(map, i) != INLINE_EMPTY)
-			kept++;
-	/* at most 3/4 full, as the map grows */
-	while ((kept + 1) * 4 > size * 3)
-		size *= 2;
-	inline_alloc(ks, size);
-	for (i = 0; i < old_size; i++)
-	{
-		char	   *slot = old_slots + i * map->stride;
-		Datum		key = *(Datum *) slot;
-		uint64		j;
-
-		if (key == INLINE_EMPTY || !old_hits[i])
-			continue;
-		for (j = mix64(key) & map->mask; SLOT_KEY(map, j) != INLINE_EMPTY;
-			 j = (j + 1) & map->mask)
-			;
-		memcpy(SLOT(map, j), slot, map->stride);
-		if (ks->cold_size > 0)
-			memcpy(SLOT_COLD(ks, j), old_cold + i * ks->cold_size, ks->cold_size);
-		map->used++;
-	}
-	pfree(old_alloc);
-	if (old_cold)
-		pfree(old_cold);
-	pfree(old_hits);
-	ks->full = false;
-	return before - map->used;
-}
-
-uint64
-keyed_state_evict(KeyedState *ks, KeyedEvictFn release, void *arg)
-{
-	keyed_iterator it;
-	StateEntry *entry;
-	List	   *evict = NIL;
-	ListCell   *lc;
-	uint64		n = 0;
-
-	Assert(ks->nchanged == 0 && ks->nchanged_ns == 0 && ks->ndead == 0);
-	Assert(!ks->in_load);
-	if (ks->is_inline)
-		/* nothing says which keys were used before tracking began */
-		return keyed_state_tracks_use(ks) ? inline_evict(ks) : 0;
-	keyed_start_iterate(ks->hash, &it);
-	while ((entry = keyed_iterate(ks->hash, &it)) != NULL)
-	{
-		StateRecord *rec = entry->key.rec;
-		StateRef	ref;
-
-		Assert(!(rec->flags & (RECORD_CHANGED | RECORD_LISTED | RECORD_REMOVED)));
-		if (rec->flags & RECORD_USED)
-		{
-			rec->flags &= ~RECORD_USED;
-			continue;
-		}
-		set_record_ref(ks, rec, &ref);
-		if (!release(&ref, arg))
-			continue;
-		evict = lappend(evict, rec);
-	}
-	foreach(lc, evict)
-	{
-		StateRecord *rec = (StateRecord *) lfirst(lc);
-
-		unlink_record(ks, rec);
-		/* its tuples stay: removed from memory only */
-		release_namespaces(ks, rec);
-		note_removed(ks, rec, RECORD_REMOVED | RECORD_EVICTED);
-		n++;
-	}
-	list_free(evict);
-	ks->full = false;
-	return n;
-}
-
-void
-keyed_state_restore_record(KeyedState *ks, StateRecord *rec, PtfTime expires_at,
-						   ItemPointer tid)
-{
-	if (rec->flags & RECORD_STORED)
-		ptf_state_corrupted("the same key twice");
-	rec->expires_at = expires_at;
-	rec->tid = *tid;
-	rec->flags |= RECORD_STORED;
-}
-
-void *
-keyed_state_restore_ns(KeyedState *ks, StateRecord *rec, int space, int64 ns,
-					   ItemPointer tid)
-{
-	NsEntry    *e;
-
-	if (space < 0 || space >= ks->nspaces)
-		ptf_state_corrupted("namespace space %d of %d", space, ks->nspaces);
-	if (keyed_state_ns_find(ks, rec, space, ns) != NULL)
-		ptf_state_corrupted("the same namespace of a key twice");
-	e = ns_insert(ks, rec, space, ns);
-	e->tid = *tid;
-	e->flags |= RECORD_STORED;
-	return e->value;
 }
 
 void
@@ -1752,76 +1202,4 @@ keyed_state_record_key(KeyedState *ks, StateRecord *rec,
 {
 	key_unpack(ks->keys, RECORD_PACKED_KEY(ks, rec),
 			   (rec->flags & RECORD_KEY_NULLS) != 0, values, nulls);
-}
-
-StateRecord **
-keyed_state_changed(KeyedState *ks, int *n)
-{
-	*n = ks->nchanged;
-	return ks->changed;
-}
-
-ChangedNs *
-keyed_state_changed_ns(KeyedState *ks, int *n)
-{
-	*n = ks->nchanged_ns;
-	return ks->changed_ns;
-}
-
-bool
-keyed_state_is_inline(KeyedState *ks)
-{
-	return ks->is_inline;
-}
-
-int
-keyed_state_new_inline_keys(KeyedState *ks, Datum **values, bool **nulls)
-{
-	*values = ks->new_keys;
-	*nulls = ks->new_nulls;
-	return ks->nnew;
-}
-
-ItemPointer
-keyed_state_dead_tids(KeyedState *ks, int *n)
-{
-	*n = ks->ndead;
-	return ks->dead;
-}
-
-void
-keyed_state_clear_changes(KeyedState *ks)
-{
-	int			i;
-
-	for (i = 0; i < ks->nchanged; i++)
-		ks->changed[i]->flags &= ~(RECORD_CHANGED | RECORD_LISTED);
-	for (i = 0; i < ks->nchanged_ns; i++)
-	{
-		NsEntry    *e = keyed_state_ns_entry(ks, ks->changed_ns[i].rec,
-											 ks->changed_ns[i].space,
-											 ks->changed_ns[i].ns);
-
-		if (e != NULL)
-			e->flags &= ~RECORD_LISTED;
-	}
-	ks->nchanged = 0;
-	ks->nchanged_ns = 0;
-	ks->ndead = 0;
-	ks->nnew = 0;
-}
-
-void
-ptf_state_corrupted(const char *fmt,...)
-{
-	char		what[256];
-	va_list		args;
-
-	va_start(args, fmt);
-	vsnprintf(what, sizeof(what), fmt, args);
-	va_end(args);
-	ereport(ERROR,
-			(errcode(ERRCODE_DATA_CORRUPTED),
-			 errmsg("durable state is damaged: it holds %s", what),
-			 errhint("A uid's state is kept in ordinary tables, and one changed by hand cannot be read: ptf.drop_state() forgets the uid's state, and its next call starts afresh.")));
 }

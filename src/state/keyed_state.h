@@ -169,69 +169,22 @@ extern int	keyed_state_nspaces(KeyedState *ks);
 typedef void (*StateRefCallback) (StateRef *ref, void *arg);
 extern void keyed_state_foreach(KeyedState *ks, StateRefCallback cb, void *arg);
 
-/* the value parts of a record (records layout) */
+/* the value parts of a record (records layout), and its key's values */
 extern void keyed_state_record_ref(KeyedState *ks, StateRecord *rec, StateRef *ref);
-
-/*
- * For the durable implementation: restoring and enumerating changes.
- * restore_key returns NULL in the inline layout, which has no records;
- * otherwise the key's record, created if need be (a namespace row may be
- * read before its key's row).
- */
-extern StateRecord *keyed_state_restore_key(KeyedState *ks, Datum *keyvalues,
-											bool *keynulls);
-extern void keyed_state_restore_record(KeyedState *ks, StateRecord *rec,
-									   PtfTime expires_at, ItemPointer tid);
-extern void *keyed_state_restore_ns(KeyedState *ks, StateRecord *rec, int space,
-									int64 ns, ItemPointer tid);
 extern void keyed_state_record_key(KeyedState *ks, StateRecord *rec,
 								   Datum *values, bool *nulls);
 
 /*
- * Loading more keys into state already in use (durable state read a batch
- * at a time): a key the state holds already -- changed, expired or not --
- * is newer in memory than in its table and must not be restored again;
- * a removed one has its TID among the dead ones.  Between begin_load and
- * end_load, load_key says whether the key was held before the load
- * (*held: skip the row) and otherwise gives its record as restore_key.
- */
-extern bool keyed_state_holds(KeyedState *ks, Datum *keyvalues, bool *keynulls);
-extern void keyed_state_begin_load(KeyedState *ks);
-extern StateRecord *keyed_state_load_key(KeyedState *ks, Datum *keyvalues,
-										 bool *keynulls, bool *held);
-/* the records the load under way made (before end_load) */
-extern StateRecord **keyed_state_loading(KeyedState *ks, int *n);
-extern void keyed_state_end_load(KeyedState *ks);
-
-/*
- * Eviction of durable state read a key at a time (a clock, the classic
- * approximation of least recently used): once tracking is on, every lookup
- * marks its key used; an eviction pass drops the keys not used since the
- * pass before -- and clears the mark of the others -- unless release says
- * the operator needs one in memory.  Only state without changes to write
- * back is evicted: its keys are all in its table, and dropping them
- * deletes nothing; their timers are found by time in the table again.  Dropped records
- * wait for keyed_state_reclaim like removed ones (forget their timers
- * first); their namespaces go with them, after release has let go of
- * what their values hold.  mark_used: the key of a row about to be
- * processed stays.
+ * Eviction (keyed_state_durable.c says when): the keys not used since the
+ * last pass go, unless release (the operator's) says one must stay and
+ * lets go of what its value holds.
  */
 typedef bool (*KeyedEvictFn) (StateRef *ref, void *arg);	/* false: keep it */
-extern void keyed_state_track_use(KeyedState *ks);
-extern bool keyed_state_tracks_use(KeyedState *ks);
-extern bool keyed_state_mark_used(KeyedState *ks, Datum *keyvalues, bool *keynulls);
 extern uint64 keyed_state_evict(KeyedState *ks, KeyedEvictFn release, void *arg);
 
 /* records layout: every mark cleared; then the records not looked up since */
 extern void keyed_state_clear_used(KeyedState *ks);
 extern List *keyed_state_unused(KeyedState *ks);
-
-typedef struct ChangedNs
-{
-	StateRecord *rec;
-	int			space;
-	int64		ns;
-} ChangedNs;
 
 /*
  * Removed records are kept until nothing points at them; when the changed
@@ -243,16 +196,6 @@ typedef struct ChangedNs
 extern int	keyed_state_removed_count(KeyedState *ks);
 extern bool keyed_state_can_reclaim(KeyedState *ks);
 extern void keyed_state_reclaim(KeyedState *ks);
-
-extern StateRecord **keyed_state_changed(KeyedState *ks, int *n);
-extern ChangedNs *keyed_state_changed_ns(KeyedState *ks, int *n);
-/* the entry of a changed namespace, or NULL when it was removed since */
-extern NsEntry *keyed_state_ns_entry(KeyedState *ks, StateRecord *rec, int space,
-									 int64 ns);
-extern bool keyed_state_is_inline(KeyedState *ks);
-extern int	keyed_state_new_inline_keys(KeyedState *ks, Datum **values, bool **nulls);
-extern ItemPointer keyed_state_dead_tids(KeyedState *ks, int *n);
-extern void keyed_state_clear_changes(KeyedState *ks);
 
 /*
  * Durable state read back that cannot be what was written (a state table

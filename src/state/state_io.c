@@ -40,6 +40,7 @@
 #include "base/ptf_time.h"
 #include "catalog.h"
 #include "state/durable_internal.h"
+#include "state/keyed_state_durable.h"
 #include "state/row_images.h"
 
 #define INSERT_BATCH 1000
