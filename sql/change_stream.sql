@@ -6,7 +6,7 @@ SET search_path = cs, ptf;
 -- decoding's error context names slots and LSNs, which vary
 \set SHOW_CONTEXT never
 
--- seed 4.1.3.7 with real changes.  The table has no key: REPLICA IDENTITY
+-- FLIP-614 §4.1.3.7 with real changes.  The table has no key: REPLICA IDENTITY
 -- FULL logs whole old images.  Vas/logout exists before the stream starts.
 CREATE TABLE user_events (user_name text, event text);
 ALTER TABLE user_events REPLICA IDENTITY FULL;

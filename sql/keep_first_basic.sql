@@ -1,23 +1,23 @@
--- DEDUPLICATE_KEEP_FIRST by arrival: seed 4.1.3.1, 4.1.3.2, 4.1.3.4 and keys.
+-- DEDUPLICATE_KEEP_FIRST by arrival: FLIP-614 §4.1.3.1, 4.1.3.2, 4.1.3.4 and keys.
 -- Arrival order is the order of the input: SELECT * FROM t for a table
 -- (insertion order here), or the query's order.
 
 CREATE SCHEMA kf_basic;
 SET search_path = kf_basic, ptf;
 
--- seed 4.1.3.1: unkeyed, one global partition -> exactly the first row
+-- FLIP-614 §4.1.3.1: unkeyed, one global partition -> exactly the first row
 CREATE TABLE user_events_1 (id int, name text);
 INSERT INTO user_events_1 VALUES (1, 'Vas'), (1, 'Bob');
 SELECT * FROM deduplicate_keep_first(NULL::user_events_1);
 -- an empty partition_by is the same global partition
 SELECT * FROM deduplicate_keep_first(NULL::user_events_1, partition_by => '{}');
 
--- seed 4.1.3.2: keyed by user_name
+-- FLIP-614 §4.1.3.2: keyed by user_name
 CREATE TABLE user_events (user_name text, event text);
 INSERT INTO user_events VALUES ('Vas', 'login'), ('Vas', 'click');
 SELECT * FROM deduplicate_keep_first(NULL::user_events, partition_by => '{user_name}');
 
--- seed 4.1.3.4: whole row as key, exact duplicates collapse
+-- FLIP-614 §4.1.3.4: whole row as key, exact duplicates collapse
 CREATE TABLE trades_with_dups (trade_id text, ticker text, quantity int, price numeric);
 INSERT INTO trades_with_dups VALUES ('t1', 'AAPL', 1, 10), ('t1', 'AAPL', 1, 10);
 SELECT * FROM deduplicate_keep_first(NULL::trades_with_dups,

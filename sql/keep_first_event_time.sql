@@ -1,4 +1,4 @@
--- DEDUPLICATE_KEEP_FIRST by event time: seed 4.1.2.2.1 and 4.1.3.5, watermarks,
+-- DEDUPLICATE_KEEP_FIRST by event time: FLIP-614 §4.1.2.2.1 and §4.1.3.5, watermarks,
 -- ties, late rows, and the bounded-input flush.
 
 CREATE SCHEMA kf_event;
@@ -7,7 +7,7 @@ SET TIME ZONE 'UTC';
 
 CREATE TABLE user_events (user_id text, event text, rowtime timestamp, arrived timestamp);
 
--- seed 4.1.2.2.1 / 4.1.3.5, watermark = max(rowtime) - 5 minutes:
+-- FLIP-614 §4.1.2.2.1 / §4.1.3.5, watermark = max(rowtime) - 5 minutes:
 --   click  10:02 @12:00  watermark -> 09:57
 --   view   10:01 @12:01  on time, earlier event time -> candidate
 --   scroll 10:06 @12:02  watermark -> 10:01; view is final and emitted
@@ -19,7 +19,7 @@ INSERT INTO user_events VALUES
     ('u1', 'signup', '2024-01-01 10:00', '2024-01-01 12:05');
 SELECT * FROM deduplicate_keep_first(NULL::user_events, partition_by => '{user_id}',
     on_time => 'rowtime', watermark_delay => interval '5 minutes');
--- with state_ttl (seed 4.1.3.5 proper) the result is the same
+-- with state_ttl (FLIP-614 §4.1.3.5 proper) the result is the same
 SELECT * FROM deduplicate_keep_first(NULL::user_events, partition_by => '{user_id}',
     on_time => 'rowtime', watermark_delay => interval '5 minutes',
     state_ttl => interval '5 minutes', proc_time => 'arrived');

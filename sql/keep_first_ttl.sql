@@ -1,4 +1,4 @@
--- State TTL (processing time): seed 4.1.3.3 and 4.1.3.6, exactly.
+-- State TTL (processing time): FLIP-614 §4.1.3.3 and §4.1.3.6, exactly.
 -- proc_time names the column holding each row's processing time, so the
 -- examples' arrival times (@ 10:00, ...) replay without a clock.
 
@@ -8,7 +8,7 @@ SET TIME ZONE 'UTC';
 
 CREATE TABLE user_events (user_name text, event text, arrived timestamptz);
 
--- seed 4.1.3.3: state_ttl 5 minutes, reset_ttl_on_duplicate defaults to true.
+-- FLIP-614 §4.1.3.3: state_ttl 5 minutes, reset_ttl_on_duplicate defaults to true.
 -- 10:00 emitted; 10:03 dropped and refreshes the TTL to 10:08; 10:10 comes
 -- after 10:08, a new period: emitted.
 INSERT INTO user_events VALUES
@@ -18,7 +18,7 @@ INSERT INTO user_events VALUES
 SELECT * FROM deduplicate_keep_first(NULL::user_events, partition_by => '{user_name}',
     state_ttl => interval '5 minutes', proc_time => 'arrived');
 
--- seed 4.1.3.6: arrivals 10:00, 10:03, 10:07, 10:10
+-- FLIP-614 §4.1.3.6: arrivals 10:00, 10:03, 10:07, 10:10
 TRUNCATE user_events;
 INSERT INTO user_events VALUES
     ('Vas', 'login', '2024-01-01 10:00'),

@@ -99,7 +99,7 @@ SELECT * FROM deduplicate_keep_first(NULL::logins, partition_by => '{user_name}'
     state_ttl => interval '5 minutes', proc_time => 'arrived', uid => 'logins',
     query => $$SELECT 'Vas', timestamptz '2024-02-01 10:00'$$);
 
--- event time across calls: seed 4.1.2.2.1 fed one row per call; the
+-- event time across calls: FLIP-614 §4.1.2.2.1 fed one row per call; the
 -- watermark and the pending candidate carry over
 CREATE TABLE user_events (user_id text, event text, rowtime timestamptz);
 SELECT set_watermark('user_events', 'rowtime', interval '5 minutes');

@@ -1,4 +1,4 @@
--- Updating input: seed 4.1.3.7.  A query returning (kind, data) hands a
+-- Updating input: FLIP-614 §4.1.3.7.  A query returning (kind, data) hands a
 -- changelog to the function; kinds are +I -U +U -D (or their long names).
 
 CREATE SCHEMA kf_upd;
@@ -6,7 +6,7 @@ SET search_path = kf_upd, ptf;
 
 CREATE TABLE user_events (user_name text, event text);
 
--- seed 4.1.3.7 exactly:
+-- FLIP-614 §4.1.3.7 exactly:
 --   -D[Vas, logout]  key not seen yet -> ignored, not marked
 --   +I[Vas, login]   first +I/+U -> emitted
 --   +I[Vas, login]   swallowed

@@ -86,7 +86,7 @@ SELECT * FROM pg_logical_slot_get_changes('op_slot', NULL, NULL, 'tables', 'item
 SELECT count(*) FROM pg_logical_slot_peek_changes('op_slot', NULL, NULL);
 
 -- a role sees through the plugin only what it may SELECT, and nothing
--- while row-level security applies (DESIGN 5).  Decoding sees the catalog
+-- while row-level security applies (doc/design.md §5).  Decoding sees the catalog
 -- as it was at each change: the privileges that count are those in force
 -- when the change was made.
 SET ROLE op_reader;

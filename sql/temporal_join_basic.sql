@@ -1,5 +1,5 @@
 -- ptf.temporal_join over bounded inputs: each probe row with the build
--- version valid at its own event time (reference 7.2), INNER and LEFT.
+-- version valid at its own event time (doc/flink-semantics.md §7.2), INNER and LEFT.
 -- Cases from Flink's TemporalJoinTestPrograms and
 -- TemporalRowTimeJoinOperatorTest, each output checked by hand.
 

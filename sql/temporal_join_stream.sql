@@ -1,7 +1,7 @@
 -- ptf.temporal_join over both tables' change streams under one uid: rows
 -- of both sides interleaved in commit order, probe rows fired when the
 -- join watermark (the least of the two sides') passes them.  The operator
--- test's cases step by step (reference 7.3, 7.4), checked by hand.
+-- test's cases step by step (doc/flink-semantics.md §7.3, §7.4), checked by hand.
 --
 -- Flink's test harness sets each side's watermark at will.  Here a side's
 -- watermark is its greatest event time less 100 ms, the rows of the

@@ -1,4 +1,4 @@
--- ptf.window_aggregate: the sliced window aggregate (DESIGN 2.5), checked
+-- ptf.window_aggregate: the sliced window aggregate (doc/design.md §2.5), checked
 -- against Flink's documented answers (window-agg.md, window-tvf.md).
 SET search_path = ptf, public;
 SET TimeZone = 'UTC';

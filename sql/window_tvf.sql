@@ -1,4 +1,4 @@
--- Window table-valued functions: each row with its windows (DESIGN 2.5),
+-- Window table-valued functions: each row with its windows (doc/design.md §2.5),
 -- checked against Flink's documented answers (window-tvf.md, window-agg.md).
 SET search_path = ptf, public;
 SET TimeZone = 'UTC';

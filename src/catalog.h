@@ -3,7 +3,7 @@
  * catalog.h
  *	  The extension's own SQL catalogs (schema ptf), reached through SPI as
  *	  the extension's owner: callers have no rights on them and see them
- *	  only through our functions and views (DESIGN 5).  Also the locks the
+ *	  only through our functions and views (doc/design.md §5).  Also the locks the
  *	  extension serializes on, and relation names for SQL text.
  *
  * Registry rows are read column by column through the Anum_ constants

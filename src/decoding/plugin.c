@@ -33,7 +33,7 @@
  *
  * A consumer sees the rows of a table only with SELECT on it, and not at
  * all while row-level security applies to it: a replication connection
- * must not be a way around privileges (DESIGN 5).
+ * must not be a way around privileges (doc/design.md §5).
  *
  * What the writers need of a table -- whether the consumer wants it, the
  * verdict on its privileges, its quoted names, its replica identity and

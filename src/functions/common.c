@@ -3,7 +3,7 @@
  * common.c
  *	  Argument handling shared by the SQL-callable table functions.
  *
- * Each helper checks one argument and fails with the SQLSTATE DESIGN 2
+ * Each helper checks one argument and fails with the SQLSTATE doc/design.md §2
  * asks for; all of them run before a single input row is read.
  *
  *-------------------------------------------------------------------------

@@ -6,7 +6,7 @@
  *	  temporal join operator -> output, over memory state or, with a uid,
  *	  durable state.
  *
- * Every argument is checked before a single row is read (DESIGN 2):
+ * Every argument is checked before a single row is read (doc/design.md §2):
  * join types (Flink refuses RIGHT and FULL against a versioned table),
  * the equi key (Flink refuses a temporal join without one), key columns
  * of both sides and their types, the time columns, the condition (parsed
@@ -474,7 +474,7 @@ ptf_temporal_join(PG_FUNCTION_ARGS)
 		build->on_truncate = probe->on_truncate = TRUNCATE_SKIP;
 	}
 
-	/* the seed's TTL: a retention above 1 ms, on processing-time timers */
+	/* Flink's TTL scheme: a retention above 1 ms, on processing-time timers */
 	tc.opts.retention_us = ttl;
 	call->need_proc_time = ttl > 1000;
 	/* the TTL is the operator's own scheme, not the keyed state's */

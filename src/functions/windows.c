@@ -2,7 +2,7 @@
  *
  * windows.c
  *	  SQL entry points of the window functions: the TVFs ptf.tumble(),
- *	  ptf.hop(), ptf.cumulate(), and ptf.window_aggregate() (DESIGN 2.5).
+ *	  ptf.hop(), ptf.cumulate(), and ptf.window_aggregate() (doc/design.md §2.5).
  *
  * The per-row logic is in operators/window_*.c and operators/aggs.c; here
  * the arguments are checked, the aggregates parsed and analyzed by

@@ -6,13 +6,13 @@
  * Arrival order (no on_time): the first +I or +U of a key is emitted and
  * marks the key seen; while the key's state lives, every later change of
  * the key is swallowed.  A -U or -D of a key not seen is ignored and does
- * not mark it (seed 4.1.3.7).
+ * not mark it (FLIP-614 §4.1.3.7).
  *
  * Event time (on_time): each key keeps one candidate, the row with the
  * smallest event time so far (ties keep the earlier arrival), and an
  * event-time timer at its time.  When the watermark reaches the timer the
  * candidate is emitted and the key becomes seen.  Rows strictly below the
- * watermark are late: dropped without touching state (seed 4.1.3.5,
+ * watermark are late: dropped without touching state (FLIP-614 §4.1.3.5,
  * Flink's RowTimeDeduplicateKeepFirstRowFunction).  A replaced candidate's
  * timer is left in the queue and ignored when it fires: the key's
  * candidate is then gone or of another time.

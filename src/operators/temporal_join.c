@@ -6,7 +6,7 @@
  *	  the probe's own event time.  A port of Flink's
  *	  TemporalRowTimeJoinOperator, INNER and LEFT.
  *
- * State per key (DESIGN 2.6, reference 7):
+ * State per key (doc/design.md §2.6, doc/flink-semantics.md §7):
  *	  space TJ_SPACE_VERSIONS: the build side's versions by version time; a
  *		later version of the same time replaces the earlier, a -D is kept
  *		as a deletion marker (the key is absent from its time on), a -U is
@@ -32,7 +32,7 @@
  * watermark on arrival is late and dropped (FLINK-39719); a late build row
  * is still a version, counted late.
  *
- * Idle-state TTL is the seed's scheme, Flink's exactly: a touch (a row of
+ * Idle-state TTL is Flink's scheme (TemporalRowTimeJoinOperator), exactly: a touch (a row of
  * either side, or a firing that leaves state) sets the deadline to now +
  * 1.5 x retention unless the deadline is still more than one retention
  * away; the deadline is a processing-time timer, and when it fires the
