@@ -46,6 +46,15 @@
  * they can reach is known before they are processed: it only moves with
  * event times, and each input's is max(event time) - delay.
  *
+ * Batching.  An operator that can prefetch its state (methods.prefetch)
+ * gets rows FRAME_BATCH at a time: each row's state is prefetched, in
+ * stages, before the first of them is processed, so that the cache misses
+ * of a large state overlap.  A state that fits in the CPU's caches has no
+ * misses to hide, and batching then only costs (a copy of each row, the
+ * stages): rows are batched only while the operator's keyed state is
+ * larger than FRAME_PREFETCH_MIN_BYTES, looked at every FRAME_BATCH_CHECK
+ * rows.
+ *
  * Spilling follows hash aggregation (nodeAgg.c): once the state's memory
  * budget is spent, a row whose key is not in memory is written, with its
  * input, kind, processing time and the watermark it arrived under, to one
@@ -74,6 +83,11 @@
 
 #include "base/ptf_time.h"
 #include "frame.h"
+#include "state/keyed_state.h"
+
+/* batching pays once the keyed state outgrows the caches (see the header) */
+#define FRAME_PREFETCH_MIN_BYTES (2 * 1024 * 1024)
+#define FRAME_BATCH_CHECK 4096
 
 #define SPILL_FANOUT_BITS	4
 #define SPILL_FANOUT		(1 << SPILL_FANOUT_BITS)
@@ -162,8 +176,10 @@ struct PtfFrame
 	TupleTableSlot *current_row;
 	const PtfRowMeta *current_meta;
 
-	/* batching, when the operator can prefetch */
+	/* batching, when the operator can prefetch and its state is large */
+	bool		can_batch;
 	bool		batching;
+	uint32		batch_check;	/* rows until batching is looked at again */
 	BatchEntry	batch[FRAME_BATCH];
 	int			nbatch;
 
@@ -249,8 +265,10 @@ frame_start(PtfFrame *frame, PtfOperator *op)
 	Assert(frame->ninputs > 0 && frame->op == NULL);
 	frame->op = frame->main_op = op;
 	frame->watermark = combined_watermark(frame);
-	frame->batching = (frame->ninputs == 1 && op->methods->prefetch != NULL);
-	if (frame->batching)
+	frame->can_batch = (frame->ninputs == 1 && op->methods->prefetch != NULL);
+	frame->batching = false;
+	frame->batch_check = 0;
+	if (frame->can_batch)
 	{
 		for (i = 0; i < FRAME_BATCH; i++)
 		{
@@ -542,6 +560,10 @@ batch_add(PtfFrame *frame, RowKind kind, TupleTableSlot *row,
 	bool		should_free;
 	HeapTuple	src = ExecFetchSlotHeapTuple(row, false, &should_free);
 
+	/*
+	 * A copy, not a pin of the scan's buffer: pinning costs more than
+	 * copying a row into a buffer that stays in cache (measured).
+	 */
 	if (src->t_len > e->cap)
 	{
 		e->cap = Max(e->cap * 2, src->t_len);
@@ -554,9 +576,9 @@ batch_add(PtfFrame *frame, RowKind kind, TupleTableSlot *row,
 	e->tuple.t_data = (HeapTupleHeader) e->buf;
 	if (should_free)
 		heap_freetuple(src);
+	ExecStoreHeapTuple(&e->tuple, e->slot, false);
 	e->kind = kind;
 	e->meta = *meta;
-	ExecStoreHeapTuple(&e->tuple, e->slot, false);
 
 	/* for later stages, the event time, without the checks processing makes */
 	e->event_time = PTF_TIME_MIN;
@@ -578,6 +600,17 @@ pass_row(PtfFrameInput *input, RowKind kind, TupleTableSlot *row, const PtfRowMe
 {
 	PtfFrame   *frame = input->frame;
 
+	if (frame->can_batch && frame->batch_check-- == 0)
+	{
+		bool		large = (frame->op->state != NULL &&
+							 keyed_state_table_bytes(frame->op->state) >= FRAME_PREFETCH_MIN_BYTES);
+
+		frame->batch_check = FRAME_BATCH_CHECK;
+		/* rows already batched go first: order is kept */
+		if (frame->batching && !large)
+			frame_drain(frame);
+		frame->batching = large;
+	}
 	if (!frame->batching)
 	{
 		frame_process(input, kind, row, meta);

@@ -173,7 +173,8 @@ copy_build(PtfCall *call, MemoryContext cxt, PtfCallBuild *b)
 }
 
 static PtfOperator *
-build_operator(PtfCall *call, MemoryContext cxt, bool durable, Size mem_limit)
+build_operator(PtfCall *call, MemoryContext cxt, bool durable, Size mem_limit,
+			   uint64 expected_keys)
 {
 	PtfOperatorEnv env;
 	PtfCallBuild b;
@@ -181,10 +182,31 @@ build_operator(PtfCall *call, MemoryContext cxt, bool durable, Size mem_limit)
 	env.cxt = cxt;
 	env.durable = durable;
 	env.mem_limit = mem_limit;
+	env.expected_keys = expected_keys;
 	env.emit = call->emit;
 	env.emit_arg = call->emit_arg;
 	copy_build(call, cxt, &b);
 	return call->build(call, &env, &b);
+}
+
+/*
+ * The operator of a call without a uid, its state sized for the keys the
+ * planner's statistics expect when the first input is a table keyed by
+ * one column (partitions spilled later start small: spill_factory).
+ */
+static PtfOperator *
+build_memory_operator(PtfCall *call)
+{
+	PtfCallInput *in = &call->inputs[0];
+	KeySpec    *keys = in->frame.keys;
+
+	call->expected_keys = 0;
+	if (!call->changes && in->query == NULL && OidIsValid(in->arg.relid) &&
+		keys != NULL && keys->ncols == 1 && in->adapter == NULL)
+		call->expected_keys = sql_input_estimate_distinct(in->arg.relid,
+														  keys->cols[0].attno);
+	return build_operator(call, call->cxt, false, get_hash_memory_limit(),
+						  call->expected_keys);
 }
 
 /* A fresh operator over fresh memory state: spilled partitions start here. */
@@ -193,7 +215,7 @@ spill_factory(void *arg, bool unbounded)
 {
 	PtfCall    *call = (PtfCall *) arg;
 
-	return build_operator(call, call->cxt, false, unbounded ? 0 : get_hash_memory_limit());
+	return build_operator(call, call->cxt, false, unbounded ? 0 : get_hash_memory_limit(), 0);
 }
 
 /*
@@ -219,7 +241,7 @@ durable_operator(PtfCall *call, DurableState *ds, bool *kept, bool *complete)
 		k->data = MemoryContextAllocZero(k->cxt, sizeof(KeptOperator));
 		kept_operator(k)->in_use = true;
 	}
-	op = build_operator(call, k ? k->cxt : call->cxt, true, 0);
+	op = build_operator(call, k ? k->cxt : call->cxt, true, 0, 0);
 	Assert(op->state != NULL && op->codec.layout == call->layout);
 	if (k != NULL)
 	{
@@ -589,7 +611,7 @@ ptf_call_run(PtfCall *call)
 			warn_incomplete_images(call);
 	}
 	else
-		op = build_operator(call, call->cxt, false, get_hash_memory_limit());
+		op = build_memory_operator(call);
 	if (call->skipped)
 		skipped_before = call->skipped(call, op);
 

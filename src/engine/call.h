@@ -72,6 +72,7 @@ struct PtfCall
 	bool		snapshot;		/* a stream's first call starts with its tables' rows */
 	bool		need_proc_time; /* TTL or processing-time timers */
 	bool		probe_ok;		/* its state may be read a key at a time */
+	uint64		expected_keys;	/* set by ptf_call_run: the planner's estimate, 0: none */
 
 	/* what a uid's state depends on, besides the inputs and keys */
 	const char *on_time;

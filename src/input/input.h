@@ -49,6 +49,13 @@ typedef struct PtfSqlInput
  */
 extern void sql_input_prepare(PtfSqlInput *in);
 
+/*
+ * How many distinct values the planner's statistics expect in a column of
+ * a relation (pg_statistic's stadistinct and pg_class's reltuples), 0 when
+ * they do not say: a size for state, never a promise.
+ */
+extern uint64 sql_input_estimate_distinct(Oid relid, AttrNumber attno);
+
 /* Run it, handing every row to sink. */
 extern void sql_input_run(PtfSqlInput *in, PtfRowSink sink, void *arg);
 

@@ -15,6 +15,8 @@
 
 #include "access/htup_details.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_statistic.h"
 #include "catalog/pg_type.h"
 #include "executor/executor.h"
 #include "tcop/dest.h"
@@ -22,6 +24,7 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/plancache.h"
+#include "utils/syscache.h"
 
 #include "catalog.h"
 #include "input/input.h"
@@ -170,7 +173,9 @@ dest_receive(TupleTableSlot *slot, DestReceiver *self)
 	SqlInputDest *d = (SqlInputDest *) self;
 	MemoryContext old;
 
-	MemoryContextReset(d->rowcxt);
+	/* what the last row left behind, if anything (most rows leave nothing) */
+	if (!d->rowcxt->isReset)
+		MemoryContextReset(d->rowcxt);
 	old = MemoryContextSwitchTo(d->rowcxt);
 
 	if (d->in->changelog)
@@ -252,4 +257,31 @@ run_input(PtfSqlInput *in, PtfRowSink sink, void *arg, bool read_only)
 		elog(ERROR, "input query failed: %s", SPI_result_code_string(rc));
 
 	MemoryContextDelete(dest.rowcxt);
+}
+
+uint64
+sql_input_estimate_distinct(Oid relid, AttrNumber attno)
+{
+	HeapTuple	tup;
+	double		ndistinct;
+	double		reltuples;
+
+	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	if (!HeapTupleIsValid(tup))
+		return 0;
+	reltuples = ((Form_pg_class) GETSTRUCT(tup))->reltuples;
+	ReleaseSysCache(tup);
+	tup = SearchSysCache3(STATRELATTINH, ObjectIdGetDatum(relid), Int16GetDatum(attno),
+						  BoolGetDatum(false));
+	if (!HeapTupleIsValid(tup))
+		return 0;
+	ndistinct = ((Form_pg_statistic) GETSTRUCT(tup))->stadistinct;
+	ReleaseSysCache(tup);
+	if (reltuples <= 0)
+		return 0;
+	/* negative: a share of the rows, as ANALYZE writes it for large ones */
+	if (ndistinct < 0)
+		ndistinct = -ndistinct * reltuples;
+	ndistinct = Min(ndistinct, reltuples);
+	return ndistinct >= 1 ? (uint64) ndistinct : 0;
 }

@@ -429,6 +429,7 @@ dedup_create(const DedupOptions *opts, const PtfOperatorEnv *env)
 	}
 	spec.ttl_us = opts->ttl_us;
 	spec.mem_limit = env->mem_limit;
+	spec.expected_keys = env->expected_keys;
 	/* timers point at records: they must not move */
 	spec.flags = (env->durable ? KEYED_STATE_DURABLE : 0) |
 		(opts->live_timers ? KEYED_STATE_STABLE : 0);
@@ -443,7 +444,8 @@ dedup_create(const DedupOptions *opts, const PtfOperatorEnv *env)
 	d->base.codec.save = dedup_save;
 	d->base.codec.restore = dedup_restore;
 	d->event_time = opts->event_time;
-	d->reset_ttl = opts->reset_ttl_on_duplicate;
+	/* without a TTL a refresh changes nothing: not even asked */
+	d->reset_ttl = opts->reset_ttl_on_duplicate && opts->ttl_us > 0;
 	d->live_timers = opts->live_timers;
 	d->pool = tuple_pool_create(keyed_state_context(d->base.state),
 								 keyed_state_block_size(d->base.state));

@@ -415,6 +415,7 @@ normalize_create(const NormalizeOptions *opts, const PtfOperatorEnv *env)
 	spec.hot = sizeof(NormalizeValue);
 	spec.ttl_us = opts->ttl_us;
 	spec.mem_limit = env->mem_limit;
+	spec.expected_keys = env->expected_keys;
 	spec.flags = KEYED_STATE_REMOVABLE | (env->durable ? KEYED_STATE_DURABLE : 0);
 
 	n = (NormalizeOperator *) ptf_operator_alloc(sizeof(NormalizeOperator),

@@ -140,6 +140,7 @@ typedef struct PtfOperatorEnv
 	MemoryContext cxt;			/* the operator and its state live here */
 	bool		durable;		/* its state is a uid's, written back */
 	Size		mem_limit;		/* state memory budget, 0: unbounded */
+	uint64		expected_keys;	/* the planner's estimate of the keys, 0: none */
 	PtfEmitFn	emit;
 	void	   *emit_arg;
 } PtfOperatorEnv;

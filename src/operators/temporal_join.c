@@ -854,6 +854,7 @@ temporal_join_create(const TemporalJoinOptions *opts, const PtfOperatorEnv *env)
 	spec.ns_value_size[TJ_SPACE_PROBES] = sizeof(TjProbes);
 	spec.ns_value_size[TJ_SPACE_TIMERS] = 1;
 	spec.mem_limit = env->mem_limit;
+	spec.expected_keys = env->expected_keys;
 	/* timers point at records, and keys go when they hold nothing */
 	spec.flags = (env->durable ? KEYED_STATE_DURABLE : 0) | KEYED_STATE_STABLE |
 		KEYED_STATE_REMOVABLE;

@@ -952,6 +952,7 @@ window_agg_create(const WindowAggOptions *opts, const PtfOperatorEnv *env)
 	ks.ns_value_size[SPACE_SESSIONS] = offsetof(SessionValue, accs) +
 		sizeof(AggAcc) * aggs_nsliced(wa->aggs);
 	ks.mem_limit = env->mem_limit;
+	ks.expected_keys = env->expected_keys;
 	/* timers point at records; keys go when their windows have fired */
 	ks.flags = KEYED_STATE_STABLE | KEYED_STATE_REMOVABLE |
 		(env->durable ? KEYED_STATE_DURABLE : 0);

@@ -87,7 +87,9 @@ ks_inline_alloc(KeyedState *ks, uint64 size)
 	map->slots = (char *) TYPEALIGN(PG_CACHE_LINE_SIZE, map->alloc);
 	map->mask = size - 1;
 	map->used = 0;
-	memset(map->slots, 0, map->stride * size);
+	/* values start zeroed; keys are all written below */
+	if (map->stride > sizeof(Datum))
+		memset(map->slots, 0, map->stride * size);
 	map->cold = NULL;
 	if (ks->cold_size > 0)
 		map->cold = MemoryContextAllocExtended(ks->cxt, ks->cold_size * size,
@@ -771,6 +773,45 @@ budget_block_size(Size mem_limit)
 	return Max(Min(size, ARENA_BLOCK_SIZE), MIN_BLOCK_SIZE);
 }
 
+/*
+ * Sized at once for the keys the planner expects (a bounded call over a
+ * table with statistics), so that the state does not grow by doubling --
+ * each doubling rehashing every key and, for a moment, holding both
+ * tables -- but never beyond the memory budget: an estimate too large
+ * costs at most what the budget allows.
+ */
+static uint64
+initial_inline_size(KeyedState *ks, uint64 expected)
+{
+	uint64		size = INLINE_MIN_SIZE;
+
+	if (expected > 0)
+	{
+		/* at most 3/4 full, as ks_inline_find_or_insert keeps it */
+		uint64		want = pg_nextpower2_64(expected + expected / 3 + 1);
+
+		while (size < want &&
+			   (ks->mem_limit == 0 ||
+				2 * size * (ks->map.stride + ks->cold_size) <= ks->mem_limit / 2))
+			size *= 2;
+	}
+	return size;
+}
+
+static uint32
+initial_hash_size(KeyedState *ks, uint64 expected)
+{
+	uint64		n = expected;
+
+	if (expected == 0)
+		return 0;
+	/* the table, and a record of at least its header and value per key */
+	if (ks->mem_limit > 0)
+		n = Min(n, ks->mem_limit / 2 /
+				(sizeof(StateEntry) * 2 + sizeof(StateRecord) + ks->value_size + ks->cold_size));
+	return (uint32) Min(n, PG_UINT32_MAX / 4);
+}
+
 static uint32
 budget_hash_size(Size mem_limit)
 {
@@ -820,10 +861,11 @@ keyed_state_create(const KeyedStateSpec *spec, MemoryContext parent)
 		ks->map.stride = sizeof(Datum) + ks->value_size;
 		ks->map.side_values = MemoryContextAllocZero(cxt,
 													 Max(ks->value_size + ks->cold_size, 1) * SIDE_COUNT);
-		ks_inline_alloc(ks, INLINE_MIN_SIZE);
+		ks_inline_alloc(ks, initial_inline_size(ks, spec->expected_keys));
 	}
 	else
-		ks->hash = keyed_create(cxt, budget_hash_size(spec->mem_limit), ks);
+		ks->hash = keyed_create(cxt, Max(budget_hash_size(spec->mem_limit),
+										 initial_hash_size(ks, spec->expected_keys)), ks);
 	return ks;
 }
 
@@ -1117,6 +1159,15 @@ Size
 keyed_state_memory(KeyedState *ks)
 {
 	return MemoryContextMemAllocated(ks->cxt, true);
+}
+
+Size
+keyed_state_table_bytes(KeyedState *ks)
+{
+	if (ks->is_inline)
+		return (ks->map.mask + 1) * (ks->map.stride + ks->cold_size);
+	/* the hash table, the records it points at, what they hold */
+	return keyed_state_memory(ks);
 }
 
 uint64

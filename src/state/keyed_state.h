@@ -112,6 +112,7 @@ typedef struct KeyedStateSpec
 	Size		ns_value_size[KEYED_MAX_SPACES];
 	int64		ttl_us;			/* 0: keep forever */
 	Size		mem_limit;		/* 0: unbounded */
+	uint64		expected_keys;	/* sized for this many keys at once; 0: grows */
 	int			flags;
 } KeyedStateSpec;
 
@@ -161,6 +162,8 @@ extern MemoryContext keyed_state_context(KeyedState *ks);
 /* the block size for memory kept in that context (a share of the budget) */
 extern Size keyed_state_block_size(KeyedState *ks);
 extern Size keyed_state_memory(KeyedState *ks);
+/* the bytes of its lookup table (what a lookup touches at random) */
+extern Size keyed_state_table_bytes(KeyedState *ks);
 extern uint64 keyed_state_count(KeyedState *ks);
 extern KeySpec *keyed_state_keys(KeyedState *ks);
 extern int64 keyed_state_ttl(KeyedState *ks);
