@@ -5,8 +5,10 @@
  *	  is over (see change_buffer.h).
  *
  * A record is a header (table, kind, what the row knows of its origin,
- * the image's length) and the row as a MinimalTuple, both MAXALIGNed so
- * that a record in memory is read in place.  Records go into chunks of
+ * the image's length) and the row's tuple header and data as decoding
+ * gave them (a heap tuple: the sinks mostly want one -- a changelog's data
+ * column is a composite datum made of it), both MAXALIGNed so that a
+ * record in memory is read in place.  Records go into chunks of
  * memory until mem_limit; the first record past it sends everything to a
  * temporary file (BufFile, as tuplestore spills), where every later one
  * goes too.  Reading is sequential, once.
@@ -26,7 +28,7 @@
 
 typedef struct ChangeHeader
 {
-	uint32		len;			/* of the MinimalTuple after it; 0: a row of NULLs */
+	uint32		len;			/* of the tuple after it; 0: a row of NULLs */
 	int16		table;
 	int16		kind;
 	bool		partial;
@@ -172,39 +174,26 @@ void
 change_buffer_put(ChangeBuffer *b, int table, RowKind kind, const PtfRowMeta *meta,
 				  HeapTuple row)
 {
-	ChangeHeader h;
-	uint32		len = 0;
-	Size		size;
+	uint32		len = row != NULL ? row->t_len : 0;
+	Size		size = HEADER_SIZE + MAXALIGN(len);
+	ChangeHeader *h;
 	char	   *p;
 
 	Assert(!b->reading);
-	memset(&h, 0, sizeof(h));
-	if (row != NULL)
-	{
-		Assert(row->t_len > MINIMAL_TUPLE_OFFSET);
-		len = row->t_len - MINIMAL_TUPLE_OFFSET;
-	}
-	h.len = len;
-	h.table = (int16) table;
-	h.kind = (int16) kind;
-	h.partial = meta->partial;
-	h.incomplete = meta->incomplete;
-	h.lsn = meta->lsn;
-	h.commit_time = meta->commit_time;
-	h.xid = meta->xid;
-	size = HEADER_SIZE + MAXALIGN(len);
-
 	if (b->file == NULL && b->mem_used + size > b->mem_limit && b->first != NULL)
 		spill(b);
 	p = b->file != NULL ? write_space(b, size) : reserve(b, size);
-	memcpy(p, &h, sizeof(h));
+	h = (ChangeHeader *) p;
+	h->len = len;
+	h->table = (int16) table;
+	h->kind = (int16) kind;
+	h->partial = meta->partial;
+	h->incomplete = meta->incomplete;
+	h->lsn = meta->lsn;
+	h->commit_time = meta->commit_time;
+	h->xid = meta->xid;
 	if (len > 0)
-	{
-		MinimalTuple mt = (MinimalTuple) (p + HEADER_SIZE);
-
-		memcpy(mt, (char *) row->t_data + MINIMAL_TUPLE_OFFSET, len);
-		mt->t_len = len;
-	}
+		memcpy(p + HEADER_SIZE, row->t_data, len);
 	if (b->file != NULL)
 		BufFileWrite(b->file, p, size);
 	b->count++;
@@ -237,9 +226,9 @@ read_exactly(ChangeBuffer *b, void *p, Size size)
 		short_read();
 }
 
-/* The next record's header and image, or NULL at the end. */
+/* The next record's header and image (its tuple header), or NULL at the end. */
 static ChangeHeader *
-next_record(ChangeBuffer *b, MinimalTuple *image)
+next_record(ChangeBuffer *b, HeapTupleHeader *image)
 {
 	ChangeHeader *h;
 
@@ -255,7 +244,7 @@ next_record(ChangeBuffer *b, MinimalTuple *image)
 		h = (ChangeHeader *) write_space(b, HEADER_SIZE + MAXALIGN(hdr.len));
 		*h = hdr;
 		read_exactly(b, (char *) h + sizeof(hdr), HEADER_SIZE - sizeof(hdr) + MAXALIGN(hdr.len));
-		*image = hdr.len > 0 ? (MinimalTuple) ((char *) h + HEADER_SIZE) : NULL;
+		*image = hdr.len > 0 ? (HeapTupleHeader) ((char *) h + HEADER_SIZE) : NULL;
 		return h;
 	}
 
@@ -267,17 +256,17 @@ next_record(ChangeBuffer *b, MinimalTuple *image)
 	if (b->read_chunk == NULL)
 		return NULL;
 	h = (ChangeHeader *) (chunk_data(b->read_chunk) + b->read_off);
-	*image = h->len > 0 ? (MinimalTuple) ((char *) h + HEADER_SIZE) : NULL;
+	*image = h->len > 0 ? (HeapTupleHeader) ((char *) h + HEADER_SIZE) : NULL;
 	b->read_off += HEADER_SIZE + MAXALIGN(h->len);
 	return h;
 }
 
 bool
-change_buffer_next(ChangeBuffer *b, TupleTableSlot **slots, int *table, RowKind *kind,
-				   PtfRowMeta *meta)
+change_buffer_next(ChangeBuffer *b, TupleTableSlot **slots, HeapTupleData *tuples,
+				   int *table, RowKind *kind, PtfRowMeta *meta)
 {
 	ChangeHeader *h;
-	MinimalTuple image;
+	HeapTupleHeader image;
 
 	if (!b->reading)
 	{
@@ -300,7 +289,13 @@ change_buffer_next(ChangeBuffer *b, TupleTableSlot **slots, int *table, RowKind 
 	meta->partial = h->partial;
 	meta->incomplete = h->incomplete;
 	if (image != NULL)
-		ExecStoreMinimalTuple(image, slots[h->table], false);
+	{
+		HeapTuple	tuple = &tuples[h->table];
+
+		tuple->t_len = h->len;
+		tuple->t_data = image;
+		ExecStoreHeapTuple(tuple, slots[h->table], false);
+	}
 	else
 		ExecStoreAllNullTuple(slots[h->table]);
 	return true;

@@ -48,10 +48,13 @@ extern bool change_buffer_spilled(ChangeBuffer *b);
 
 /*
  * Read the changes in the order they were put, from the first: false at
- * the end.  The row is stored in the slot of its table (slots[table]),
- * valid until the next call.  Once reading began nothing more is put.
+ * the end.  The row is stored in the heap-tuple slot of its table
+ * (slots[table], over tuples[table], whose t_self and t_tableOid the
+ * caller set), valid until the next call.  Once reading began nothing more
+ * is put.
  */
-extern bool change_buffer_next(ChangeBuffer *b, TupleTableSlot **slots, int *table,
+extern bool change_buffer_next(ChangeBuffer *b, TupleTableSlot **slots,
+							   HeapTupleData *tuples, int *table,
 							   RowKind *kind, PtfRowMeta *meta);
 
 /* Its file closed and its memory freed. */

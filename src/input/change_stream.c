@@ -87,6 +87,7 @@ typedef struct StreamTable
 	TupleDesc	checked_desc;	/* the historic descriptor last found compatible */
 	bool		rights_checked; /* the reader's rights, as of the changes read */
 	TupleTableSlot *slot;		/* its buffered rows, handed to its sink */
+	HeapTupleData tuple;		/* ... over this */
 } StreamTable;
 
 struct PtfChangeStream
@@ -245,7 +246,9 @@ change_stream_create(const char *slot_name, const ChangeStreamTable *tables, int
 	for (i = 0; i < ntables; i++)
 	{
 		cs->tables[i].t = tables[i];
-		cs->tables[i].slot = MakeSingleTupleTableSlot(tables[i].rowdesc, &TTSOpsMinimalTuple);
+		cs->tables[i].slot = MakeSingleTupleTableSlot(tables[i].rowdesc, &TTSOpsHeapTuple);
+		ItemPointerSetInvalid(&cs->tables[i].tuple.t_self);
+		cs->tables[i].tuple.t_tableOid = tables[i].relid;
 	}
 	cs->rowcxt = AllocSetContextCreate(CurrentMemoryContext, "ptf change row",
 									   ALLOCSET_DEFAULT_SIZES);
@@ -829,13 +832,17 @@ static void
 hand_over(PtfChangeStream *cs)
 {
 	TupleTableSlot **slots = palloc(sizeof(TupleTableSlot *) * cs->ntables);
+	HeapTupleData *tuples = palloc(sizeof(HeapTupleData) * cs->ntables);
 	int			table;
 	RowKind		kind;
 	int			i;
 
 	for (i = 0; i < cs->ntables; i++)
+	{
 		slots[i] = cs->tables[i].slot;
-	while (change_buffer_next(cs->buffer, slots, &table, &kind, &cs->meta))
+		tuples[i] = cs->tables[i].tuple;
+	}
+	while (change_buffer_next(cs->buffer, slots, tuples, &table, &kind, &cs->meta))
 	{
 		StreamTable *st = &cs->tables[table];
 

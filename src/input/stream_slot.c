@@ -103,6 +103,19 @@ static bool new_slot_callbacks = false;
 /*
  * Drop a slot quietly, at abort or after commit: the transaction's end
  * must go on whatever happens.  false if it is in use.
+ *
+ * Why catching an error here, outside any (sub)transaction, is safe -- an
+ * xact callback at XACT_EVENT_ABORT or _COMMIT can start neither, and the
+ * drop cannot wait for a later transaction (the backend may exit first,
+ * leaving the slot to hold WAL): ReplicationSlotDrop's errors are raised
+ * either before it changes anything (the slot busy: acquired with nowait,
+ * and idle a moment ago) or after ReplicationSlotDropPtr has put the
+ * slot's shared state back as it was (a failed rename of its directory);
+ * what else is held at that point are LWLocks, which LWLockReleaseAll lets
+ * go as AbortTransaction does, and the slot, which ReplicationSlotRelease
+ * gives back.  Memory is the caller's context, and interrupts are held
+ * during transaction end.  A failure leaves the slot; its uid's next first
+ * call, DROP EXTENSION or DROP DATABASE drop it (README, Security).
  */
 static bool
 drop_slot_quietly(const char *name)
