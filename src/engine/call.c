@@ -599,8 +599,11 @@ ptf_call_run(PtfCall *call)
 		op = durable_operator(call, ds, &kept, &complete);
 		for (i = 0; i < call->ninputs; i++)
 			keys[i] = call->inputs[i].frame.keys;
+		/* a stream's call reads at most ptf.max_changes_per_call rows (0: any) */
 		load = ptf_state_load_begin(ds, op, kept, complete, call->probe_ok,
-									keys, call->ninputs);
+									keys, call->ninputs,
+									call->changes && ptf_max_changes_per_call > 0 ?
+									(uint64) ptf_max_changes_per_call : 0);
 		/* a stream starting with a snapshot: read by its first reading call */
 		if (call->snapshot && progress.created)
 		{

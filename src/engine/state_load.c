@@ -114,6 +114,18 @@ ptf_state_memory_limit(void)
 	return (Size) state_memory_limit_kb * 1024;
 }
 
+/* Could max_new_keys more keys grow op's state past the limit? */
+static bool
+outgrows_limit(PtfOperator *op, uint64 max_new_keys)
+{
+	Size		growth;
+
+	if (op->methods->evict == NULL || !keyed_state_tracks_use(op->state))
+		return false;
+	growth = keyed_state_growth_bytes(op->state, max_new_keys);
+	return growth > 0 && ptf_operator_memory(op) + growth > ptf_state_memory_limit();
+}
+
 static bool
 choose_probe(DurableState *ds, bool probe_ok)
 {
@@ -131,7 +143,7 @@ choose_probe(DurableState *ds, bool probe_ok)
 
 PtfStateLoad *
 ptf_state_load_begin(DurableState *ds, PtfOperator *op, bool kept, bool complete,
-					 bool probe_ok, KeySpec **input_keys, int ninputs)
+					 bool probe_ok, KeySpec **input_keys, int ninputs, uint64 max_new_keys)
 {
 	PtfStateLoad *sl = palloc0(sizeof(PtfStateLoad));
 	int			i;
@@ -143,6 +155,21 @@ ptf_state_load_begin(DurableState *ds, PtfOperator *op, bool kept, bool complete
 		sl->keys[i] = input_keys[i];
 	sl->nkeys = input_keys[0]->ncols;
 	durable_attach(ds, op->state, &op->codec);
+	if (complete && kept && probe_ok && outgrows_limit(op, max_new_keys) &&
+		durable_can_probe(ds) && state_load_mode != STATE_LOAD_FULL)
+	{
+		/*
+		 * A pipeline's kept state holding every key, whose table this step
+		 * could double past the limit: the keys the last steps did not use
+		 * go now, before the step's rows come (nothing of the kept state
+		 * waits to be written back), and the step reads what it needs.
+		 */
+		uint64		n = ptf_operator_evict(op);
+
+		durable_note_evicted(ds, n);
+		sl->evicted += n;
+		complete = (n == 0);
+	}
 	if (complete)
 		sl->complete = true;
 	else if (!choose_probe(ds, probe_ok))
@@ -167,14 +194,44 @@ ptf_state_load_begin(DurableState *ds, PtfOperator *op, bool kept, bool complete
  * what the next rows need.
  */
 static void
-maybe_evict(PtfStateLoad *sl)
+evict_now(PtfStateLoad *sl)
+{
+	KeyedState *ks = sl->op->state;
+	uint64		keys;
+	uint64		n;
+
+	durable_flush(sl->ds);
+	n = ptf_operator_evict(sl->op);
+	durable_note_evicted(sl->ds, n);
+	sl->evicted += n;
+	keys = keyed_state_count(ks);
+	sl->evict_above = Max(sl->evict_above, keys + Max(keys / 8, FRAME_LOAD_BATCH));
+}
+
+static void
+maybe_evict(PtfStateLoad *sl, int nnew)
 {
 	KeyedState *ks = sl->op->state;
 	uint64		keys = keyed_state_count(ks);
-	uint64		n;
+	Size		growth;
 
 	if (sl->op->methods->evict == NULL)
 		return;
+
+	/*
+	 * A hash table grows by doubling, and holds both tables while it
+	 * rehashes: with nnew keys more it would go past the limit by the new
+	 * table's size.  Room is made first, so that memory stays within the
+	 * limit and that one table (the state's memory once keys are evicted
+	 * is what they leave).
+	 */
+	growth = keyed_state_growth_bytes(ks, nnew);
+	if (growth > 0 && keyed_state_tracks_use(ks) &&
+		ptf_operator_memory(sl->op) + growth > ptf_state_memory_limit())
+	{
+		evict_now(sl);
+		return;
+	}
 	if (sl->evict_above == 0)
 	{
 		if (ptf_operator_memory(sl->op) <= ptf_state_memory_limit())
@@ -184,12 +241,7 @@ maybe_evict(PtfStateLoad *sl)
 	}
 	if (keys <= sl->evict_above)
 		return;
-	durable_flush(sl->ds);
-	n = ptf_operator_evict(sl->op);
-	durable_note_evicted(sl->ds, n);
-	sl->evicted += n;
-	keys = keyed_state_count(ks);
-	sl->evict_above = Max(sl->evict_above, keys + Max(keys / 8, FRAME_LOAD_BATCH));
+	evict_now(sl);
 }
 
 /* The rest by a scan, once probing would cost more than reading all of it. */
@@ -250,7 +302,7 @@ load_keys(PtfStateLoad *sl, TupleTableSlot **rows, const int *inputs, int n, Ptf
 	 * the search below when due -- after it, a key evicted with a timer
 	 * the search had already passed would never fire.
 	 */
-	maybe_evict(sl);
+	maybe_evict(sl, missing);
 	if (upto > sl->timers_upto)
 	{
 		durable_read_timers(sl->ds, sl->timers_upto, upto);

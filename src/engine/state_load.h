@@ -32,11 +32,14 @@ extern void ptf_state_load_init(void);	/* GUCs, from _PG_init */
  * state whole now, or returns a load that ptf_state_load_start attaches to
  * the frame, to read keys as rows come.  probe_ok: the function's operator
  * may be read a key at a time (no processing-time timers; event-time
- * timers only through the layout's timer_field).
+ * timers only through the layout's timer_field).  max_new_keys: the most
+ * keys the call can add (its stream's row limit; 0: not known) -- a kept
+ * state the call could grow past ptf.state_memory_limit evicts first.
  */
 extern PtfStateLoad *ptf_state_load_begin(DurableState *ds, PtfOperator *op,
 										  bool kept, bool complete, bool probe_ok,
-										  KeySpec **input_keys, int ninputs);
+										  KeySpec **input_keys, int ninputs,
+										  uint64 max_new_keys);
 extern void ptf_state_load_start(PtfStateLoad *sl, PtfFrame *frame, PtfTime watermark);
 
 /* After the state was stored: evict past the limit; false: still past it */

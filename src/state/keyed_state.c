@@ -1170,6 +1170,23 @@ keyed_state_table_bytes(KeyedState *ks)
 	return keyed_state_memory(ks);
 }
 
+Size
+keyed_state_growth_bytes(KeyedState *ks, uint64 nnew)
+{
+	if (ks->is_inline)
+	{
+		uint64		cap = ks->map.mask + 1;
+
+		/* ks_inline_find_or_insert doubles it past 3/4 full */
+		if ((ks->map.used + nnew) * 4 <= cap * 3)
+			return 0;
+		return 2 * cap * (ks->map.stride + ks->cold_size + (ks->map.hits != NULL ? 1 : 0));
+	}
+	if (ks->hash->members + nnew < ks->hash->grow_threshold)
+		return 0;
+	return 2 * (Size) ks->hash->size * sizeof(StateEntry);
+}
+
 uint64
 keyed_state_count(KeyedState *ks)
 {

@@ -164,6 +164,8 @@ extern Size keyed_state_block_size(KeyedState *ks);
 extern Size keyed_state_memory(KeyedState *ks);
 /* the bytes of its lookup table (what a lookup touches at random) */
 extern Size keyed_state_table_bytes(KeyedState *ks);
+/* the bytes its lookup table would take at once if nnew keys came (0: none) */
+extern Size keyed_state_growth_bytes(KeyedState *ks, uint64 nnew);
 extern uint64 keyed_state_count(KeyedState *ks);
 extern KeySpec *keyed_state_keys(KeyedState *ks);
 extern int64 keyed_state_ttl(KeyedState *ks);
