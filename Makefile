@@ -27,6 +27,7 @@ OBJS = \
 	src/engine/output.o \
 	src/engine/state_load.o \
 	src/engine/step.o \
+	src/engine/upsert.o \
 	src/frame.o \
 	src/functions/apply_changelog.o \
 	src/functions/common.o \
@@ -58,6 +59,7 @@ OBJS = \
 	src/sink/apply.o \
 	src/state/key.o \
 	src/state/keyed_state.o \
+	src/state/images_table.o \
 	src/state/keyed_state_durable.o \
 	src/state/registry.o \
 	src/state/row_images.o \

@@ -22,3 +22,38 @@ LANGUAGE C STRICT VOLATILE;
 COMMENT ON FUNCTION ptf._xact_wrote_table(regclass) IS
     'Internal: whether a live part of the current transaction wrote the table, as pipeline workers are woken by (NULL: cannot be told)';
 REVOKE ALL ON FUNCTION ptf._xact_wrote_table(regclass) FROM PUBLIC;
+
+-- A uid reading an upsert source (window_aggregate over a table under
+-- REPLICA IDENTITY DEFAULT) keeps the last row of each primary key in a
+-- second state table, ptf.state_<n>_images (state/images_table.c): its
+-- bytes are the uid's too.
+CREATE OR REPLACE VIEW ptf.state WITH (security_barrier) AS
+SELECT r.uid,
+       r.function,
+       r.owner,
+       r.row_type,
+       r.key_columns AS partition_by,
+       r.on_time,
+       r.keys,
+       pg_catalog.pg_total_relation_size(r.state_table)
+         OPERATOR(pg_catalog.+) COALESCE(pg_catalog.pg_total_relation_size(i.oid), 0) AS bytes,
+       ptf._time_text(r.watermark, r.time_type) AS watermark,
+       r.last_lsn AS lsn,
+       r.slot_name,
+       pg_catalog.pg_wal_lsn_diff(pg_catalog.pg_current_wal_lsn(), s.restart_lsn) AS retained_wal_bytes,
+       r.rows_in,
+       r.rows_out,
+       r.rows_late,
+       r.rows_skipped,
+       r.state_table,
+       r.created_at,
+       r.updated_at,
+       ptf._state_expired(r.state_table, false) AS expired_keys,
+       ptf._state_expired(r.state_table, true) AS expired_bytes
+  FROM ptf.uid_registry r
+  LEFT JOIN pg_catalog.pg_replication_slots s ON s.slot_name OPERATOR(pg_catalog.=) r.slot_name
+        AND s.database OPERATOR(pg_catalog.=) pg_catalog.current_database()
+  LEFT JOIN pg_catalog.pg_class t ON t.oid OPERATOR(pg_catalog.=) r.state_table
+  LEFT JOIN pg_catalog.pg_class i ON i.relnamespace OPERATOR(pg_catalog.=) t.relnamespace
+        AND i.relname OPERATOR(pg_catalog.=) (t.relname OPERATOR(pg_catalog.||) '_images')::pg_catalog.name
+ WHERE pg_catalog.pg_has_role(r.owner, 'USAGE');

@@ -60,8 +60,10 @@ SELECT try($s$SELECT * FROM temporal_join(NULL::o, NULL::r, 'ts', 'ts', '{cur}',
     build_query => 'SELECT * FROM tje.r')$s$);
 SELECT try($s$SELECT * FROM temporal_join(NULL::o, NULL::r, 'ts', 'ts', '{cur}', state_ttl => '-1 s')$s$);
 SELECT try($s$SELECT * FROM temporal_join(NULL::o, 1, 'ts', 'ts', '{cur}')$s$);
--- the build side's change stream must log deleted rows' build_time (55000)
-CREATE TABLE r_default (cur text PRIMARY KEY, rate numeric, ts timestamptz);
+-- the build side's change stream must log deleted rows' build_time (55000):
+-- FULL, an identity with build_time, or the build key as primary key
+-- (sql/upsert_sources.sql); a surrogate key names no row's time
+CREATE TABLE r_default (id int PRIMARY KEY, cur text, rate numeric, ts timestamptz);
 SELECT try($s$SELECT * FROM temporal_join(NULL::o, NULL::r_default, 'ts', 'ts', '{cur}', changes => true, uid => 'y')$s$);
 -- a uid keeps its join (the order waits for the rates' watermark);
 -- another join type is another state (22023)

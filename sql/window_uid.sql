@@ -93,8 +93,9 @@ SELECT * FROM window_aggregate(NULL::orders, NULL::shop_total, 'tumble', 'ts', '
 SELECT rows_in, rows_out FROM last_call_stats();
 
 -- a change stream's updates and deletes need whole old rows: REPLICA IDENTITY FULL,
--- asked for before anything is read (no slot is made)
-CREATE TABLE plain_orders (id int PRIMARY KEY, shop text, amount numeric, ts timestamp);
+-- or a key to find the last row by (sql/upsert_sources.sql), asked for before
+-- anything is read (no slot is made)
+CREATE TABLE plain_orders (id int, shop text, amount numeric, ts timestamp);
 \set VERBOSITY default
 SELECT * FROM window_aggregate(NULL::plain_orders, NULL::shop_total, 'tumble', 'ts', '1 hour',
     partition_by => '{shop}', uid => 'plain', changes => true,

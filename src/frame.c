@@ -453,6 +453,8 @@ process_row(PtfFrameInput *input, RowKind kind, TupleTableSlot *row,
 		case PTF_ROW_SPILL:
 			/* the budget is lifted at the last depth: nothing spills there */
 			Assert(frame->depth < SPILL_MAX_DEPTH);
+			/* a spilled row keeps no origin: only a uid's streams have partial rows */
+			Assert(!ctx->meta->partial);
 			spill_row(input, kind, row, ctx->proc_time, ctx->watermark,
 					  watermark_proc_time);
 			break;
@@ -465,7 +467,8 @@ frame_process(PtfFrameInput *input, RowKind kind, TupleTableSlot *row,
 {
 	PtfFrame   *frame = input->frame;
 	PtfRowContext ctx;
-	bool		timed = input->spec.on_time_attno != InvalidAttrNumber;
+	bool		timed = input->spec.on_time_attno != InvalidAttrNumber &&
+		!(meta->partial && input->spec.partial_untimed);
 
 	frame->current_row = row;
 	frame->current_meta = meta;

@@ -46,6 +46,13 @@ typedef struct PtfFrameInputSpec
 	int64		delay_us;
 	int64		idle_us;		/* idle rule: 0 none (see frame.c) */
 	bool		changelog;		/* rows may be other kinds than +I */
+
+	/*
+	 * Partial rows (an upsert stream's key-only deletes) have no event time
+	 * of their own: the operator finds it in its state (ctx->meta->partial,
+	 * ctx->event_time 0), and they move no watermark.
+	 */
+	bool		partial_untimed;
 } PtfFrameInputSpec;
 
 typedef struct PtfFrame PtfFrame;

@@ -37,6 +37,7 @@
 #include "engine/call.h"
 #include "engine/state_load.h"
 #include "engine/step.h"
+#include "engine/upsert.h"
 #include "state/durable.h"
 
 /* WAL an idle stream may read past before its position is stored anyway */
@@ -80,12 +81,24 @@ call_kept(PtfCall *call)
 	return call->step != NULL ? call->step->kept : NULL;
 }
 
-typedef struct KeptOperator
+/*
+ * A uid's operator, and for an upsert source the normalizer ahead of it
+ * over the uid's images table: each kept while it equals its stored state.
+ */
+#define KEPT_MAIN	0
+#define KEPT_UPSERT	1
+
+typedef struct KeptPart
 {
 	DurableStamp stamp;			/* of the stored state it equals */
-	bool		in_use;			/* taken by a call: not the stored state */
-	bool		complete;		/* it holds every key of the uid */
+	bool		complete;		/* it holds every key of its table */
 	PtfOperator *op;
+} KeptPart;
+
+typedef struct KeptOperator
+{
+	bool		in_use;			/* taken by a call: not the stored state */
+	KeptPart	part[2];
 } KeptOperator;
 
 static KeptOperator *
@@ -94,46 +107,68 @@ kept_operator(PtfKept *k)
 	return (KeptOperator *) k->data;
 }
 
-/* The kept operator of ds's uid, if it is exactly the stored state. */
-static PtfOperator *
-take_kept_operator(PtfKeptSet *kept, const char *uid, DurableState *ds, bool *complete)
+static bool
+stamp_equal(const DurableStamp *a, const DurableStamp *b)
+{
+	return a->relid == b->relid && a->filenode == b->filenode && a->version == b->version;
+}
+
+/*
+ * The kept operators of ds's uid (and of images, its images table, if
+ * any), if they are exactly the stored state; *complete per part.
+ */
+static KeptOperator *
+take_kept_operator(PtfKeptSet *kept, const char *uid, DurableState *ds,
+				   DurableState *images)
 {
 	PtfKept    *k;
 	KeptOperator *ko;
 	DurableStamp stamp;
+	bool		same;
 
 	if ((k = ptf_kept_find(kept, PTF_KEPT_OPERATOR, uid)) == NULL)
 		return NULL;
 	ko = kept_operator(k);
 	durable_stamp(ds, &stamp);
-	if (ko->in_use || ko->op == NULL || ko->stamp.relid != stamp.relid ||
-		ko->stamp.filenode != stamp.filenode || ko->stamp.version != stamp.version ||
-		durable_must_write(ds))
+	same = !ko->in_use && ko->part[KEPT_MAIN].op != NULL &&
+		stamp_equal(&ko->part[KEPT_MAIN].stamp, &stamp) && !durable_must_write(ds);
+	if (same && images != NULL)
+	{
+		durable_stamp(images, &stamp);
+		same = ko->part[KEPT_UPSERT].op != NULL &&
+			stamp_equal(&ko->part[KEPT_UPSERT].stamp, &stamp);
+	}
+	if (!same)
 	{
 		/* changed by a call that rolled back, or by someone else */
 		ptf_kept_forget(kept, k);
 		return NULL;
 	}
 	ko->in_use = true;
-	*complete = ko->complete;
-	return ko->op;
+	return ko;
 }
 
-/* The kept operator of ds, if op is it, now equals the stored state. */
+/* The kept operators of ds's uid, if op is its, now equal the stored state. */
 static void
 kept_operator_stored(PtfKeptSet *kept, const char *uid, DurableState *ds, PtfOperator *op,
-					 bool complete)
+					 bool complete, PtfUpsert *upsert)
 {
 	PtfKept    *k;
+	KeptOperator *ko;
 
 	if ((k = ptf_kept_find(kept, PTF_KEPT_OPERATOR, uid)) == NULL)
 		return;
-	if (kept_operator(k)->op == op)
+	ko = kept_operator(k);
+	if (ko->part[KEPT_MAIN].op != op)
+		return;
+	durable_stamp(ds, &ko->part[KEPT_MAIN].stamp);
+	ko->part[KEPT_MAIN].complete = complete;
+	if (upsert != NULL)
 	{
-		durable_stamp(ds, &kept_operator(k)->stamp);
-		kept_operator(k)->in_use = false;
-		kept_operator(k)->complete = complete;
+		durable_stamp(ptf_upsert_state(upsert), &ko->part[KEPT_UPSERT].stamp);
+		ko->part[KEPT_UPSERT].complete = ptf_state_load_complete(ptf_upsert_load(upsert));
 	}
+	ko->in_use = false;
 }
 
 /*
@@ -142,19 +177,32 @@ kept_operator_stored(PtfKeptSet *kept, const char *uid, DurableState *ds, PtfOpe
  * step reads what it needs again (engine/state_load.c).  Operators
  * that cannot be read key by key keep all of their state.
  */
+static bool
+part_bound(KeptPart *part, PtfStateLoad *load)
+{
+	if (part->op->methods->evict == NULL)
+		return true;
+	if (!ptf_state_load_bound(load))
+		return false;
+	part->complete = ptf_state_load_complete(load);
+	return true;
+}
+
 static void
-kept_operator_bound(PtfKeptSet *kept, const char *uid, PtfOperator *op, PtfStateLoad *load)
+kept_operator_bound(PtfKeptSet *kept, const char *uid, PtfOperator *op, PtfStateLoad *load,
+					PtfUpsert *upsert)
 {
 	PtfKept    *k;
+	KeptOperator *ko;
 
-	if (op->methods->evict == NULL ||
-		(k = ptf_kept_find(kept, PTF_KEPT_OPERATOR, uid)) == NULL ||
-		kept_operator(k)->op != op || kept_operator(k)->in_use)
+	if ((k = ptf_kept_find(kept, PTF_KEPT_OPERATOR, uid)) == NULL)
 		return;
-	if (!ptf_state_load_bound(load))
+	ko = kept_operator(k);
+	if (ko->part[KEPT_MAIN].op != op || ko->in_use)
+		return;
+	if (!part_bound(&ko->part[KEPT_MAIN], load) ||
+		(upsert != NULL && !part_bound(&ko->part[KEPT_UPSERT], ptf_upsert_load(upsert))))
 		ptf_kept_forget(kept, k);
-	else
-		kept_operator(k)->complete = ptf_state_load_complete(load);
 }
 
 /* What a new operator is built over, copied into cxt. */
@@ -220,19 +268,30 @@ spill_factory(void *arg, bool unbounded)
 
 /*
  * The operator of ds's uid over its stored state: kept from the worker's
- * last step (*kept; *complete if it holds every key), or built empty.
+ * last step (*kept; *complete if it holds every key), or built empty --
+ * and with it, for an upsert source, the normalizer ahead of it
+ * (ptf_upsert_begin).
  */
 static PtfOperator *
-durable_operator(PtfCall *call, DurableState *ds, bool *kept, bool *complete)
+durable_operator(PtfCall *call, DurableState *ds, PtfUpsert *upsert, bool *kept,
+				 bool *complete)
 {
 	PtfKeptSet *set = call_kept(call);
-	PtfOperator *op = take_kept_operator(set, call->uid, ds, complete);
+	KeptOperator *ko = take_kept_operator(set, call->uid, ds,
+										  upsert ? ptf_upsert_state(upsert) : NULL);
 	PtfKept    *k = NULL;
+	PtfOperator *op;
+	PtfOperator *front = NULL;
 
-	*kept = (op != NULL);
-	if (op != NULL)
+	*kept = (ko != NULL);
+	if (ko != NULL)
 	{
+		op = ko->part[KEPT_MAIN].op;
 		op->emit_arg = call->emit_arg;
+		*complete = ko->part[KEPT_MAIN].complete;
+		if (upsert != NULL)
+			ptf_upsert_begin(upsert, ko->part[KEPT_UPSERT].op, true,
+							 ko->part[KEPT_UPSERT].complete);
 		return op;
 	}
 	*complete = false;
@@ -243,11 +302,20 @@ durable_operator(PtfCall *call, DurableState *ds, bool *kept, bool *complete)
 	}
 	op = build_operator(call, k ? k->cxt : call->cxt, true, 0, 0);
 	Assert(op->state != NULL && op->codec.layout == call->layout);
+	if (upsert != NULL)
+		front = ptf_upsert_build(upsert, k ? k->cxt : call->cxt);
 	if (k != NULL)
 	{
-		kept_operator(k)->op = op;
-		durable_stamp(ds, &kept_operator(k)->stamp);
+		kept_operator(k)->part[KEPT_MAIN].op = op;
+		durable_stamp(ds, &kept_operator(k)->part[KEPT_MAIN].stamp);
+		if (front != NULL)
+		{
+			kept_operator(k)->part[KEPT_UPSERT].op = front;
+			durable_stamp(ptf_upsert_state(upsert), &kept_operator(k)->part[KEPT_UPSERT].stamp);
+		}
 	}
+	if (front != NULL)
+		ptf_upsert_begin(upsert, front, false, false);
 	return op;
 }
 
@@ -513,12 +581,13 @@ store_state(PtfCall *call, DurableState *ds, PtfOperator *op, PtfChangeStream *c
 	 */
 	if (stats.rows_in == 0 && skipped == 0 && !durable_must_write(ds) &&
 		!progress->snapshot_changed &&
+		(call->upsert == NULL || ptf_upsert_rows_in(call->upsert) == 0) &&
 		call->out->rows == 0 && stats.watermark == progress->combined_watermark &&
 		(cs == NULL || (change_stream_skipped(cs) == 0 &&
 						change_stream_position(cs) - progress->last_lsn < IDLE_STORE_DISTANCE)))
 	{
 		durable_close(ds);
-		kept_operator_stored(call_kept(call), call->uid, ds, op, complete);
+		kept_operator_stored(call_kept(call), call->uid, ds, op, complete, call->upsert);
 		return;
 	}
 
@@ -539,7 +608,7 @@ store_state(PtfCall *call, DurableState *ds, PtfOperator *op, PtfChangeStream *c
 	if (call->ttl_us > 0 && stats.rows_in > 0)
 		durable_sweep_expired(ds, frame_processing_time(call->frame), !complete);
 	durable_commit(ds, progress);
-	kept_operator_stored(call_kept(call), call->uid, ds, op, complete);
+	kept_operator_stored(call_kept(call), call->uid, ds, op, complete, call->upsert);
 }
 
 /*
@@ -596,7 +665,9 @@ ptf_call_run(PtfCall *call)
 		bool		complete;
 
 		ds = open_state(call, slot_name, &progress);
-		op = durable_operator(call, ds, &kept, &complete);
+		if (call->inputs[0].upsert_keys != NULL)
+			call->upsert = ptf_upsert_open(call, &call->inputs[0], ds);
+		op = durable_operator(call, ds, call->upsert, &kept, &complete);
 		for (i = 0; i < call->ninputs; i++)
 			keys[i] = call->inputs[i].frame.keys;
 		/* a stream's call reads at most ptf.max_changes_per_call rows (0: any) */
@@ -617,6 +688,8 @@ ptf_call_run(PtfCall *call)
 		op = build_memory_operator(call);
 	if (call->skipped)
 		skipped_before = call->skipped(call, op);
+	if (call->upsert != NULL)
+		skipped_before += ptf_upsert_skipped(call->upsert);
 
 	/* 3. run */
 	call->frame = frame_create(call->need_proc_time, spill_factory, call);
@@ -630,8 +703,12 @@ ptf_call_run(PtfCall *call)
 	frame_start(call->frame, op);
 	if (load != NULL)
 		ptf_state_load_start(load, call->frame, progress.combined_watermark);
+	if (call->upsert != NULL)
+		ptf_upsert_start(call->upsert);
 	call->out->frame = call->frame;
 	cs = run_inputs(call, slot_name, &progress, op, load);
+	if (call->upsert != NULL)
+		ptf_upsert_finish(call->upsert);
 	frame_finish(call->frame, call->uid == NULL);
 	if (call->uid != NULL && call->step != NULL)
 	{
@@ -654,16 +731,23 @@ ptf_call_run(PtfCall *call)
 	/* 4. store */
 	if (ds != NULL)
 	{
-		store_state(call, ds, op, cs, &progress,
-					call->skipped ? call->skipped(call, op) - skipped_before : 0,
+		uint64		skipped = call->skipped ? call->skipped(call, op) : 0;
+
+		if (call->upsert != NULL)
+			skipped += ptf_upsert_skipped(call->upsert);
+		store_state(call, ds, op, cs, &progress, skipped - skipped_before,
 					ptf_state_load_complete(load));
 		/* written back: a kept operator may recycle the keys it removed */
 		ptf_operator_reclaim(op, 1);
+		if (call->upsert != NULL)
+			ptf_operator_reclaim(ptf_upsert_operator(call->upsert), 1);
 	}
 	ptf_record_call_stats(call->function, call->frame, call->out->rows);
+	if (call->upsert != NULL)
+		ptf_record_more_state(ptf_operator_memory(ptf_upsert_operator(call->upsert)));
 	if (load != NULL)
 	{
-		kept_operator_bound(call_kept(call), call->uid, op, load);
+		kept_operator_bound(call_kept(call), call->uid, op, load, call->upsert);
 		ptf_record_state_load_stats(load);
 	}
 

@@ -34,6 +34,14 @@ typedef struct PtfCallInput
 	bool		inserts_only;	/* its stream's updates are passed over */
 
 	/*
+	 * An upsert source: its change stream's updates and deletes carry only
+	 * these key columns (the table's replica identity), and it is read
+	 * through the last row kept per key (engine/upsert.c) -- the first
+	 * input only.  NULL: its rows go to the operator as they come.
+	 */
+	KeySpec    *upsert_keys;
+
+	/*
 	 * What the frame needs of it: keys and time columns, set by the
 	 * function; the changelog flag is set by the call.  Its row type is the
 	 * input's, unless an adapter makes rows of another type of them (CDC
@@ -102,6 +110,7 @@ struct PtfCall
 	/* set by ptf_call_run */
 	MemoryContext cxt;			/* the call's: the caller deletes it */
 	PtfFrame   *frame;
+	struct PtfUpsert *upsert;	/* the first input's normalizer, or NULL */
 };
 
 /* An empty call of function, its memory context made. */

@@ -75,6 +75,13 @@ ptf_record_call_stats(const char *function, PtfFrame *frame, uint64 rows_out)
 	have_last_call = true;
 }
 
+/* State the call kept besides its operator's (an upsert source's rows). */
+void
+ptf_record_more_state(Size bytes)
+{
+	last_call.frame.state_bytes += bytes;
+}
+
 void
 ptf_record_state_load_stats(struct PtfStateLoad *load)
 {

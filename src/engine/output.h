@@ -44,6 +44,7 @@ typedef struct PtfCallStats
 
 extern void ptf_record_call_stats(const char *function, PtfFrame *frame,
 								  uint64 rows_out);
+extern void ptf_record_more_state(Size bytes);
 extern const PtfCallStats *ptf_get_last_call_stats(void);
 
 /* how the last call read its uid's state (after ptf_record_call_stats) */

@@ -10,7 +10,11 @@
  */
 #include "postgres.h"
 
+#include "access/genam.h"
+#include "access/relation.h"
+#include "catalog/index.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_index.h"
 #include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
 #include "funcapi.h"
@@ -18,6 +22,8 @@
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/relcache.h"
 #include "utils/syscache.h"
 #include "utils/tuplestore.h"
 #include "utils/typcache.h"
@@ -303,4 +309,39 @@ ptf_check_input_choice(const PtfInputArg *in, const char *query, bool changes,
 				 errmsg("type %s is not the row type of a table or view",
 						format_type_be(in->rowtype)),
 				 errhint("Give query => '...' returning rows of this type.")));
+}
+
+/*
+ * The key of a table's rows: its replica identity index, or under
+ * REPLICA IDENTITY FULL its primary key; NULL when it logs none.
+ */
+KeySpec *
+ptf_replica_identity_keys(Oid relid, TupleDesc rowdesc, char *replident)
+{
+	Relation	rel = relation_open(relid, AccessShareLock);
+	Oid			indexoid = RelationGetReplicaIndex(rel);
+	KeySpec    *keys = NULL;
+
+	/*
+	 * Only FULL logs whole rows whatever the key; under NOTHING, or an
+	 * identity index that is gone, no key is logged at all.
+	 */
+	*replident = rel->rd_rel->relreplident;
+	if (!OidIsValid(indexoid) && *replident == REPLICA_IDENTITY_FULL)
+		indexoid = RelationGetPrimaryKeyIndex(rel);
+
+	if (OidIsValid(indexoid))
+	{
+		Relation	idx = index_open(indexoid, AccessShareLock);
+		int			n = idx->rd_index->indnkeyatts;
+		AttrNumber *attnos = palloc(sizeof(AttrNumber) * Max(n, 1));
+		int			i;
+
+		for (i = 0; i < n; i++)
+			attnos[i] = idx->rd_index->indkey.values[i];
+		keys = key_spec_from_attnos(rowdesc, n, attnos);
+		index_close(idx, AccessShareLock);
+	}
+	relation_close(rel, AccessShareLock);
+	return keys;
 }

@@ -66,4 +66,11 @@ extern char *ptf_uid_arg(FunctionCallInfo fcinfo, int argno);
 extern void ptf_check_input_choice(const PtfInputArg *in, const char *query,
 								   bool changes, const char *uid);
 
+/*
+ * The key of a table's rows: its replica identity index, or under
+ * REPLICA IDENTITY FULL its primary key; NULL when it logs none.
+ * *replident: the table's replica identity.
+ */
+extern KeySpec *ptf_replica_identity_keys(Oid relid, TupleDesc rowdesc, char *replident);
+
 #endif							/* PTF_FUNCTIONS_COMMON_H */

@@ -85,6 +85,7 @@ build_operator(PtfCall *call, const PtfOperatorEnv *env, const PtfCallBuild *b)
 	FromChangelogCall *fc = (FromChangelogCall *) call;
 	NormalizeOptions opts;
 
+	memset(&opts, 0, sizeof(opts));
 	opts.rowdesc = b->rowdescs[0];
 	opts.keys = b->keys[0];
 	opts.mode = fc->mode;

@@ -253,36 +253,47 @@ build_adapter(void *arg, RowKind kind, TupleTableSlot *row, const PtfRowMeta *me
 static uint64
 temporal_join_skipped(PtfCall *call, PtfOperator *op)
 {
-	return ((TjCall *) call)->skipped;
+	return ((TjCall *) call)->skipped + temporal_join_unknown_deletes(op);
 }
 
 /*
  * A deletion of the build side is a version at the deleted row's time:
- * its old image must carry build_time, which only REPLICA IDENTITY FULL,
- * or an identity that includes the column, logs.
+ * its old image must carry build_time, which REPLICA IDENTITY FULL, or an
+ * identity that includes the column, logs.  Under an identity that is the
+ * build key itself (a primary key, as Flink asks of a versioned table) the
+ * deleted row is the key's last row written, whose time the join keeps:
+ * true then, the build side is read as an upsert source.
  */
-static void
-check_build_identity(Oid relid, AttrNumber time_attno, const char *build_time)
+static bool
+build_is_upsert_source(Oid relid, AttrNumber time_attno, KeySpec *build_key,
+					   const char *build_time)
 {
 	Relation	rel = relation_open(relid, AccessShareLock);
 	char		ident = rel->rd_rel->relreplident;
-	bool		ok = (ident == REPLICA_IDENTITY_FULL);
+	Bitmapset  *idattrs = NULL;
+	Bitmapset  *keyattrs = NULL;
+	int			i;
 
-	if (!ok && ident != REPLICA_IDENTITY_NOTHING)
-	{
-		Bitmapset  *idattrs = RelationGetIndexAttrBitmap(rel, INDEX_ATTR_BITMAP_IDENTITY_KEY);
-
-		ok = bms_is_member(time_attno - FirstLowInvalidHeapAttributeNumber, idattrs);
-	}
+	if (ident != REPLICA_IDENTITY_FULL && ident != REPLICA_IDENTITY_NOTHING)
+		idattrs = RelationGetIndexAttrBitmap(rel, INDEX_ATTR_BITMAP_IDENTITY_KEY);
 	relation_close(rel, NoLock);
-	if (!ok)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("the build side's change stream must log build_time \"%s\" of deleted rows",
-						build_time),
-				 errdetail("A deletion is a version at the deleted row's build_time, and table %s logs only its replica identity of a deleted row.",
-						   ptf_relation_sql_name(relid)),
-				 errhint("ALTER TABLE %s REPLICA IDENTITY FULL;", ptf_relation_sql_name(relid))));
+	if (ident == REPLICA_IDENTITY_FULL ||
+		bms_is_member(time_attno - FirstLowInvalidHeapAttributeNumber, idattrs))
+		return false;
+	for (i = 0; i < build_key->ncols; i++)
+		keyattrs = bms_add_member(keyattrs,
+								  build_key->cols[i].attno - FirstLowInvalidHeapAttributeNumber);
+	if (idattrs != NULL && bms_equal(idattrs, keyattrs))
+		return true;
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("the build side's change stream must log build_time \"%s\" of deleted rows",
+					build_time),
+			 errdetail("A deletion is a version at the deleted row's build_time, and table %s logs only its replica identity of a deleted row, which is neither build_key nor includes build_time.",
+					   ptf_relation_sql_name(relid)),
+			 errhint("ALTER TABLE %s REPLICA IDENTITY FULL; or give the table the build key as its primary key.",
+					 ptf_relation_sql_name(relid))));
+	return false;				/* keep the compiler quiet */
 }
 
 /* The inputs are planned: their shapes are known, and the watermarks are decided. */
@@ -465,7 +476,11 @@ ptf_temporal_join(PG_FUNCTION_ARGS)
 	}
 	if (call->changes)
 	{
-		check_build_identity(build_arg.relid, build->frame.on_time_attno, tc.time_names[TJ_INPUT_BUILD]);
+		tc.opts.upsert_build = build_is_upsert_source(build_arg.relid, build->frame.on_time_attno,
+													  build->frame.keys,
+													  tc.time_names[TJ_INPUT_BUILD]);
+		/* its deletes have only the key: their time is the key's last row's */
+		build->frame.partial_untimed = tc.opts.upsert_build;
 		build->adapter = build_adapter;
 		build->adapter_arg = &tc;
 		probe->adapter = probe_adapter;
@@ -492,7 +507,10 @@ ptf_temporal_join(PG_FUNCTION_ARGS)
 							 quote_identifier(tc.time_names[TJ_INPUT_PROBE]),
 							 quote_identifier(tc.time_names[TJ_INPUT_BUILD]),
 							 condition ? " on " : "", condition ? condition : "");
-	call->layout = &temporal_join_layout;
+	/* the time of each key's last row is kept: a uid reads its build side one way */
+	if (tc.opts.upsert_build)
+		call->options = psprintf("%s, build side by its primary key", call->options);
+	call->layout = tc.opts.upsert_build ? &temporal_join_upsert_layout : &temporal_join_layout;
 	call->nspaces = TJ_NSPACES;
 	call->keeps_images = true;
 	call->prepared = temporal_join_prepared;

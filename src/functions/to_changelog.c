@@ -162,41 +162,6 @@ emit_change(void *arg, RowKind kind, TupleTableSlot *row)
 	tc->out.rows++;
 }
 
-/*
- * The key of a table's rows: its replica identity index, or under
- * REPLICA IDENTITY FULL its primary key; NULL when it logs none.
- */
-static KeySpec *
-replica_identity_keys(Oid relid, TupleDesc rowdesc, char *replident)
-{
-	Relation	rel = relation_open(relid, AccessShareLock);
-	Oid			indexoid = RelationGetReplicaIndex(rel);
-	KeySpec    *keys = NULL;
-
-	/*
-	 * Only FULL logs whole rows whatever the key; under NOTHING, or an
-	 * identity index that is gone, no key is logged at all.
-	 */
-	*replident = rel->rd_rel->relreplident;
-	if (!OidIsValid(indexoid) && *replident == REPLICA_IDENTITY_FULL)
-		indexoid = RelationGetPrimaryKeyIndex(rel);
-
-	if (OidIsValid(indexoid))
-	{
-		Relation	idx = index_open(indexoid, AccessShareLock);
-		int			n = idx->rd_index->indnkeyatts;
-		AttrNumber *attnos = palloc(sizeof(AttrNumber) * Max(n, 1));
-		int			i;
-
-		for (i = 0; i < n; i++)
-			attnos[i] = idx->rd_index->indkey.values[i];
-		keys = key_spec_from_attnos(rowdesc, n, attnos);
-		index_close(idx, AccessShareLock);
-	}
-	relation_close(rel, AccessShareLock);
-	return keys;
-}
-
 /* passthrough over memory state, or images kept per key over a uid's */
 static PtfOperator *
 build_normalize(PtfCall *call, const PtfOperatorEnv *env, const PtfCallBuild *b)
@@ -204,6 +169,7 @@ build_normalize(PtfCall *call, const PtfOperatorEnv *env, const PtfCallBuild *b)
 	ToChangelogCall *tc = (ToChangelogCall *) call;
 	NormalizeOptions opts;
 
+	memset(&opts, 0, sizeof(opts));
 	opts.rowdesc = b->rowdescs[0];
 	opts.keys = b->keys[0];
 	opts.mode = (env->durable && tc->normalize) ? NORMALIZE_UPSERT : NORMALIZE_PASSTHROUGH;
@@ -251,7 +217,7 @@ ptf_to_changelog(PG_FUNCTION_ARGS)
 	call->snapshot = ptf_snapshot_arg(fcinfo, ARG_SNAPSHOT, call->changes, call->uid);
 
 	if (call->changes)
-		ri_keys = replica_identity_keys(tc.input.relid, tc.input.rowdesc, &replident);
+		ri_keys = ptf_replica_identity_keys(tc.input.relid, tc.input.rowdesc, &replident);
 
 	/* what a partial delete keeps: partition_by, else the replica identity */
 	tc.delete_keys = partition_by->ncols > 0 ? partition_by : ri_keys;

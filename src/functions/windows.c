@@ -532,26 +532,37 @@ window_agg_call_skipped(PtfCall *call, PtfOperator *op)
 
 /*
  * An update or delete in a change stream takes its old row out of its
- * windows, found by its values: the WAL must carry whole old rows, which
- * only REPLICA IDENTITY FULL logs (it costs nothing for rows never
- * updated or deleted).  Checked before the stream is read, rather than
- * failing -- for good -- at the first update.
+ * windows, found by its values.  Under REPLICA IDENTITY FULL the WAL
+ * carries whole old rows.  Under DEFAULT (or USING INDEX) it carries only
+ * the key of an old row -- an upsert source: the last row of each key is
+ * then kept, and retractions are made whole from it, as Flink's
+ * ChangelogNormalize does ahead of its window aggregate (engine/upsert.c).
+ * A table that logs no key at all is refused before the stream is read,
+ * rather than failing -- for good -- at its first update.
  */
 static void
-check_stream_identity(Oid relid)
+choose_old_rows(PtfCall *call, PtfCallInput *in)
 {
-	Relation	rel = relation_open(relid, AccessShareLock);
-	char		ident = rel->rd_rel->relreplident;
+	char		ident;
+	KeySpec    *keys = ptf_replica_identity_keys(in->arg.relid, in->arg.rowdesc, &ident);
 
-	relation_close(rel, NoLock);
-	if (ident != REPLICA_IDENTITY_FULL)
+	if (ident == REPLICA_IDENTITY_FULL)
+		return;
+	if (keys == NULL || keys->ncols == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("window_aggregate over the changes of %s needs REPLICA IDENTITY FULL",
-						ptf_relation_sql_name(relid)),
-				 errdetail("An update or delete takes its old row out of its windows, and the table logs only the replica identity of old rows."),
-				 errhint("ALTER TABLE %s REPLICA IDENTITY FULL; (for a table only inserted into, it costs nothing)",
-						 ptf_relation_sql_name(relid))));
+				 errmsg("window_aggregate over the changes of %s needs a primary key or REPLICA IDENTITY FULL",
+						ptf_relation_sql_name(in->arg.relid)),
+				 errdetail("An update or delete takes its old row out of its windows, and the table logs neither whole old rows nor a key to find them by (its replica identity is %s).",
+						   ident == REPLICA_IDENTITY_NOTHING ? "NOTHING" : "DEFAULT without a primary key"),
+				 errhint("ALTER TABLE %s ADD PRIMARY KEY (...), or ALTER TABLE %s REPLICA IDENTITY FULL; (for a table only inserted into, FULL costs nothing)",
+						 ptf_relation_sql_name(in->arg.relid), ptf_relation_sql_name(in->arg.relid))));
+	in->upsert_keys = keys;
+	/* a truncation forgets the kept rows; the windows keep theirs, as under FULL */
+	in->on_truncate = TRUNCATE_PASS;
+	call->keeps_images = true;
+	/* a uid reads its source one way: the kept rows are part of its state */
+	call->options = psprintf("%s, upsert input (the last row kept per key)", call->options);
 }
 
 /* The input is planned: its shape is known, and the watermark is decided. */
@@ -563,7 +574,7 @@ window_agg_prepared(PtfCall *call)
 	int64		delay = wc->delay;
 
 	if (call->changes)
-		check_stream_identity(in->arg.relid);
+		choose_old_rows(call, in);
 	/* states of updating input are of other modes: part of what a uid's state is */
 	if (in->frame.changelog)
 		call->options = psprintf("%s, updating input", call->options);

@@ -48,6 +48,7 @@ typedef struct NormalizeOperator
 {
 	PtfOperator base;
 	NormalizeMode mode;
+	bool		truncate_forgets;
 	TupleDesc	rowdesc;
 	TuplePool  *pool;
 	TupleTableSlot *image_slot;	/* a kept image, emitted */
@@ -148,8 +149,9 @@ collect_record(StateRef *ref, void *arg)
 
 /*
  * A truncation (the frame read every key first): with images kept, each
- * is deleted -- what the truncation did to its row -- and the key goes;
- * then the truncation itself goes on, for whoever maps it.
+ * is deleted -- what the truncation did to its row -- and the key goes
+ * (or only goes, truncate_forgets); then the truncation itself goes on,
+ * for whoever maps it.
  */
 static PtfRowResult
 truncate_all(NormalizeOperator *n, TupleTableSlot *row)
@@ -172,7 +174,8 @@ truncate_all(NormalizeOperator *n, TupleTableSlot *row)
 			v = (NormalizeValue *) ref.value;
 			if (v->image.tuple != NULL)
 			{
-				emit_image(n, ROWKIND_DELETE, v);
+				if (!n->truncate_forgets)
+					emit_image(n, ROWKIND_DELETE, v);
 				tuple_pool_free(n->pool, &v->image);
 			}
 			keyed_state_remove(ks, rec);
@@ -427,6 +430,7 @@ normalize_create(const NormalizeOptions *opts, const PtfOperatorEnv *env)
 	n->base.codec.save = normalize_save;
 	n->base.codec.restore = normalize_restore;
 	n->mode = opts->mode;
+	n->truncate_forgets = opts->truncate_forgets;
 	n->rowdesc = opts->rowdesc;
 	n->pool = tuple_pool_create(keyed_state_context(n->base.state),
 								 keyed_state_block_size(n->base.state));

@@ -24,6 +24,14 @@ typedef struct NormalizeOptions
 	KeySpec    *keys;
 	NormalizeMode mode;
 	int64		ttl_us;
+
+	/*
+	 * A truncation forgets every image without deleting it: for an
+	 * operator that passes truncations over (a window aggregate keeps what
+	 * was truncated, as it does under REPLICA IDENTITY FULL), so that a key
+	 * inserted again is new.
+	 */
+	bool		truncate_forgets;
 } NormalizeOptions;
 
 /* what durable state holds per key: its last image */

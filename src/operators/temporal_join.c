@@ -72,8 +72,10 @@ typedef struct TjKey
 {
 	PtfTime		timer;			/* Flink's registeredTimer, if has_timer */
 	PtfTime		deadline;		/* the TTL cleanup timer, if has_deadline */
+	PtfTime		last;			/* upsert build: its last row's time, if has_last */
 	bool		has_timer;
 	bool		has_deadline;
+	bool		has_last;
 } TjKey;
 
 typedef struct TjVersion
@@ -118,6 +120,7 @@ typedef struct TjOperator
 	TupleTableSlot *build_slot; /* the chosen version */
 	TupleTableSlot *out_slot;	/* (probe, build) */
 	MemoryContext emit_cxt;		/* one output row's composites */
+	uint64		unknown_deletes;	/* upsert build: deletes of keys never written */
 } TjOperator;
 
 enum
@@ -127,7 +130,8 @@ enum
 	TJ_FIELD_DELETED,
 	TJ_FIELD_VERSION,
 	TJ_FIELD_PROBES,
-	TJ_FIELD_SEQS
+	TJ_FIELD_SEQS,
+	TJ_FIELD_LAST				/* temporal_join_upsert_layout only */
 };
 
 /* the deadline is processing time, kept in microseconds whatever the event-time type */
@@ -138,13 +142,17 @@ static const StateField tj_fields[] = {
 	{"version", SF_IMAGE, TJ_INPUT_BUILD},
 	{"probes", SF_IMAGES, TJ_INPUT_PROBE},
 	{"seqs", SF_BYTEA, 0},
+	{"last_written", SF_TIME, 0},
 };
 
 /*
  * Timers by time: a key's registered timer, and every timer of
- * TJ_SPACE_TIMERS (the row's namespace, also in its timer field).
+ * TJ_SPACE_TIMERS (the row's namespace, also in its timer field).  An
+ * upsert build side's state has one more field (a uid made before has its
+ * table without it).
  */
-const StateLayout temporal_join_layout = {lengthof(tj_fields), tj_fields, "timer"};
+const StateLayout temporal_join_layout = {lengthof(tj_fields) - 1, tj_fields, "timer"};
+const StateLayout temporal_join_upsert_layout = {lengthof(tj_fields), tj_fields, "timer"};
 
 /* ---- row images ---- */
 
@@ -393,7 +401,7 @@ forget_if_empty(TjOperator *j, StateRef *ref)
 	if (keyed_state_ns_count(ks, ref->rec, TJ_SPACE_VERSIONS) == 0 &&
 		keyed_state_ns_count(ks, ref->rec, TJ_SPACE_PROBES) == 0 &&
 		keyed_state_ns_count(ks, ref->rec, TJ_SPACE_TIMERS) == 0 &&
-		!k->has_deadline)
+		!k->has_deadline && !k->has_last)
 	{
 		Assert(!k->has_timer);
 		keyed_state_remove(ks, ref->rec);
@@ -425,6 +433,32 @@ key_state(TjOperator *j, TupleTableSlot *row, const PtfRowContext *ctx, StateRef
 }
 
 /*
+ * An upsert build side's delete names only its key: the row it deletes is
+ * the key's last row written, whose time is kept.  False: a key with no
+ * row written (its row predates the stream, or its state expired), passed
+ * over and counted.
+ */
+static bool
+deleted_row_time(TjOperator *j, TupleTableSlot *row, const PtfRowContext *ctx, PtfTime *t)
+{
+	StateRef	ref;
+	TjKey	   *k;
+
+	Assert(j->opts.upsert_build);
+	if (keyed_state_lookup(j->base.state, ctx->keys, row, ctx->proc_time, false, &ref) != KS_FOUND ||
+		!((TjKey *) ref.value)->has_last)
+	{
+		j->unknown_deletes++;
+		return false;
+	}
+	k = (TjKey *) ref.value;
+	*t = k->last;
+	k->has_last = false;
+	keyed_state_mark_changed(j->base.state, ref.rec);
+	return true;
+}
+
+/*
  * A build row: a version at its time, or a deletion marker there.  Late
  * ones (at or below the watermark) are versions too, counted late: they
  * may still matter to probe rows not emitted yet.
@@ -433,7 +467,8 @@ static PtfRowResult
 on_build(TjOperator *j, RowKind kind, TupleTableSlot *row, const PtfRowContext *ctx)
 {
 	KeyedState *ks = j->base.state;
-	bool		late = j->opts.live && ctx->event_time <= ctx->watermark;
+	PtfTime		t = ctx->event_time;
+	bool		late;
 	StateRef	ref;
 	TjVersion  *v;
 	bool		created;
@@ -443,12 +478,17 @@ on_build(TjOperator *j, RowKind kind, TupleTableSlot *row, const PtfRowContext *
 		return PTF_ROW_DONE;
 	/* a key with a NULL part never joins: nothing to keep */
 	if (key_has_nulls(ctx->keys, row))
-		return late ? PTF_ROW_LATE_KEPT : PTF_ROW_DONE;
+		return (j->opts.live && !ctx->meta->partial && t <= ctx->watermark) ?
+			PTF_ROW_LATE_KEPT : PTF_ROW_DONE;
+	/* an upsert source's delete: at the time of the key's last row */
+	if (ctx->meta->partial && !deleted_row_time(j, row, ctx, &t))
+		return PTF_ROW_DONE;
+	late = j->opts.live && t <= ctx->watermark;
 
 	if (!key_state(j, row, ctx, &ref))
 		return PTF_ROW_SPILL;
 
-	v = keyed_state_ns_get(ks, ref.rec, TJ_SPACE_VERSIONS, ctx->event_time, &created);
+	v = keyed_state_ns_get(ks, ref.rec, TJ_SPACE_VERSIONS, t, &created);
 	/* same time: the later change replaces the earlier */
 	if (kind == ROWKIND_DELETE)
 	{
@@ -459,12 +499,21 @@ on_build(TjOperator *j, RowKind kind, TupleTableSlot *row, const PtfRowContext *
 	{
 		tuple_pool_store_slot(j->pool, &v->image, row);
 		v->deleted = false;
+		if (j->opts.upsert_build)
+		{
+			TjKey	   *k = (TjKey *) ref.value;
+
+			/* the key's last row written, whatever its time: what a delete deletes */
+			k->last = t;
+			k->has_last = true;
+			keyed_state_mark_changed(ks, ref.rec);
+		}
 	}
-	keyed_state_ns_mark_changed(ks, ref.rec, TJ_SPACE_VERSIONS, ctx->event_time);
+	keyed_state_ns_mark_changed(ks, ref.rec, TJ_SPACE_VERSIONS, t);
 
 	if (j->opts.live)
 	{
-		register_smallest_timer(j, &ref, ctx->event_time);
+		register_smallest_timer(j, &ref, t);
 		ttl_touch(j, &ref, ctx->proc_time);
 	}
 	return late ? PTF_ROW_LATE_KEPT : PTF_ROW_DONE;
@@ -650,6 +699,7 @@ clean_key(TjOperator *j, StateRef *ref)
 	/* only the bookkeeping: the event timer itself stays, and fires on nothing */
 	k->has_timer = false;
 	k->has_deadline = false;
+	k->has_last = false;
 	keyed_state_mark_changed(ks, ref->rec);
 	forget_if_empty(j, ref);
 }
@@ -701,6 +751,11 @@ tj_save(void *arg, const StateRef *ref, int space, int64 ns, void *ns_value,
 			{
 				values[TJ_FIELD_DEADLINE] = Int64GetDatum(k->deadline);
 				nulls[TJ_FIELD_DEADLINE] = false;
+			}
+			if (k->has_last)
+			{
+				values[TJ_FIELD_LAST] = Int64GetDatum(k->last);
+				nulls[TJ_FIELD_LAST] = false;
 			}
 			break;
 		case TJ_SPACE_VERSIONS:
@@ -761,6 +816,8 @@ tj_restore(void *arg, const StateRef *ref, int space, int64 ns, void *ns_value,
 			k->timer = k->has_timer ? DatumGetInt64(values[TJ_FIELD_TIMER]) : 0;
 			k->has_deadline = !nulls[TJ_FIELD_DEADLINE];
 			k->deadline = k->has_deadline ? DatumGetInt64(values[TJ_FIELD_DEADLINE]) : 0;
+			k->has_last = j->opts.upsert_build && !nulls[TJ_FIELD_LAST];
+			k->last = k->has_last ? DatumGetInt64(values[TJ_FIELD_LAST]) : 0;
 			if (k->has_deadline)
 				timer_register(j->base.timers, PTF_PROCESSING_TIME, k->deadline, ref->rec,
 							   0, TJ_TIMER_CLEANUP);
@@ -828,6 +885,12 @@ tj_evict(PtfOperator *op, StateRef *ref)
 	return true;
 }
 
+uint64
+temporal_join_unknown_deletes(PtfOperator *op)
+{
+	return ((TjOperator *) op)->unknown_deletes;
+}
+
 static const PtfOperatorMethods tj_methods = {
 	.name = "temporal_join",
 	.on_row = tj_on_row,
@@ -865,7 +928,8 @@ temporal_join_create(const TemporalJoinOptions *opts, const PtfOperatorEnv *env)
 	/* the call's output descriptor: an operator a worker keeps outlives it */
 	j->opts.out_desc = CreateTupleDescCopy(opts->out_desc);
 	j->base.state = keyed_state_create(&spec, j->base.cxt);
-	j->base.codec.layout = &temporal_join_layout;
+	j->base.codec.layout = opts->upsert_build ? &temporal_join_upsert_layout :
+		&temporal_join_layout;
 	j->base.codec.arg = j;
 	j->base.codec.save = tj_save;
 	j->base.codec.restore = tj_restore;

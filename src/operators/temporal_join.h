@@ -39,10 +39,23 @@ typedef struct TemporalJoinOptions
 	int64		retention_us;	/* TTL: min retention, 0 or <= 1 ms: none */
 	TjConditionFn condition;	/* NULL: none */
 	void	   *condition_arg;
+
+	/*
+	 * The build side is an upsert source whose primary key is the build
+	 * key: its deletes carry only the key (partial rows, with no time), and
+	 * a delete is a deletion at the time of the key's last row written,
+	 * kept per key (as Flink's ChangelogNormalize keeps the last row).
+	 */
+	bool		upsert_build;
 } TemporalJoinOptions;
 
 /* what durable state holds: per key, per version, per buffered probe time */
 extern const StateLayout temporal_join_layout;
+/* the same, and per key the time of its last row written (upsert_build) */
+extern const StateLayout temporal_join_upsert_layout;
+
+/* an upsert build side's deletes of keys with no row written (passed over) */
+extern uint64 temporal_join_unknown_deletes(PtfOperator *op);
 
 #define TJ_NSPACES 3
 

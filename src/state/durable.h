@@ -80,6 +80,15 @@ extern DurableState *durable_open(const DurableIdentity *id,
 								  DurableProgress *progress);
 
 /*
+ * The uid's second state table, of the rows of its source by primary key
+ * (state/images_table.c): made on first use, of id's layout and keys (of
+ * id->rowdescs[0]).  Read like the main state (durable_attach and the
+ * rest, on the DurableState returned), written back by the main state's
+ * durable_commit, and let go of by its durable_close.
+ */
+extern DurableState *durable_open_images(DurableState *ds, const DurableIdentity *id);
+
+/*
  * What a call does with its uid's state, once open: attach the memory the
  * operator keeps its keys in (empty, or kept from a pipeline's last step)
  * and the codec of its values; read keys into it -- all that memory lacks,

@@ -67,10 +67,19 @@ struct DurableState
 	Snapshot	snapshot;
 	uint64		probes;			/* keys asked for, this call */
 	bool		expires;		/* keys have a TTL */
+
+	/*
+	 * A uid with a second state table (state/images_table.c): the main
+	 * state's points at it, written back with it; the images' at the main
+	 * one, whose registry row and version it shares.
+	 */
+	DurableState *images;
+	DurableState *main;
 };
 
 /* registry.c: the uid's registry row and lock */
 extern char *durable_row_types_fingerprint(const DurableIdentity *id);
+extern void durable_set_layout(DurableState *ds, const DurableIdentity *id);
 extern void durable_set_state_table(const char *uid, Oid relid, const char *row_types);
 extern void durable_note_xid_writer(DurableState *ds);
 extern void durable_leave_uid(const char *uid);
@@ -79,6 +88,8 @@ extern void durable_write_progress(DurableState *ds, KeyedState *ks,
 
 /* state_table.c: the table made from a layout, its indexes, layout 1 */
 extern Oid	durable_create_state_table(const DurableIdentity *id, DurableState *ds);
+extern Oid	durable_create_named_state_table(const DurableIdentity *id, DurableState *ds,
+											 const char *relname, const char *what);
 extern void durable_check_state_table(const DurableIdentity *id, DurableState *ds);
 extern void durable_convert_layout_1(const DurableIdentity *id, DurableState *ds,
 									 Oid old_relid);
@@ -88,5 +99,9 @@ extern Oid	durable_ensure_index(DurableState *ds, AttrNumber first, int ncols,
 
 /* state_io.c */
 extern void durable_release_snapshot(DurableState *ds);
+
+/* images_table.c: the name of a state table's images table, and dropping it */
+extern char *durable_images_table_name(Oid state_relid);
+extern void durable_drop_images_table(Oid state_relid);
 
 #endif							/* PTF_DURABLE_INTERNAL_H */

@@ -395,8 +395,8 @@ check_source_privilege(TupleDesc rowdesc)
 
 /* ---- opening a uid ---- */
 
-static void
-set_layout(DurableState *ds, const DurableIdentity *id)
+void
+durable_set_layout(DurableState *ds, const DurableIdentity *id)
 {
 	AttrNumber	a = id->keys->ncols + 1;
 
@@ -548,7 +548,7 @@ durable_open(const DurableIdentity *id, DurableProgress *progress)
 	ds->had_xid = TransactionIdIsValid(GetTopTransactionIdIfAny());
 	ds->row_types = row_types;
 	ds->time_type = OidIsValid(id->time_type) ? id->time_type : TIMESTAMPTZOID;
-	set_layout(ds, id);
+	durable_set_layout(ds, id);
 
 	values[0] = CStringGetTextDatum(id->uid);
 	values[1] = CStringGetTextDatum(id->function);
@@ -649,7 +649,8 @@ durable_stamp(DurableState *ds, DurableStamp *stamp)
 {
 	stamp->relid = ds->state_relid;
 	stamp->filenode = ds->state_filenode;
-	stamp->version = ds->version;
+	/* an images table is written with its main state, under its version */
+	stamp->version = ds->main != NULL ? ds->main->version : ds->version;
 }
 
 bool
@@ -661,6 +662,8 @@ durable_must_write(DurableState *ds)
 void
 durable_close(DurableState *ds)
 {
+	if (ds->images != NULL)
+		durable_release_snapshot(ds->images);
 	durable_release_snapshot(ds);
 	Assert(!ds->must_write);
 	durable_leave_uid(ds->uid);
@@ -864,8 +867,11 @@ durable_drop(const char *uid, bool of_pipeline, char **slot_name)
 
 	/* drop only what is still our state table: the OID may be reused */
 	if (OidIsValid(relid) && is_state_table(relid))
+	{
+		durable_drop_images_table(relid);
 		ptf_spi_exec_as_owner(psprintf("DROP TABLE %s", ptf_relation_sql_name(relid)),
 							  0, NULL, NULL, NULL, SPI_OK_UTILITY);
+	}
 	ptf_spi_exec_as_owner("DELETE FROM ptf.uid_registry WHERE uid OPERATOR(pg_catalog.=) $1",
 						  1, argtypes, values, NULL, SPI_OK_DELETE);
 	return true;

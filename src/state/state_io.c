@@ -37,7 +37,6 @@
 #include "utils/lsyscache.h"
 
 #include "base/ptf_time.h"
-#include "base/ptf_time.h"
 #include "catalog.h"
 #include "state/durable_internal.h"
 #include "state/keyed_state_durable.h"
@@ -1033,6 +1032,12 @@ durable_note_evicted(DurableState *ds, uint64 n)
 void
 durable_commit(DurableState *ds, const DurableProgress *progress)
 {
+	Assert(ds->main == NULL);
+	if (ds->images != NULL)
+	{
+		durable_release_snapshot(ds->images);
+		write_changes(ds->images, ds->images->ks, ds->images->codec);
+	}
 	durable_release_snapshot(ds);
 	write_changes(ds, ds->ks, ds->codec);
 	durable_write_progress(ds, ds->ks, progress);

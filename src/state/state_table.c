@@ -126,15 +126,22 @@ state_column_names(const DurableIdentity *id)
 Oid
 durable_create_state_table(const DurableIdentity *id, DurableState *ds)
 {
+	ptf_spi_exec_as_owner("SELECT pg_catalog.nextval('ptf.state_table_seq')",
+						  0, NULL, NULL, NULL, SPI_OK_SELECT);
+	return durable_create_named_state_table(id, ds,
+											psprintf("state_%lld", (long long) ptf_spi_int64(1, 0)),
+											"keyed state");
+}
+
+/* A state table ptf.relname made from the layout; what: its comment's words. */
+Oid
+durable_create_named_state_table(const DurableIdentity *id, DurableState *ds,
+								 const char *relname, const char *what)
+{
 	StringInfoData sql;
-	char	   *relname;
 	List	   *names = state_column_names(id);
 	int			i;
 	Oid			relid;
-
-	ptf_spi_exec_as_owner("SELECT pg_catalog.nextval('ptf.state_table_seq')",
-						  0, NULL, NULL, NULL, SPI_OK_SELECT);
-	relname = psprintf("state_%lld", (long long) ptf_spi_int64(1, 0));
 
 	initStringInfo(&sql);
 	appendStringInfo(&sql, "CREATE TABLE ptf.%s (", relname);
@@ -164,8 +171,8 @@ durable_create_state_table(const DurableIdentity *id, DurableState *ds)
 	ptf_spi_exec_as_owner(sql.data, 0, NULL, NULL, NULL, SPI_OK_UTILITY);
 
 	ptf_spi_exec_as_owner(psprintf("COMMENT ON TABLE ptf.%s IS %s", relname,
-								   quote_literal_cstr(psprintf("keyed state of uid %s (%s)",
-															   id->uid, id->function))),
+								   quote_literal_cstr(psprintf("%s of uid %s (%s)",
+															   what, id->uid, id->function))),
 						  0, NULL, NULL, NULL, SPI_OK_UTILITY);
 
 	relid = get_relname_relid(relname, get_namespace_oid("ptf", false));

@@ -165,7 +165,7 @@ $node->safe_psql('postgres', q{CREATE TABLE plain (user_id int, ts timestamp, v 
     SELECT ptf.create_pipeline('bad', $q$SELECT * FROM ptf.window_aggregate(NULL::plain, NULL::per_minute,
         'tumble', 'ts', '1 minute', partition_by => '{user_id}', aggregates => 'count(*) AS n, sum(v) AS total',
         changes => true, uid => 'bad')$q$, 'per_minute')});
-like($err, qr/needs REPLICA IDENTITY FULL/, 'nor over a table whose old rows the WAL lacks');
+like($err, qr/needs a primary key or REPLICA IDENTITY FULL/, 'nor over a table whose old rows the WAL lacks');
 
 $node->safe_psql('postgres', q{SELECT ptf.drop_pipeline(name) FROM ptf.pipeline_registry});
 is($node->safe_psql('postgres', q{SELECT count(*) FROM pg_replication_slots}), '0', 'no slot is left behind');
