@@ -48,6 +48,16 @@ SELECT try($s$SELECT * FROM temporal_join(NULL::o, NULL::r, 'ts', 'ts', '{cur}',
 SELECT try($s$SELECT * FROM temporal_join(NULL::o, NULL::r, 'ts', 'ts', '{cur}', condition => 'true FROM pg_class')$s$);
 SELECT try($s$SELECT * FROM temporal_join(NULL::o, NULL::r, 'ts', 'ts', '{cur}', condition => 'true; SELECT 1')$s$);
 SELECT try($s$SELECT * FROM temporal_join(NULL::o, NULL::r, 'ts', 'ts', '{cur}', condition => 'count(*) > 0')$s$);
+-- system columns of either side (42703): the rows joined are the probe row and
+-- a version kept in state, rows of no table (plain SQL would compare the
+-- tables' own: 1 row here where the function would give 0)
+SELECT count(*) FROM o JOIN r ON o.cur = r.cur AND r.tableoid = 'tje.r'::regclass AND o.ctid = '(0,1)';
+SELECT try($s$SELECT * FROM temporal_join(NULL::o, NULL::r, 'ts', 'ts', '{cur}', condition => 'build.tableoid = ''tje.r''::regclass')$s$);
+SELECT try($s$SELECT * FROM temporal_join(NULL::o, NULL::r, 'ts', 'ts', '{cur}', condition => 'probe.ctid = ''(0,1)''')$s$);
+SELECT try($s$SELECT * FROM temporal_join(NULL::o, NULL::r, 'ts', 'ts', '{cur}', condition => 'build.xmin IS NOT NULL')$s$);
+SELECT try($s$SELECT * FROM temporal_join(NULL::o, NULL::r, 'ts', 'ts', '{cur}', condition => 'probe.cmax::text <> build.xmax::text')$s$);
+-- whole rows are rows of the types, and may be named
+SELECT (probe).id FROM temporal_join(NULL::o, NULL::r, 'ts', 'ts', '{cur}', condition => 'build IS NOT NULL AND probe.amount > 0');
 -- a (kind, data) probe query: the probe side is insert-only (0A000)
 SELECT try($s$SELECT * FROM temporal_join(NULL::o, NULL::r, 'ts', 'ts', '{cur}',
     probe_query => $q$SELECT '+I', o FROM tje.o$q$)$s$);

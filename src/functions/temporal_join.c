@@ -23,6 +23,7 @@
 #include "postgres.h"
 
 #include "access/relation.h"
+#include "catalog/heap.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
 #include "executor/executor.h"
@@ -132,6 +133,33 @@ vars_to_slots(Node *node, void *arg)
 	return expression_tree_walker(node, vars_to_slots, arg);
 }
 
+/*
+ * The condition is evaluated against the probe row and the version kept
+ * in state: rows with no place in a table, whose system columns (ctid,
+ * tableoid, xmin, ...) would read as zeros.  Refused as a column the row
+ * type lacks, as window_aggregate's aggregates refuse them.
+ */
+static bool
+refuse_system_columns(Node *node, ParseState *pstate)
+{
+	if (node == NULL)
+		return false;
+	if (IsA(node, Var) && ((Var *) node)->varattno < 0)
+	{
+		Var		   *var = (Var *) node;
+		const FormData_pg_attribute *att = SystemAttributeDefinition(var->varattno);
+
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_COLUMN),
+				 errmsg("column %s.%s does not exist in a temporal join's condition",
+						var->varno == 1 ? "probe" : "build", NameStr(att->attname)),
+				 errdetail("The condition is evaluated against the probe row and the version kept in state, which are rows of no table: they have no system columns."),
+				 errhint("Name columns of the row types."),
+				 parser_errposition(pstate, var->location)));
+	}
+	return expression_tree_walker(node, refuse_system_columns, pstate);
+}
+
 static void
 bad_condition(const char *why)
 {
@@ -174,6 +202,7 @@ compile_condition(const char *text, Oid probe_type, Oid build_type)
 	add_side(pstate, probe_type, "probe");
 	add_side(pstate, build_type, "build");
 	expr = transformExpr(pstate, rt->val, EXPR_KIND_JOIN_ON);
+	refuse_system_columns(expr, pstate);
 	if (exprType(expr) != BOOLOID)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATATYPE_MISMATCH),
