@@ -57,3 +57,12 @@ SELECT r.uid,
   LEFT JOIN pg_catalog.pg_class i ON i.relnamespace OPERATOR(pg_catalog.=) t.relnamespace
         AND i.relname OPERATOR(pg_catalog.=) (t.relname OPERATOR(pg_catalog.||) '_images')::pg_catalog.name
  WHERE pg_catalog.pg_has_role(r.owner, 'USAGE');
+
+-- REASSIGN OWNED hands a role's streams over (commands/drops.c): a change
+-- made before the hand-over is read with the rights of the owner it had
+-- then.  handover_roles[i] judges the changes committed before transaction
+-- handover_xids[i] (the REASSIGN's) commits; entries go once the stream
+-- has passed it (state/registry.c, input/change_stream.c).
+ALTER TABLE ptf.uid_registry
+    ADD COLUMN handover_roles oid[],
+    ADD COLUMN handover_xids xid8[];

@@ -48,6 +48,9 @@ typedef enum
 	Anum_uid_registry_input_times,
 	Anum_uid_registry_stream_snapshot,
 	Anum_uid_registry_input_tables,
+	/* 1.2 */
+	Anum_uid_registry_handover_roles,
+	Anum_uid_registry_handover_xids,
 	Anum_uid_registry_xmin,		/* the system column, last in the list */
 	Natts_uid_registry_select = Anum_uid_registry_xmin
 } UidRegistryColumn;
@@ -57,7 +60,8 @@ typedef enum
 	"uid, function, owner, row_type, key_columns, on_time, time_type, state_table, " \
 	"max_event_time, watermark, slot_name, options, last_lsn, version, keys, " \
 	"rows_in, rows_out, rows_late, rows_skipped, created_at, updated_at, " \
-	"layout, row_types, input_times, stream_snapshot, input_tables, xmin"
+	"layout, row_types, input_times, stream_snapshot, input_tables, " \
+	"handover_roles, handover_xids, xmin"
 
 /* ---- ptf.pipeline_registry: one row per pipeline ---- */
 typedef enum

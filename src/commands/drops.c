@@ -270,8 +270,66 @@ refuse_dropping_stream_owners(DropRoleStmt *stmt)
 /*
  * REASSIGN OWNED BY old TO new: the uids and pipelines of old in this
  * database become new's, as its objects there do (and a later DROP OWNED
- * BY old leaves them).  After PostgreSQL's own checks and changes.
+ * BY old leaves them).
+ *
+ * A stream goes on exactly once across the hand-over: its changes not read
+ * yet were made while old owned it, and are read with old's rights as of
+ * each change (input/change_stream.c), those committed after the REASSIGN
+ * with new's -- new had no rights on them then, and would find the stream
+ * closed for good at the first.  So each stream records old with the
+ * REASSIGN's transaction, until it has read past that transaction's commit.
+ * The uids are locked before anything changes, as their calls lock them:
+ * no call or pipeline step runs across the hand-over or writes its
+ * registry row over it.
  */
+static List *
+reassigned_roles(ReassignOwnedStmt *stmt)
+{
+	List	   *roles = NIL;
+	ListCell   *lc;
+
+	foreach(lc, stmt->roles)
+	{
+		Oid			role = get_rolespec_oid(lfirst(lc), true);
+
+		/* REASSIGN OWNED itself refuses the others, after us */
+		if (OidIsValid(role) && has_privs_of_role(GetUserId(), role))
+			roles = lappend_oid(roles, role);
+	}
+	return roles;
+}
+
+static void
+lock_streams_of(ReassignOwnedStmt *stmt)
+{
+	List	   *roles;
+	ListCell   *lc;
+
+	if (!OidIsValid(get_extension_oid(PTF_EXTENSION_NAME, true)))
+		return;
+	roles = reassigned_roles(stmt);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	foreach(lc, roles)
+	{
+		Oid			argtypes[1] = {REGROLEOID};
+		Datum		args[1] = {ObjectIdGetDatum(lfirst_oid(lc))};
+		uint64		i;
+
+		/* in one order, as any caller of several uids would meet them */
+		ptf_spi_exec_as_owner("SELECT uid FROM ptf.uid_registry "
+							  "WHERE owner OPERATOR(pg_catalog.=) $1 ORDER BY uid",
+							  1, argtypes, args, NULL, SPI_OK_SELECT);
+		for (i = 0; i < SPI_processed; i++)
+			(void) ptf_lock(PTF_LOCK_UID,
+							ptf_lock_id_of_name(SPI_getvalue(SPI_tuptable->vals[i],
+															 SPI_tuptable->tupdesc, 1)),
+							ExclusiveLock, false, true);
+	}
+	SPI_finish();
+}
+
+/* After PostgreSQL's own checks and changes. */
 static void
 reassign_streams(ReassignOwnedStmt *stmt)
 {
@@ -283,14 +341,20 @@ reassign_streams(ReassignOwnedStmt *stmt)
 	newrole = get_rolespec_oid(stmt->newrole, false);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	foreach(lc, stmt->roles)
+	foreach(lc, reassigned_roles(stmt))
 	{
 		Oid			argtypes[2] = {REGROLEOID, REGROLEOID};
 		Datum		args[2];
 
-		args[0] = ObjectIdGetDatum(get_rolespec_oid(lfirst(lc), false));
+		args[0] = ObjectIdGetDatum(lfirst_oid(lc));
 		args[1] = ObjectIdGetDatum(newrole);
-		ptf_spi_exec_as_owner("UPDATE ptf.uid_registry SET owner = $2 "
+		if (args[0] == args[1])
+			continue;
+		ptf_spi_exec_as_owner("UPDATE ptf.uid_registry SET owner = $2, "
+							  "handover_roles = CASE WHEN slot_name IS NULL THEN handover_roles "
+							  "  ELSE pg_catalog.array_append(handover_roles, $1::pg_catalog.oid) END, "
+							  "handover_xids = CASE WHEN slot_name IS NULL THEN handover_xids "
+							  "  ELSE pg_catalog.array_append(handover_xids, pg_catalog.pg_current_xact_id()) END "
 							  "WHERE owner OPERATOR(pg_catalog.=) $1",
 							  2, argtypes, args, NULL, SPI_OK_UPDATE);
 		ptf_spi_exec_as_owner("UPDATE ptf.pipeline_registry SET owner = $2 "
@@ -471,6 +535,8 @@ ptf_process_utility(PlannedStmt *pstmt, const char *queryString,
 
 	if (IsA(stmt, DropRoleStmt))
 		refuse_dropping_stream_owners((DropRoleStmt *) stmt);
+	else if (IsA(stmt, ReassignOwnedStmt))
+		lock_streams_of((ReassignOwnedStmt *) stmt);
 	else if (IsA(stmt, DropdbStmt))
 	{
 		dropped_db = get_database_oid(((DropdbStmt *) stmt)->dbname, true);

@@ -535,11 +535,15 @@ run_inputs(PtfCall *call, const char *slot_name, DurableProgress *progress,
 		cs = change_stream_create(slot_name, tables, call->ninputs);
 		if (has_snapshot)
 			change_stream_skip_snapshot(cs, xmin, xmax, xip, nxip);
+		/* changes before REASSIGN OWNED are read with their owner's rights then */
+		change_stream_handovers(cs, progress->handover_roles, progress->handover_xids,
+								progress->nhandovers);
 		/* a stream made by create_pipeline starts at its slot, read from the next call on */
 		if (!start_only)
 			change_stream_run(cs, progress->last_lsn, progress->last_lsn_committed,
 							  call_kept(call));
 		change_stream_report(cs, &report);
+		progress->handovers_passed = change_stream_handovers_passed(cs);
 		/* past the snapshot's position no transaction it saw can come */
 		if (has_snapshot &&
 			(report.position >= snap_lsn || (report.reached_end && report.end_of_wal >= snap_lsn)))

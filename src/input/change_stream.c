@@ -121,6 +121,13 @@ struct PtfChangeStream
 	int			snap_nxip;
 	TransactionId *snap_xip;
 
+	/* owners before REASSIGN OWNED (change_stream_handovers) */
+	int			nhandovers;
+	Oid		   *handover_roles;
+	TransactionId *handover_xids;
+	int			handovers_passed;
+	Oid			reader;			/* whose rights: InvalidOid, the caller's */
+
 	ResourceOwner outer_owner;	/* the caller's, not decoding's subtransaction's */
 	MemoryContext outer_cxt;
 	MemoryContext rowcxt;
@@ -322,6 +329,56 @@ change_stream_skip_snapshot(PtfChangeStream *cs, TransactionId xmin, Transaction
 	memcpy(cs->snap_xip, xip, sizeof(TransactionId) * nxip);
 }
 
+/* ---- REASSIGN OWNED: whose rights a change is read with ---- */
+
+void
+change_stream_handovers(PtfChangeStream *cs, const Oid *roles, const TransactionId *xids,
+						int n)
+{
+	cs->nhandovers = n;
+	cs->handover_roles = palloc(sizeof(Oid) * Max(n, 1));
+	cs->handover_xids = palloc(sizeof(TransactionId) * Max(n, 1));
+	memcpy(cs->handover_roles, roles, sizeof(Oid) * n);
+	memcpy(cs->handover_xids, xids, sizeof(TransactionId) * n);
+	cs->handovers_passed = 0;
+}
+
+int
+change_stream_handovers_passed(PtfChangeStream *cs)
+{
+	return cs->handovers_passed;
+}
+
+static void forget_rights(PtfChangeStream *cs, Oid relid);
+
+/*
+ * A transaction committed before the REASSIGN OWNED that handed the stream
+ * over is read with the rights of the owner the stream had then (who read
+ * it); the first after it, with the caller's.  Rights are asked again when
+ * the reader changes.
+ */
+static void
+choose_reader(PtfChangeStream *cs)
+{
+	Oid			reader = cs->handovers_passed < cs->nhandovers ?
+		cs->handover_roles[cs->handovers_passed] : InvalidOid;
+
+	if (reader != cs->reader)
+	{
+		cs->reader = reader;
+		forget_rights(cs, InvalidOid);
+	}
+}
+
+/* The commit of the transaction that handed the stream over: passed. */
+static void
+note_handover(PtfChangeStream *cs, TransactionId xid)
+{
+	if (cs->handovers_passed < cs->nhandovers &&
+		TransactionIdEquals(xid, cs->handover_xids[cs->handovers_passed]))
+		cs->handovers_passed++;
+}
+
 /* ---- what the plugin hands over while decoding: recorded ---- */
 
 static void
@@ -338,6 +395,7 @@ cs_begin(void *arg, ReorderBufferTXN *txn)
 		cs->skip_txn = true;
 	cs->meta.commit_time = txn->xact_time.commit_time;
 	cs->meta.xid = txn->xid;
+	choose_reader(cs);
 }
 
 static void
@@ -345,6 +403,8 @@ cs_commit(void *arg, ReorderBufferTXN *txn, XLogRecPtr commit_lsn)
 {
 	PtfChangeStream *cs = (PtfChangeStream *) arg;
 
+	/* read or not, the changes after it are read with the new owner's rights */
+	note_handover(cs, txn->xid);
 	if (cs->skip_txn && !cs->in_snapshot)
 		return;
 	cs->position = txn->end_lsn;
@@ -537,15 +597,19 @@ check_rights_then(PtfChangeStream *cs, StreamTable *st, Relation rel)
 
 	if (st->rights_checked)
 		return;
-	if (!stream_may_read_every_row(relid))
+	if (!stream_role_may_read_every_row(relid, cs->reader))
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("permission denied for table %s when one of its changes was made",
 						RelationGetRelationName(rel)),
-				 errdetail("The reader could not SELECT every row of it when its change at %X/%X was made. A change stream delivers only changes its reader could read when they were made, as the output plugin does.",
+				 errdetail("The reader%s could not SELECT every row of it when its change at %X/%X was made. A change stream delivers only changes its reader could read when they were made, as the output plugin does.",
+						   OidIsValid(cs->reader) ?
+						   psprintf(" (%s, the stream's owner before REASSIGN OWNED)",
+									GetUserNameFromId(cs->reader, true) ?
+									GetUserNameFromId(cs->reader, true) : "a role dropped since") : "",
 						   LSN_FORMAT_ARGS(cs->meta.lsn)),
 				 errhint("The stream cannot go on past this change: ptf.drop_state() forgets the uid, and a first call with snapshot => true starts it again from the table's rows.")));
-	if (check_enable_rls(relid, InvalidOid, false) == RLS_ENABLED)
+	if (check_enable_rls(relid, cs->reader, false) == RLS_ENABLED)
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("table %s had row-level security in force for this reader when one of its changes was made",

@@ -75,6 +75,16 @@ extern void change_stream_skip_snapshot(PtfChangeStream *cs, TransactionId xmin,
 										int nxip);
 
 /*
+ * A stream REASSIGN OWNED handed over (state/durable.h): a change committed
+ * before transaction xids[i] commits is read with the rights of roles[i],
+ * the first such i, rather than the caller's.  Before change_stream_run;
+ * afterwards, how many of them the stream passed.
+ */
+extern void change_stream_handovers(PtfChangeStream *cs, const Oid *roles,
+									const TransactionId *xids, int n);
+extern int	change_stream_handovers_passed(PtfChangeStream *cs);
+
+/*
  * Decode the slot: every transaction ending after resume_after (the uid's
  * stored position, committed or not) is handed to the tables' sinks, up to
  * about ptf.max_changes_per_call rows, stopping at a transaction's end --

@@ -361,8 +361,16 @@ check_streams_per_role(void)
 bool
 stream_may_read_every_row(Oid relid)
 {
-	return pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) == ACLCHECK_OK ||
-		pg_attribute_aclcheck_all(relid, GetUserId(), ACL_SELECT, ACLMASK_ALL) == ACLCHECK_OK;
+	return stream_role_may_read_every_row(relid, InvalidOid);
+}
+
+bool
+stream_role_may_read_every_row(Oid relid, Oid role)
+{
+	if (!OidIsValid(role))
+		role = GetUserId();
+	return pg_class_aclcheck(relid, role, ACL_SELECT) == ACLCHECK_OK ||
+		pg_attribute_aclcheck_all(relid, role, ACL_SELECT, ACLMASK_ALL) == ACLCHECK_OK;
 }
 
 /* a table whose changes the caller may read */

@@ -39,8 +39,9 @@ extern char *change_stream_prepare(const char *uid, const Oid *relids, int nreli
  */
 extern void stream_slot_check_usable(const char *slot_name, XLogRecPtr resume_after);
 
-/* May the caller read every row of the table (SELECT on every column)? */
+/* May the caller (or role: InvalidOid for the caller) read every row of the table? */
 extern bool stream_may_read_every_row(Oid relid);
+extern bool stream_role_may_read_every_row(Oid relid, Oid role);
 
 
 /* ptf.drop_state: the uid's slot goes with it (if it is this database's) */

@@ -67,6 +67,17 @@ typedef struct DurableProgress
 	 */
 	char	   *stream_snapshot;
 	bool		snapshot_changed;	/* stream_snapshot must be written */
+
+	/*
+	 * Owners the stream had before REASSIGN OWNED handed it over: a change
+	 * committed before transaction handover_xids[i] commits is read with the
+	 * rights of handover_roles[i] (the first such i), as of the change.  A
+	 * call that passed the first handovers_passed of them drops them.
+	 */
+	int			nhandovers;
+	Oid		   *handover_roles;
+	TransactionId *handover_xids;
+	int			handovers_passed;
 } DurableProgress;
 
 typedef struct DurableState DurableState;

@@ -28,6 +28,7 @@
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/pg_lsn.h"
+#include "utils/xid8.h"
 
 #include "catalog.h"
 #include "state/durable_internal.h"
@@ -468,6 +469,38 @@ check_row_types(const DurableIdentity *id, const char *stored, const char *now)
 						 id->uid)));
 }
 
+/* The owners before REASSIGN OWNED, and the transactions that handed the stream over. */
+static void
+read_handovers(DurableProgress *progress)
+{
+	Datum	   *roles;
+	Datum	   *xids;
+	bool	   *nulls;
+	int			nroles;
+	int			nxids;
+	int			i;
+
+	progress->nhandovers = 0;
+	if (ptf_spi_isnull(Anum_uid_registry_handover_roles) ||
+		ptf_spi_isnull(Anum_uid_registry_handover_xids))
+		return;
+	deconstruct_array(DatumGetArrayTypeP(ptf_spi_datum(Anum_uid_registry_handover_roles)),
+					  OIDOID, sizeof(Oid), true, TYPALIGN_INT, &roles, &nulls, &nroles);
+	deconstruct_array(DatumGetArrayTypeP(ptf_spi_datum(Anum_uid_registry_handover_xids)),
+					  XID8OID, sizeof(FullTransactionId), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE,
+					  &xids, &nulls, &nxids);
+	if (nroles != nxids)
+		ptf_state_corrupted("%d owners handed over, but %d transactions that did", nroles, nxids);
+	progress->nhandovers = nroles;
+	progress->handover_roles = palloc(sizeof(Oid) * Max(nroles, 1));
+	progress->handover_xids = palloc(sizeof(TransactionId) * Max(nroles, 1));
+	for (i = 0; i < nroles; i++)
+	{
+		progress->handover_roles[i] = DatumGetObjectId(roles[i]);
+		progress->handover_xids[i] = XidFromFullTransactionId(DatumGetFullTransactionId(xids[i]));
+	}
+}
+
 static void
 read_progress(const DurableIdentity *id, DurableProgress *progress)
 {
@@ -504,6 +537,7 @@ read_progress(const DurableIdentity *id, DurableProgress *progress)
 	progress->rows_late = ptf_spi_int64(Anum_uid_registry_rows_late, 0);
 	progress->rows_skipped = ptf_spi_int64(Anum_uid_registry_rows_skipped, 0);
 	progress->stream_snapshot = ptf_spi_text(Anum_uid_registry_stream_snapshot);
+	read_handovers(progress);
 	/* a position written by this very transaction may yet roll back */
 	progress->last_lsn_committed =
 		!TransactionIdIsCurrentTransactionId(DatumGetTransactionId(ptf_spi_datum(Anum_uid_registry_xmin)));
@@ -672,10 +706,10 @@ durable_close(DurableState *ds)
 void
 durable_write_progress(DurableState *ds, KeyedState *ks, const DurableProgress *progress)
 {
-	Datum		values[13];
-	char		nulls[13];
-	Oid			argtypes[13] = {TEXTOID, INT8OID, INT8OID, LSNOID, INT8OID,
-	INT8OID, INT8OID, INT8OID, INT8OID, INT8ARRAYOID, TEXTOID, TEXTOID, OIDARRAYOID};
+	Datum		values[14];
+	char		nulls[14];
+	Oid			argtypes[14] = {TEXTOID, INT8OID, INT8OID, LSNOID, INT8OID,
+	INT8OID, INT8OID, INT8OID, INT8OID, INT8ARRAYOID, TEXTOID, TEXTOID, OIDARRAYOID, INT4OID};
 	Datum		times[3 * DURABLE_MAX_INPUTS];
 	int			i;
 
@@ -709,14 +743,22 @@ durable_write_progress(DurableState *ds, KeyedState *ks, const DurableProgress *
 	nulls[11] = progress->stream_snapshot ? ' ' : 'n';
 	/* a uid of 1.0, or one whose source was made again, learns its tables */
 	values[12] = ds->input_tables;
+	/* the handovers the stream passed go (the uid's lock keeps REASSIGN out meanwhile) */
+	values[13] = Int32GetDatum(progress->handovers_passed);
 	ptf_spi_exec_as_owner("UPDATE ptf.uid_registry SET max_event_time = $2, watermark = $3, "
 						  "last_lsn = $4, keys = $5, rows_in = $6, rows_out = $7, "
 						  "rows_late = $8, rows_skipped = $9, input_times = $10, "
 						  "row_types = $11, stream_snapshot = $12, input_tables = $13, "
+						  "handover_roles = CASE WHEN $14 OPERATOR(pg_catalog.<) "
+						  "  pg_catalog.cardinality(handover_roles) "
+						  "  THEN handover_roles[$14 OPERATOR(pg_catalog.+) 1:] END, "
+						  "handover_xids = CASE WHEN $14 OPERATOR(pg_catalog.<) "
+						  "  pg_catalog.cardinality(handover_xids) "
+						  "  THEN handover_xids[$14 OPERATOR(pg_catalog.+) 1:] END, "
 						  "version = pg_catalog.nextval('ptf.state_version_seq'), "
 						  "updated_at = pg_catalog.clock_timestamp() "
 						  "WHERE uid OPERATOR(pg_catalog.=) $1 RETURNING version",
-						  13, argtypes, values, nulls, SPI_OK_UPDATE_RETURNING);
+						  14, argtypes, values, nulls, SPI_OK_UPDATE_RETURNING);
 	if (SPI_processed == 1)
 		ds->version = ptf_spi_int64(1, 0);
 }
@@ -746,6 +788,9 @@ mark_resync(Datum uid, const char *slot_name)
 	ptf_spi_exec_as_owner("UPDATE ptf.uid_registry SET stream_snapshot = 'resync', "
 						  "slot_name = coalesce($2, slot_name), "
 						  "last_lsn = CASE WHEN $2 IS NULL THEN last_lsn END, "
+	/* on a new slot no change before it is read, and xids may be another cluster's */
+						  "handover_roles = CASE WHEN $2 IS NULL THEN handover_roles END, "
+						  "handover_xids = CASE WHEN $2 IS NULL THEN handover_xids END, "
 						  "version = pg_catalog.nextval('ptf.state_version_seq'), "
 						  "updated_at = pg_catalog.clock_timestamp() "
 						  "WHERE uid OPERATOR(pg_catalog.=) $1",
