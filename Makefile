@@ -23,6 +23,7 @@ OBJS = \
 	src/base/subxact.o \
 	src/catalog.o \
 	src/commands/drops.o \
+	src/commands/renames.o \
 	src/engine/call.o \
 	src/engine/output.o \
 	src/engine/state_load.o \

@@ -18,6 +18,8 @@
  * drop commits (change_stream_drop_slot_at_commit).  Origins are rows of
  * a catalog and go with the transaction.
  *
+ * The same hook has pipelines' queries follow renames (commands/renames.c).
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -53,6 +55,7 @@
 
 #include "catalog.h"
 #include "commands/drops.h"
+#include "commands/renames.h"
 #include "functions/pipelines.h"
 #include "input/change_stream.h"
 #include "state/durable.h"
@@ -532,6 +535,8 @@ ptf_process_utility(PlannedStmt *pstmt, const char *queryString,
 	Node	   *stmt = pstmt->utilityStmt;
 	volatile Oid dropped_db = InvalidOid;
 	volatile bool stopped = false;
+	/* pipelines' queries follow renames (commands/renames.c) */
+	void	   *renames = ptf_renames_before(stmt);
 
 	if (IsA(stmt, DropRoleStmt))
 		refuse_dropping_stream_owners((DropRoleStmt *) stmt);
@@ -565,6 +570,7 @@ ptf_process_utility(PlannedStmt *pstmt, const char *queryString,
 		drop_origins_after_drop(dropped_db);
 	else if (IsA(stmt, ReassignOwnedStmt))
 		reassign_streams((ReassignOwnedStmt *) stmt);
+	ptf_renames_after(renames);
 }
 
 void
