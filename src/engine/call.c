@@ -99,6 +99,14 @@ typedef struct KeptOperator
 {
 	bool		in_use;			/* taken by a call: not the stored state */
 	KeptPart	part[2];
+	/*
+	 * The inputs' row types the operators were built for: rows of another
+	 * layout (a column dropped or added since) are not theirs to keep or
+	 * emit -- a row image put in a slot of the old type would make a datum
+	 * of the old type holding more columns than it has.
+	 */
+	int			ninputs;
+	TupleDesc	rowdescs[FRAME_MAX_INPUTS];
 } KeptOperator;
 
 static KeptOperator *
@@ -113,14 +121,30 @@ stamp_equal(const DurableStamp *a, const DurableStamp *b)
 	return a->relid == b->relid && a->filenode == b->filenode && a->version == b->version;
 }
 
+/* Were the kept operators built for the call's row types, as they are now? */
+static bool
+same_row_types(KeptOperator *ko, PtfCall *call)
+{
+	int			i;
+
+	if (ko->ninputs != call->ninputs)
+		return false;
+	for (i = 0; i < call->ninputs; i++)
+		if (!equalTupleDescs(ko->rowdescs[i], call->inputs[i].frame.rowdesc))
+			return false;
+	return true;
+}
+
 /*
  * The kept operators of ds's uid (and of images, its images table, if
- * any), if they are exactly the stored state; *complete per part.
+ * any), if they are exactly the stored state, built for the row types of
+ * now; *complete per part.
  */
 static KeptOperator *
-take_kept_operator(PtfKeptSet *kept, const char *uid, DurableState *ds,
+take_kept_operator(PtfKeptSet *kept, PtfCall *call, DurableState *ds,
 				   DurableState *images)
 {
+	const char *uid = call->uid;
 	PtfKept    *k;
 	KeptOperator *ko;
 	DurableStamp stamp;
@@ -131,7 +155,8 @@ take_kept_operator(PtfKeptSet *kept, const char *uid, DurableState *ds,
 	ko = kept_operator(k);
 	durable_stamp(ds, &stamp);
 	same = !ko->in_use && ko->part[KEPT_MAIN].op != NULL &&
-		stamp_equal(&ko->part[KEPT_MAIN].stamp, &stamp) && !durable_must_write(ds);
+		stamp_equal(&ko->part[KEPT_MAIN].stamp, &stamp) && !durable_must_write(ds) &&
+		same_row_types(ko, call);
 	if (same && images != NULL)
 	{
 		durable_stamp(images, &stamp);
@@ -277,7 +302,7 @@ durable_operator(PtfCall *call, DurableState *ds, PtfUpsert *upsert, bool *kept,
 				 bool *complete)
 {
 	PtfKeptSet *set = call_kept(call);
-	KeptOperator *ko = take_kept_operator(set, call->uid, ds,
+	KeptOperator *ko = take_kept_operator(set, call, ds,
 										  upsert ? ptf_upsert_state(upsert) : NULL);
 	PtfKept    *k = NULL;
 	PtfOperator *op;
@@ -297,8 +322,19 @@ durable_operator(PtfCall *call, DurableState *ds, PtfUpsert *upsert, bool *kept,
 	*complete = false;
 	if ((k = ptf_kept_new(set, PTF_KEPT_OPERATOR, call->uid)) != NULL)
 	{
+		int			i;
+
 		k->data = MemoryContextAllocZero(k->cxt, sizeof(KeptOperator));
 		kept_operator(k)->in_use = true;
+		kept_operator(k)->ninputs = call->ninputs;
+		for (i = 0; i < call->ninputs; i++)
+		{
+			MemoryContext old = MemoryContextSwitchTo(k->cxt);
+
+			kept_operator(k)->rowdescs[i] =
+				CreateTupleDescCopyConstr(call->inputs[i].frame.rowdesc);
+			MemoryContextSwitchTo(old);
+		}
 	}
 	op = build_operator(call, k ? k->cxt : call->cxt, true, 0, 0);
 	Assert(op->state != NULL && op->codec.layout == call->layout);
