@@ -83,6 +83,18 @@ SELECT * FROM pg_logical_slot_get_changes('op_slot', NULL, NULL, 'tables', 'a.b.
 SELECT * FROM pg_logical_slot_get_changes('op_slot', NULL, NULL, 'tables', '"items');
 SELECT * FROM pg_logical_slot_get_changes('op_slot', NULL, NULL, 'tables', 'my items');
 SELECT * FROM pg_logical_slot_get_changes('op_slot', NULL, NULL, 'tables', 'items, ""');
+-- names that are not identifiers (42602), which would match no table
+DO $$ BEGIN
+    PERFORM * FROM pg_logical_slot_get_changes('op_slot', NULL, NULL, 'tables', '*');
+EXCEPTION WHEN invalid_name THEN
+    RAISE NOTICE 'refused with %', SQLSTATE;
+END $$;
+SELECT * FROM pg_logical_slot_get_changes('op_slot', NULL, NULL, 'tables', 'items, a-b');
+SELECT * FROM pg_logical_slot_get_changes('op_slot', NULL, NULL, 'tables', 'public.*');
+SELECT * FROM pg_logical_slot_get_changes('op_slot', NULL, NULL, 'tables', '1items');
+SELECT * FROM pg_logical_slot_get_changes('op_slot', NULL, NULL, 'tables', 'op."items", op.it-ems');
+-- quoted, anything goes; identifiers with digits, dollars, underscores, non-ASCII letters
+SELECT count(*) FROM pg_logical_slot_peek_changes('op_slot', NULL, NULL, 'tables', '"a-b", "*", _x1$, op."it""ems", prénom');
 SELECT count(*) FROM pg_logical_slot_peek_changes('op_slot', NULL, NULL);
 
 -- a role sees through the plugin only what it may SELECT, and nothing

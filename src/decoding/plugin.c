@@ -53,6 +53,7 @@
 #include "commands/dbcommands.h"
 #include "commands/defrem.h"
 #include "miscadmin.h"
+#include "parser/scansup.h"
 #include "replication/logical.h"
 #include "replication/origin.h"
 #include "replication/output_plugin.h"
@@ -132,6 +133,52 @@ static bool callbacks_registered = false;
  * The tables option: names split at commas outside double quotes, each
  * then parsed as a possibly qualified identifier.
  */
+/*
+ * Is every unquoted part of a name (parts split by dots outside quotes)
+ * an identifier as SQL's scanner reads one -- a letter, underscore or
+ * non-ASCII byte, then those, digits or dollar signs?  SplitIdentifierString
+ * takes any run of characters, so that '*' or 'a-b' would be names that
+ * match no table, silently.
+ */
+static bool
+unquoted_parts_are_identifiers(const char *s)
+{
+	const char *p = s;
+
+	for (;;)
+	{
+		while (scanner_isspace(*p))
+			p++;
+		if (*p == '"')
+		{
+			/* quoted: anything, a doubled quote standing for one */
+			for (p++; *p != '\0'; p++)
+				if (*p == '"' && *++p != '"')
+					break;
+		}
+		else
+		{
+			unsigned char c = (unsigned char) *p;
+
+			if (!(isalpha(c) || c == '_' || IS_HIGHBIT_SET(c)))
+				return false;
+			for (p++;; p++)
+			{
+				c = (unsigned char) *p;
+				if (!(isalnum(c) || c == '_' || c == '$' || IS_HIGHBIT_SET(c)))
+					break;
+			}
+		}
+		while (scanner_isspace(*p))
+			p++;
+		if (*p == '\0')
+			return true;
+		if (*p != '.')
+			return false;
+		p++;
+	}
+}
+
 static List *
 parse_table_names(const char *value)
 {
@@ -163,7 +210,8 @@ parse_table_names(const char *value)
 		*p = '\0';
 		/* SplitIdentifierString writes into its input: keep it for errors */
 		given = pstrdup(start);
-		if (!SplitIdentifierString(start, '.', &parts) ||
+		if (!unquoted_parts_are_identifiers(given) ||
+			!SplitIdentifierString(start, '.', &parts) ||
 			list_length(parts) < 1 || list_length(parts) > 2 ||
 			strlen(linitial(parts)) == 0 || strlen(llast(parts)) == 0)
 			ereport(ERROR,
