@@ -58,9 +58,9 @@ OBJS = \
 	src/operators/window_session.o \
 	src/operators/window_tvf.o \
 	src/sink/apply.o \
+	src/state/images_table.o \
 	src/state/key.o \
 	src/state/keyed_state.o \
-	src/state/images_table.o \
 	src/state/keyed_state_durable.o \
 	src/state/registry.o \
 	src/state/row_images.o \
