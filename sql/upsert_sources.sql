@@ -5,7 +5,8 @@
 -- temporal_join, whose build key is the build table's primary key, keeps
 -- the time of each key's last row, at which a delete deletes.  Each is
 -- checked against the same changes under REPLICA IDENTITY FULL.
-SET search_path = ptf, public;
+CREATE SCHEMA ups;
+SET search_path = ups, ptf, public;
 SET TimeZone = 'UTC';
 
 -- ---- window_aggregate ----
@@ -112,7 +113,13 @@ UPDATE snap_clicks SET v = 1000 WHERE id = 2;
 UPDATE snap_clicks SET user_id = 5 WHERE id = 9;
 DELETE FROM snap_clicks WHERE id IN (3, 4);
 INSERT INTO snap_clicks VALUES (99, 0, '2024-01-01 11:00', 0, '');
+-- the kept rows read key by key, and evicted past the memory limit, as any state
+SET ptf.state_load = probe;
+SET ptf.state_memory_limit = '64kB';
 SELECT * FROM pg_temp.snap();
+SELECT state_load, keys_probed > 0 AS probed FROM ptf.last_call_stats();
+RESET ptf.state_load;
+RESET ptf.state_memory_limit;
 SELECT user_id, date_bin('1 minute', ts, '2024-01-01') AS window_start, count(*), sum(v), max(v)
   FROM snap_clicks WHERE id < 99 GROUP BY 1, 2 ORDER BY 2, 1;
 SELECT rows_skipped FROM state WHERE uid = 'snap';
@@ -211,3 +218,6 @@ SELECT * FROM temporal_join(NULL::orders, NULL::id_rates, 'ts', 'ts', '{cur}',
 SELECT count(*) FROM state WHERE uid = 'tj_id';
 
 SELECT drop_state(uid) FROM state ORDER BY uid;
+SET client_min_messages = warning;
+DROP SCHEMA ups CASCADE;
+RESET client_min_messages;
