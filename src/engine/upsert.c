@@ -128,6 +128,7 @@ ptf_upsert_build(PtfUpsert *u, MemoryContext cxt)
 	opts.mode = NORMALIZE_UPSERT;
 	opts.truncate_forgets = true;
 	MemoryContextSwitchTo(old);
+	memset(&env, 0, sizeof(env));
 	env.cxt = cxt;
 	env.durable = true;
 	env.mem_limit = 0;
