@@ -36,6 +36,7 @@
 
 #include "engine/output.h"
 #include "engine/upsert.h"
+#include "input/change_stream.h"
 #include "operators/normalize.h"
 
 struct PtfUpsert
@@ -162,7 +163,10 @@ ptf_upsert_begin(PtfUpsert *u, PtfOperator *op, bool kept, bool complete)
 	u->op = op;
 	op->emit_arg = u;
 	keys[0] = u->keys;
-	u->load = ptf_state_load_begin(u->ds, op, kept, complete, true, keys, 1);
+	/* a stream's call reads at most ptf.max_changes_per_call rows (0: any) */
+	u->load = ptf_state_load_begin(u->ds, op, kept, complete, true, keys, 1,
+								   ptf_max_changes_per_call > 0 ?
+								   (uint64) ptf_max_changes_per_call : 0);
 }
 
 void
