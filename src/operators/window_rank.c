@@ -463,9 +463,6 @@ static const PtfOperatorMethods window_rank_methods = {
 	.name = "window top-n",
 	.on_row = window_rank_on_row,
 	.on_timer = window_rank_on_timer,
-	.memory = ptf_operator_memory,
-	.keys = ptf_operator_keys,
-	.destroy = ptf_operator_destroy,
 };
 
 PtfOperator *

@@ -13,21 +13,15 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use FindBin;
 use lib "$FindBin::RealBin/../perl";
+use PtfNode;
 use PtfPipelineTest;
 
-my $node = PostgreSQL::Test::Cluster->new('window_sql_pipelines');
-$node->init(allows_streaming => 'logical');
-$node->append_conf('postgresql.conf', qq{
-shared_preload_libraries = 'deduplicate_keep_first'
-output_plugin_libraries = 'deduplicate_keep_first'
-restart_after_crash = on
-max_worker_processes = 16
+my $node = ptf_node('window_sql_pipelines', q{
 ptf.pipeline_idle_time = 50ms
 ptf.pipeline_max_backoff = 2s
 ptf.pipeline_batch_size = 300
 TimeZone = 'UTC'
 });
-$node->start;
 
 # The queries, over a stream (%s: the TVF's stream arguments) or a table.
 my %query = (
