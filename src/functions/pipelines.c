@@ -397,7 +397,7 @@ check_planned_pipeline_query(Query *q, const char *query, char **uid)
 	name = fe ? get_func_name(fe->funcid) : NULL;
 	if (name == NULL || (strcmp(name, "tumble") != 0 && strcmp(name, "hop") != 0 &&
 						 strcmp(name, "cumulate") != 0))
-		bad_query("Grouping and ranking are planned over ptf.tumble, ptf.hop and ptf.cumulate, nothing else.");
+		bad_query("It may choose columns and filter rows, nothing more: no joins, grouping, ordering, limits or subqueries, but the grouping or ranking of the rows of ptf.tumble, ptf.hop or ptf.cumulate.");
 	stream_arguments(fe, uid);
 	if (grouping->groupClause != NIL && level->hasWindowFuncs &&
 		!partitioned_by_windows(level, grouping, strcmp(name, "cumulate") == 0))
@@ -438,7 +438,7 @@ check_pipeline_query(const char *query, char **function, char **uid, char **boun
 		q->sortClause != NIL || q->limitCount != NULL || q->limitOffset != NULL ||
 		q->distinctClause != NIL || q->cteList != NIL || q->hasSubLinks || q->hasTargetSRFs ||
 		q->rowMarks != NIL)
-		bad_query("It may choose columns and filter rows, nothing more: no joins, ordering, limits or subqueries.");
+		bad_query("It may choose columns and filter rows, nothing more: no joins, grouping, ordering, limits or subqueries, but the grouping or ranking of a window table function's rows.");
 	if (q->hasAggs || q->groupClause != NIL || q->hasWindowFuncs || q->havingQual != NULL ||
 		single_ptf_call(q) == NULL)
 	{

@@ -1030,19 +1030,22 @@ ptf_window_top_n(PG_FUNCTION_ARGS)
 			ereport(ERROR,
 					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 					 errmsg("%s windows need step (the %s)", kind == WINDOW_HOP ? "HOP" : "CUMULATE",
-							kind == WINDOW_HOP ? "slide" : "step")));
+							kind == WINDOW_HOP ? "slide" : "step"),
+					 errhint("For example: step => '5 minutes'.")));
 		step = length_arg(fcinfo, WT_STEP, "step");
 	}
 	else if (!PG_ARGISNULL(WT_STEP))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("step is for HOP and CUMULATE windows")));
+				 errmsg("step is for HOP and CUMULATE windows"),
+				 errhint("Leave step out for TUMBLE windows.")));
 	offset = signed_interval_arg(fcinfo, WT_OFFSET, "offset");
 	window_spec_init(&pc.spec, kind, size, step, offset);
 	if (PG_ARGISNULL(WT_TOP_N))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("top_n must not be NULL")));
+				 errmsg("top_n must not be NULL"),
+				 errhint("top_n => 1 keeps the first row of every window.")));
 	pw.rank.limit = PG_GETARG_INT32(WT_TOP_N);
 	if (pw.rank.limit < 1)
 		ereport(ERROR,

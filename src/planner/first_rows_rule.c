@@ -24,11 +24,13 @@
  * SPI when the plan runs, with no watermark (one declared on the table is
  * not the query's).
  *
- * The table is read whole ("SELECT * FROM t"): a role allowed to read
- * only some of its columns runs PostgreSQL's own plan of the stage, kept
- * as the scan's fallback.  Over a change stream the pattern has no table
- * to read: ptf.deduplicate_keep_first with a uid is its stream form (by
- * event time ascending only, as Flink's: a DESC keep-last would retract).
+ * Only in a database that has the extension (the library may be loaded
+ * into every backend of the server).  The table is read whole ("SELECT *
+ * FROM t"): a role allowed to read only some of its columns runs
+ * PostgreSQL's own plan of the stage, kept as the scan's fallback.  Over a
+ * change stream the pattern has no table to read:
+ * ptf.deduplicate_keep_first with a uid is its stream form (by event time
+ * ascending only, as Flink's: a DESC keep-last would retract).
  *
  *-------------------------------------------------------------------------
  */
@@ -38,6 +40,7 @@
 #include "catalog/pg_class.h"
 #include "catalog/pg_inherits.h"
 #include "catalog/pg_type.h"
+#include "commands/extension.h"
 #include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
 #include "optimizer/clauses.h"
@@ -149,8 +152,9 @@ first_rows_rule_paths(PlannerInfo *root, RelOptInfo *input_rel, RelOptInfo *wind
 		limit < 1 || limit > PG_INT32_MAX)
 		return;
 
+	/* in a database that has the extension: a query elsewhere stays PostgreSQL's */
 	rowtype = get_rel_type_id(rte->relid);
-	if (!OidIsValid(rowtype))
+	if (!OidIsValid(rowtype) || !OidIsValid(get_extension_oid("deduplicate_keep_first", true)))
 		return;
 	rowdesc = lookup_rowtype_tupdesc_copy(rowtype, -1);
 

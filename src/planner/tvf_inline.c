@@ -214,7 +214,8 @@ windows_call(FunctionCallInfo fcinfo)
 		get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("ptf._tvf_windows is called by inlined ptf.hop and ptf.cumulate calls only")));
+				 errmsg("ptf._tvf_windows is called by inlined ptf.hop and ptf.cumulate calls only"),
+				 errhint("Call ptf.hop or ptf.cumulate.")));
 	old = MemoryContextSwitchTo(fcinfo->flinfo->fn_mcxt);
 	c = palloc0(sizeof(WindowsCall));
 	c->type = get_fn_expr_argtype(fcinfo->flinfo, 0);
@@ -254,7 +255,8 @@ ptf_tvf_windows(PG_FUNCTION_ARGS)
 		(rsinfo->allowedModes & SFRM_ValuePerCall) == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("ptf._tvf_windows is called by inlined ptf.hop and ptf.cumulate calls only")));
+				 errmsg("ptf._tvf_windows is called by inlined ptf.hop and ptf.cumulate calls only"),
+				 errhint("Call ptf.hop or ptf.cumulate.")));
 	c = windows_call(fcinfo);
 	rsinfo->returnMode = SFRM_ValuePerCall;
 	if (!c->active)

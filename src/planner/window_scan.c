@@ -406,7 +406,8 @@ bind_params_mutator(Node *node, ParamListInfo params)
 		if (prm == NULL || !OidIsValid(prm->ptype))
 			ereport(ERROR,
 					(errcode(ERRCODE_UNDEFINED_OBJECT),
-					 errmsg("no value found for parameter %d", p->paramid)));
+					 errmsg("no value found for parameter %d", p->paramid),
+					 errhint("Pass a value for every parameter of the prepared statement.")));
 		get_typlenbyval(p->paramtype, &typlen, &typbyval);
 		return (Node *) makeConst(p->paramtype, p->paramtypmod, p->paramcollid, typlen,
 								  prm->isnull ? (Datum) 0 : datumCopy(prm->value, typbyval, typlen),

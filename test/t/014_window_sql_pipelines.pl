@@ -158,7 +158,7 @@ like($err, qr/filtered by the query around it|not planned/, 'a ranking without i
     SELECT ptf.create_pipeline('bad', $q$SELECT window_start, count(*)
         FROM ptf.tumble(NULL::clicks, 'ts', '1 minute', changes => true, uid => 'bad') GROUP BY 1 LIMIT 3$q$,
         'sql_minutes')});
-like($err, qr/no joins, ordering, limits/, 'a limit is refused');
+like($err, qr/no joins, grouping, ordering, limits/, 'a limit is refused');
 # and the setting does not turn a pipeline's plan off
 $node->safe_psql('postgres', q{ALTER SYSTEM SET ptf.plan_window_sql = off});
 $node->reload;
