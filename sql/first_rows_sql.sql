@@ -1,5 +1,5 @@
 -- row_number() OVER (PARTITION BY k ORDER BY ...) filtered to its first rows, over a
--- table (DESIGN 8, reference 5): ordered by a time column that cannot be NULL,
+-- table (doc/design.md §8, doc/flink-semantics.md §5): ordered by a time column that cannot be NULL,
 -- = 1, it is keep-first by event time (deduplicate_keep_first's operator); any
 -- other order, DESC, or <= N, the Top-N operator per key.  Each planned query
 -- equals PostgreSQL's plain evaluation (ptf.plan_window_sql = off).

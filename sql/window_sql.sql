@@ -1,4 +1,4 @@
--- Flink's SQL as written (DESIGN 8): a window TVF + GROUP BY is planned as the
+-- Flink's SQL as written (doc/design.md §8): a window TVF + GROUP BY is planned as the
 -- sliced window aggregate, row_number() over its windows as Window Top-N.  The
 -- answers are Flink's documented ones, checked by hand, and equal to PostgreSQL's
 -- plain evaluation of the same SQL (ptf.plan_window_sql = off).

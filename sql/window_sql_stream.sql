@@ -1,4 +1,4 @@
--- Flink's SQL as written over a change stream (DESIGN 8): a TVF + GROUP BY with
+-- Flink's SQL as written over a change stream (doc/design.md §8): a TVF + GROUP BY with
 -- changes => true and a uid is the window aggregate of that uid -- each window
 -- once, whole, when the watermark passes its end, across calls, exactly once, late
 -- rows counted, updates and deletes retracted -- equal to ptf.window_aggregate

@@ -19,6 +19,8 @@
 
 #include "base/ptf_time.h"
 #include "functions/common.h"
+#include "functions/row_number.h"
+#include "functions/windows.h"
 #include "commands/drops.h"
 #include "engine/state_load.h"
 #include "input/change_stream.h"
@@ -37,7 +39,7 @@ _PG_init(void)
 	change_stream_define_gucs();
 	stream_slot_define_gucs();
 	ptf_worker_init();
-	ptf_planner_init();
+	ptf_planner_init(ptf_window_run_planned, ptf_first_rows_run_planned);
 	ptf_state_load_init();
 	ptf_drops_init();
 	MarkGUCPrefixReserved("ptf");

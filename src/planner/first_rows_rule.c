@@ -3,7 +3,7 @@
  * first_rows_rule.c
  *	  row_number() OVER (PARTITION BY k ORDER BY ...) filtered to its first
  *	  rows, over a table, planned as keep-first by event time or as Top-N
- *	  per key (Flink's deduplication rule; DESIGN 8, reference 5).
+ *	  per key (Flink's deduplication rule; doc/design.md §8, doc/flink-semantics.md §5).
  *
  * The shape:
  *

@@ -3,7 +3,7 @@
  * planner.c
  *	  The planner hooks of the library: window TVFs inlined as scans
  *	  (tvf_inline.c) and the window rules (rules.h) -- Flink's SQL as
- *	  written, planned as our operators (DESIGN 8).
+ *	  written, planned as our operators (doc/design.md §8).
  *
  * Where the rules work.  Recognizing a TVF + GROUP BY, or a row_number()
  * over a TVF's windows, needs the query PostgreSQL planned: quals pushed
@@ -139,7 +139,7 @@ ptf_upper_paths(PlannerInfo *root, UpperRelationKind stage, RelOptInfo *input_re
 }
 
 void
-ptf_planner_init(void)
+ptf_planner_init(PtfWindowRunner window_runner, PtfFirstRowsRunner first_rows_runner)
 {
 	ptf_tvf_inline_define_gucs();
 	DefineCustomBoolVariable("ptf.plan_window_sql",
@@ -148,7 +148,7 @@ ptf_planner_init(void)
 							 &ptf_plan_window_sql,
 							 true, PGC_USERSET, 0,
 							 NULL, NULL, NULL);
-	window_scan_register();
+	window_scan_register(window_runner, first_rows_runner);
 	prev_planner_hook = planner_hook;
 	planner_hook = ptf_planner;
 	prev_upper_paths_hook = create_upper_paths_hook;

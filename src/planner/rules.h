@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * rules.h
- *	  The window rules of the planner (Flink's SQL as written, DESIGN 8):
+ *	  The window rules of the planner (Flink's SQL as written, doc/design.md §8):
  *	  a window TVF + GROUP BY planned as the sliced window aggregate
  *	  (window_agg_rule.c), row_number() over a TVF's windows <= N as
  *	  Window Top-N (window_rank_rule.c).

@@ -3,7 +3,7 @@
  * window_agg_rule.c
  *	  A window TVF + GROUP BY planned as the sliced window aggregate
  *	  (Flink's StreamPhysicalWindowAggregateRule and
- *	  PullUpWindowTableFunctionIntoWindowAggregateRule; DESIGN 8).
+ *	  PullUpWindowTableFunctionIntoWindowAggregateRule; doc/design.md §8).
  *
  * The shape:
  *

@@ -3,7 +3,7 @@
  * window_rank_rule.c
  *	  row_number() over a window TVF's windows, filtered to its first N,
  *	  planned as Window Top-N (Flink's window rank and window
- *	  deduplication; DESIGN 8).
+ *	  deduplication; doc/design.md §8).
  *
  * The shape (Flink's, over a TVF's rows):
  *

@@ -64,8 +64,11 @@
 #include "utils/ruleutils.h"
 #include "utils/tuplestore.h"
 
-#include "functions/row_number.h"
 #include "planner/window_scan.h"
+
+/* what runs the calls: the functions' code (planned.h) */
+static PtfWindowRunner run_window = NULL;
+static PtfFirstRowsRunner run_first_rows_call = NULL;
 
 /* ---- the plan's private list ---- */
 
@@ -448,7 +451,7 @@ grid_hits(int64 base, int64 period, PtfTime lo, PtfTime hi)
 
 /*
  * A timestamp column is windowed on its own clock, and its window bounds
- * are converted to timestamptz in the session's time zone (DESIGN 2.5).
+ * are converted to timestamptz in the session's time zone (doc/design.md §2.5).
  * Local times in a daylight saving gap do not exist, and convert to the
  * same instants as the hour after them: two windows one of whose bounds
  * lies in a gap can come out with the same bounds, which PostgreSQL's
@@ -562,7 +565,7 @@ run_first_rows(WindowScanState *ws)
 	ws->store = tuplestore_begin_heap(true, false, work_mem);
 	fr.store = ws->store;
 	fr.describe = p->describe;
-	ptf_first_rows_run_planned(&fr);
+	run_first_rows_call(&fr);
 	ws->rows = fr.rows;
 	MemoryContextSwitchTo(old);
 }
@@ -658,7 +661,7 @@ run_window_scan(WindowScanState *ws)
 	}
 
 	pw.track_range = (ws->fallback != NULL);
-	ptf_window_run_planned(fcinfo, p->window, &pw);
+	run_window(fcinfo, p->window, &pw);
 	ws->rows = pw.rows;
 	ws->done = true;
 	if (ws->fallback != NULL && pw.time_type == TIMESTAMPOID &&
@@ -864,8 +867,10 @@ explain_window_scan(CustomScanState *node, List *ancestors, ExplainState *es)
 }
 
 void
-window_scan_register(void)
+window_scan_register(PtfWindowRunner window_runner, PtfFirstRowsRunner first_rows_runner)
 {
+	run_window = window_runner;
+	run_first_rows_call = first_rows_runner;
 	RegisterCustomScanMethods(&window_scan_methods);
 }
 

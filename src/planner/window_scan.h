@@ -11,7 +11,7 @@
 
 #include "nodes/pathnodes.h"
 
-#include "functions/windows.h"
+#include "planner/planned.h"
 #include "planner/tvf_call.h"
 
 /* What a column of the scan's rows holds. */
@@ -83,7 +83,8 @@ extern char *window_scan_deparse(const PtfTvf *tvf, List *exprs, const char *sep
 extern char *window_scan_order_text(Oid relid, List *attnos, List *ops, List *colls,
 									List *nulls_first);
 
-/* from _PG_init: the node's methods, by name */
-extern void window_scan_register(void);
+/* from _PG_init: the node's methods, by name, and what runs its calls */
+extern void window_scan_register(PtfWindowRunner window_runner,
+								 PtfFirstRowsRunner first_rows_runner);
 
 #endif							/* PTF_PLANNER_WINDOW_SCAN_H */

@@ -1,4 +1,4 @@
-# Pipelines of Flink's SQL as written (DESIGN 8): a window TVF + GROUP BY over
+# Pipelines of Flink's SQL as written (doc/design.md §8): a window TVF + GROUP BY over
 # a change stream (tumble, hop with a WHERE and HAVING, cumulate), Window Top-N
 # of a TVF's rows, window deduplication, and Top-N of a window aggregate's
 # groups, each planned by the window rules and run by the background worker.
