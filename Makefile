@@ -38,7 +38,8 @@ OBJS = \
 	src/functions/state_functions.o \
 	src/functions/temporal_join.o \
 	src/functions/to_changelog.o \
-	src/functions/tvf_inline.o \
+	src/functions/row_filter.o \
+	src/functions/row_number.o \
 	src/functions/windows.o \
 	src/decoding/json_writer.o \
 	src/decoding/plugin.o \
@@ -57,6 +58,14 @@ OBJS = \
 	src/operators/window_math.o \
 	src/operators/window_session.o \
 	src/operators/window_tvf.o \
+	src/operators/window_rank.o \
+	src/planner/first_rows_rule.o \
+	src/planner/planner.o \
+	src/planner/tvf_call.o \
+	src/planner/tvf_inline.o \
+	src/planner/window_agg_rule.o \
+	src/planner/window_rank_rule.o \
+	src/planner/window_scan.o \
 	src/sink/apply.o \
 	src/state/images_table.o \
 	src/state/key.o \

@@ -12,6 +12,11 @@
 # a different key and slice than the last), and the same rows in time
 # order (an event table as it is written).  Windows: TUMBLE 1 hour; HOP 1 hour sliding
 # by 5 minutes (size = 12 slides); CUMULATE 1 hour in 5-minute steps.
+# Flink's SQL as written (planner/): a TVF + GROUP BY planned as the window
+# aggregate is timed against the window_aggregate call of the same windows,
+# against GROUP BY k, date_bin(...), and against the same SQL with the rule
+# off (ptf.plan_window_sql; statements named *_off); Window Top-N (the top 3
+# of each window and key) against the same SQL with the rule off.
 # Every statement runs REPS times (default 3) after a warm-up round,
 # alternating with its anchor in one session; the table shows medians and
 # the ratio to the anchor, for each setting in RUNS (default
@@ -54,6 +59,11 @@ SQL
 statements() {
     cat <<'LIST'
 tvf_tumble|SELECT count(*) FROM (SELECT window_start, window_end, count(*), sum((data).v) FROM ptf.tumble(NULL::bench_events, 'ts', '1 hour') GROUP BY 1, 2) s
+sql_tumble_key|SELECT count(*) FROM (SELECT window_start, window_end, (data).k, count(*), sum((data).v) FROM ptf.tumble(NULL::bench_events, 'ts', '1 hour') GROUP BY 1, 2, 3) s
+sql_hop|SELECT count(*) FROM (SELECT window_start, window_end, (data).k, count(*), sum((data).v) FROM ptf.hop(NULL::bench_events, 'ts', '5 minutes', '1 hour') GROUP BY 1, 2, 3) s
+sql_hop_off|SELECT count(*) FROM (SELECT window_start, window_end, (data).k, count(*), sum((data).v) FROM ptf.hop(NULL::bench_events, 'ts', '5 minutes', '1 hour') GROUP BY 1, 2, 3) s
+topn|SELECT count(*) FROM (SELECT (data).k, (data).v, window_start, row_number() OVER (PARTITION BY window_start, window_end, (data).k ORDER BY (data).v DESC) AS rownum FROM ptf.tumble(NULL::bench_events, 'ts', '1 hour')) t WHERE rownum <= 3
+topn_off|SELECT count(*) FROM (SELECT (data).k, (data).v, window_start, row_number() OVER (PARTITION BY window_start, window_end, (data).k ORDER BY (data).v DESC) AS rownum FROM ptf.tumble(NULL::bench_events, 'ts', '1 hour')) t WHERE rownum <= 3
 bin_tumble|SELECT count(*) FROM (SELECT date_bin('1 hour', ts, '2000-01-01'), date_bin('1 hour', ts, '2000-01-01') + interval '1 hour', count(*), sum(v) FROM bench_events GROUP BY 1, 2) s
 wa_tumble|SELECT count(*) FROM ptf.window_aggregate(NULL::bench_events, NULL::wa_out, 'tumble', 'ts', '1 hour', partition_by => '{k}', aggregates => 'count(*) AS n, sum(v) AS s')
 bin_key_tumble|SELECT count(*) FROM (SELECT k, date_bin('1 hour', ts, '2000-01-01'), date_bin('1 hour', ts, '2000-01-01') + interval '1 hour', count(*), sum(v) FROM bench_events GROUP BY 1, 2, 3) s
@@ -75,11 +85,18 @@ for run in $RUNS; do
         echo "SET work_mem = '$wm';"
         echo "SET max_parallel_workers_per_gather = 0;"
         echo "\\timing on"
-        statements | sed "s/bench_events/$table/g" | while IFS='|' read -r name sql; do echo "$sql \\g /dev/null"; done
+        # a statement named *_off runs with the window rules off
+        statements | sed "s/bench_events/$table/g" | while IFS='|' read -r name sql; do
+            case $name in *_off) echo "SET ptf.plan_window_sql = off;" ;; esac
+            echo "$sql \\g /dev/null"
+            case $name in *_off) echo "RESET ptf.plan_window_sql;" ;; esac
+        done
         for r in $(seq 1 "$REPS"); do
             statements | sed "s/bench_events/$table/g" | while IFS='|' read -r name sql; do
+                case $name in *_off) echo "SET ptf.plan_window_sql = off;" ;; esac
                 echo "\\echo @@ $name"
                 echo "$sql;"
+                case $name in *_off) echo "RESET ptf.plan_window_sql;" ;; esac
             done
         done
     } >"$script"
@@ -89,12 +106,17 @@ for run in $RUNS; do
     m() { ptf_bench_median "$dir/times.txt" "$1"; }
     tt=$(m tvf_tumble); bt=$(m bin_tumble); wt=$(m wa_tumble); bk=$(m bin_key_tumble)
     wh=$(m wa_hop); jh=$(m join_hop); wc=$(m wa_cumulate); jc=$(m join_cumulate)
+    sk=$(m sql_tumble_key); sh=$(m sql_hop); so=$(m sql_hop_off); tn=$(m topn); to=$(m topn_off)
     echo
     echo "### $ROWS rows, $KEYS keys, one day, rows in $order order, work_mem = $wm (median of $REPS, ms)"
     echo
     echo "| work | ptf | anchor | anchor ms | ratio | target |"
     echo "|---|---:|---|---:|---:|---:|"
-    echo "| \`ptf.tumble\` 1 h + GROUP BY window | $tt | \`GROUP BY date_bin('1 hour', ts)\` | $bt | $(ptf_bench_ratio "$tt" "$bt") | <= 1.2x |"
+    echo "| \`ptf.tumble\` 1 h + GROUP BY window (planned) | $tt | \`GROUP BY date_bin('1 hour', ts)\` | $bt | $(ptf_bench_ratio "$tt" "$bt") | <= 1.2x |"
+    echo "| \`ptf.tumble\` 1 h + GROUP BY window, k (planned) | $sk | \`GROUP BY k, date_bin('1 hour', ts)\` | $bk | $(ptf_bench_ratio "$sk" "$bk") | <= 1.0x |"
+    echo "| \`ptf.hop\` 1 h / 5 min + GROUP BY window, k (planned) | $sh | the \`window_aggregate\` call | $wh | $(ptf_bench_ratio "$sh" "$wh") | <= 1.2x |"
+    echo "| \`ptf.hop\` 1 h / 5 min + GROUP BY window, k (planned) | $sh | the same SQL, \`ptf.plan_window_sql = off\` | $so | $(ptf_bench_ratio "$sh" "$so") | <= 0.15x |"
+    echo "| Window Top-N (3 per 1 h window and k, planned) | $tn | the same SQL, \`ptf.plan_window_sql = off\` | $to | $(ptf_bench_ratio "$tn" "$to") | <= 0.5x |"
     echo "| \`window_aggregate\` TUMBLE 1 h per key | $wt | \`GROUP BY k, date_bin('1 hour', ts)\` | $bk | $(ptf_bench_ratio "$wt" "$bk") | <= 1.0x |"
     echo "| \`window_aggregate\` HOP 1 h / 5 min per key | $wh | join to each row's 12 windows, GROUP BY | $jh | $(ptf_bench_ratio "$wh" "$jh") | <= 0.25x |"
     echo "| \`window_aggregate\` CUMULATE 1 h / 5 min per key | $wc | join to each row's windows, GROUP BY | $jc | $(ptf_bench_ratio "$wc" "$jc") | <= 0.25x |"

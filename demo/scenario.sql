@@ -265,9 +265,9 @@ INSERT INTO bids VALUES
   ('2020-04-15 08:09', 5.00, 'D', 'supplier2'), ('2020-04-15 08:11', 3.00, 'B', 'supplier2'),
   ('2020-04-15 08:13', 1.00, 'E', 'supplier1'), ('2020-04-15 08:17', 6.00, 'F', 'supplier2');
 SET TimeZone = 'UTC';
-\echo '=== TUMBLE(10 min) as a table function, then plain GROUP BY (planned as a scan of bids):'
-SELECT window_start, window_end, sum((data).price) AS total
-  FROM ptf.tumble(NULL::bids, 'bidtime', '10 minutes') GROUP BY 1, 2 ORDER BY 1;
+\echo '=== TUMBLE(10 min) as a table function: each bid with its window (a scan of bids):'
+SELECT (data).item, (data).bidtime, window_start, window_end
+  FROM ptf.tumble(NULL::bids, 'bidtime', '10 minutes') ORDER BY 2;
 \echo '=== HOP(slide 5, size 10) per supplier with ptf.window_aggregate: the slices'
 \echo '=== of 5 minutes are summed once and combined into each window.'
 CREATE TYPE supplier_total AS (supplier text, window_start timestamp, window_end timestamp,
@@ -355,3 +355,50 @@ SELECT visitor, page FROM ptf.deduplicate_keep_first(NULL::visits,
 SELECT state_load, keys_probed, keys_loaded FROM ptf.last_call_stats();
 SELECT keys, pg_size_pretty(bytes) AS size FROM ptf.state WHERE uid = 'first_visit';
 SELECT ptf.drop_state('first_visit');
+
+\echo
+\echo '=== (l) Flink''s SQL as written: a window TVF + GROUP BY is planned as the'
+\echo '===     window aggregate, row_number() over its windows as Window Top-N --'
+\echo '===     one-shot, over a stream, in a pipeline.  EXPLAIN shows which.'
+\echo '=== TVF + GROUP BY: HOP(5, 10) per supplier, no bid copied once per window.'
+EXPLAIN (COSTS OFF)
+SELECT window_start, window_end, (data).supplier, sum((data).price) AS total, count(*) AS bids
+  FROM ptf.hop(NULL::bids, 'bidtime', '5 minutes', '10 minutes')
+ GROUP BY window_start, window_end, (data).supplier;
+SELECT window_start, window_end, (data).supplier, sum((data).price) AS total, count(*) AS bids
+  FROM ptf.hop(NULL::bids, 'bidtime', '5 minutes', '10 minutes')
+ GROUP BY window_start, window_end, (data).supplier ORDER BY 2, 3;
+\echo '=== Window Top-N: the two dearest bids of every 10 minutes.'
+SELECT * FROM (
+  SELECT (data).item, (data).price, window_start, window_end,
+         row_number() OVER (PARTITION BY window_start, window_end ORDER BY (data).price DESC) AS rownum
+    FROM ptf.tumble(NULL::bids, 'bidtime', '10 minutes')) t
+ WHERE rownum <= 2 ORDER BY window_start, rownum;
+\echo '=== Window deduplication: the last bid of every 10 minutes (its time DESC).'
+SELECT * FROM (
+  SELECT (data).item, (data).bidtime, window_start,
+         row_number() OVER (PARTITION BY window_start, window_end ORDER BY (data).bidtime DESC) AS rownum
+    FROM ptf.tumble(NULL::bids, 'bidtime', '10 minutes')) t
+ WHERE rownum = 1 ORDER BY window_start;
+\echo '=== Top-N after window aggregation: the best supplier of every 10 minutes.'
+SELECT * FROM (
+  SELECT window_start, (data).supplier, sum((data).price) AS total,
+         row_number() OVER (PARTITION BY window_start, window_end ORDER BY sum((data).price) DESC) AS rownum
+    FROM ptf.tumble(NULL::bids, 'bidtime', '10 minutes') GROUP BY window_start, window_end, (data).supplier) t
+ WHERE rownum = 1 ORDER BY window_start;
+\echo '=== The same grouping over a live table''s changes, as a pipeline: each window'
+\echo '=== written once, whole, when the watermark (5 s behind) passes its end.'
+CREATE TABLE live_bids (LIKE bids);
+ALTER TABLE live_bids REPLICA IDENTITY FULL;
+CREATE TABLE supplier_windows (window_start timestamptz, window_end timestamptz, supplier text,
+                               total numeric, bids bigint);
+SELECT ptf.create_pipeline('supplier-windows', $$
+    SELECT window_start, window_end, (data).supplier, sum((data).price), count(*)
+      FROM ptf.tumble(NULL::live_bids, 'bidtime', '10 minutes', watermark_delay => '5 seconds',
+                      changes => true, uid => 'supplier-windows')
+     GROUP BY window_start, window_end, (data).supplier$$, 'supplier_windows');
+INSERT INTO live_bids SELECT * FROM bids;
+INSERT INTO live_bids VALUES ('2020-04-15 08:20:06', 1.00, 'H', 'supplier1');
+SELECT pg_temp.wait_for('SELECT count(*) FROM supplier_windows', 4) AS windows_written;
+SELECT * FROM supplier_windows ORDER BY window_start, supplier;
+SELECT ptf.drop_pipeline('supplier-windows');

@@ -66,3 +66,102 @@ SELECT r.uid,
 ALTER TABLE ptf.uid_registry
     ADD COLUMN handover_roles oid[],
     ADD COLUMN handover_xids xid8[];
+
+-------------------------------------------------------------------------------
+-- Flink's SQL as written (planner/): a window TVF + GROUP BY is planned as the
+-- sliced window aggregate, row_number() over its windows as Window Top-N.
+-------------------------------------------------------------------------------
+
+-- The TVFs take the watermark of a planned query over their change stream:
+-- a new last argument, watermark_delay (a new signature: views calling the
+-- TVFs must be dropped before the update and made again after it).
+DROP FUNCTION ptf.tumble(anyelement, text, interval, interval, text, text, boolean, boolean);
+DROP FUNCTION ptf.hop(anyelement, text, interval, interval, interval, text, text, boolean, boolean);
+DROP FUNCTION ptf.cumulate(anyelement, text, interval, interval, interval, text, text, boolean, boolean);
+
+CREATE FUNCTION ptf.tumble(
+    input     anyelement,
+    on_time   text,
+    size      interval,
+    "offset"  interval DEFAULT '0',
+    uid       text     DEFAULT NULL,
+    query     text     DEFAULT NULL,
+    changes   boolean  DEFAULT false,
+    snapshot  boolean  DEFAULT false,
+    watermark_delay interval DEFAULT NULL)
+RETURNS TABLE (data anyelement, window_start timestamptz, window_end timestamptz,
+               window_time timestamptz)
+AS 'MODULE_PATHNAME', 'ptf_tumble'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+COMMENT ON FUNCTION ptf.tumble(anyelement, text, interval, interval, text, text, boolean, boolean, interval) IS
+    'Each row with its tumbling window [window_start, window_end) (Flink TUMBLE)';
+
+CREATE FUNCTION ptf.hop(
+    input     anyelement,
+    on_time   text,
+    slide     interval,
+    size      interval,
+    "offset"  interval DEFAULT '0',
+    uid       text     DEFAULT NULL,
+    query     text     DEFAULT NULL,
+    changes   boolean  DEFAULT false,
+    snapshot  boolean  DEFAULT false,
+    watermark_delay interval DEFAULT NULL)
+RETURNS TABLE (data anyelement, window_start timestamptz, window_end timestamptz,
+               window_time timestamptz)
+AS 'MODULE_PATHNAME', 'ptf_hop'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+COMMENT ON FUNCTION ptf.hop(anyelement, text, interval, interval, interval, text, text, boolean, boolean, interval) IS
+    'Each row once per hopping window it falls in (Flink HOP)';
+
+CREATE FUNCTION ptf.cumulate(
+    input     anyelement,
+    on_time   text,
+    step      interval,
+    size      interval,
+    "offset"  interval DEFAULT '0',
+    uid       text     DEFAULT NULL,
+    query     text     DEFAULT NULL,
+    changes   boolean  DEFAULT false,
+    snapshot  boolean  DEFAULT false,
+    watermark_delay interval DEFAULT NULL)
+RETURNS TABLE (data anyelement, window_start timestamptz, window_end timestamptz,
+               window_time timestamptz)
+AS 'MODULE_PATHNAME', 'ptf_cumulate'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+COMMENT ON FUNCTION ptf.cumulate(anyelement, text, interval, interval, interval, text, text, boolean, boolean, interval) IS
+    'Each row once per cumulating window it falls in (Flink CUMULATE)';
+
+-- The windows of a HOP or CUMULATE row, for calls the planner replaces by a
+-- scan of their table (planner/tvf_inline.c).  Internal.
+CREATE FUNCTION ptf._tvf_windows(time_value anyelement, kind integer, size_us bigint,
+                                 step_us bigint, offset_us bigint, on_time text)
+RETURNS TABLE (window_start timestamptz, window_end timestamptz, window_time timestamptz)
+AS 'MODULE_PATHNAME', 'ptf_tvf_windows'
+LANGUAGE C STABLE PARALLEL SAFE ROWS 4;
+COMMENT ON FUNCTION ptf._tvf_windows(anyelement, integer, bigint, bigint, bigint, text) IS
+    'Internal: the HOP (kind 1) or CUMULATE (kind 2) windows holding a time';
+
+-- Window Top-N as a function: per window (and key), the first top_n rows
+-- in the order of order_by, numbered; window deduplication is top_n 1.
+CREATE FUNCTION ptf.window_top_n(
+    input           anyelement,
+    "window"        text,
+    on_time         text,
+    size            interval,
+    step            interval DEFAULT NULL,
+    "offset"        interval DEFAULT '0',
+    partition_by    text[]   DEFAULT NULL,
+    order_by        text     DEFAULT NULL,
+    top_n           integer  DEFAULT 1,
+    uid             text     DEFAULT NULL,
+    query           text     DEFAULT NULL,
+    changes         boolean  DEFAULT false,
+    watermark_delay interval DEFAULT NULL,
+    snapshot        boolean  DEFAULT false)
+RETURNS TABLE (data anyelement, window_start timestamptz, window_end timestamptz,
+               window_time timestamptz, rownum bigint)
+AS 'MODULE_PATHNAME', 'ptf_window_top_n'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+COMMENT ON FUNCTION ptf.window_top_n(anyelement, text, text, interval, interval, interval, text[], text, integer, text, text, boolean, interval, boolean) IS
+    'The first top_n rows of every window and key in an order (Flink Window Top-N, window deduplication)';

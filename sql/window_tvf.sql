@@ -86,11 +86,15 @@ SELECT (data).item, window_start
   FROM tumble(NULL::bid, 'bidtime', '10 minutes',
               query => $$SELECT * FROM bid WHERE price > 3$$) ORDER BY 1;
 
--- TUMBLE over a table is planned as a scan of it (ptf.inline_window_tvfs), with
--- the function's answer: compared here with the function run as such
-EXPLAIN (COSTS OFF) SELECT window_start, count(*) FROM tumble(NULL::bid, 'bidtime', '10 minutes') GROUP BY 1;
+-- A TVF over a table is planned as a scan of it (ptf.inline_window_tvfs), with
+-- the function's answer: compared here with the function run as such.  (GROUP BY
+-- window columns and data columns is planned as the window aggregate:
+-- window_sql.sql; a grouping by an expression is not.)
+EXPLAIN (COSTS OFF) SELECT date_trunc('hour', window_start), count(*) FROM tumble(NULL::bid, 'bidtime', '10 minutes') GROUP BY 1;
+EXPLAIN (COSTS OFF) SELECT date_trunc('hour', window_start), count(*) FROM hop(NULL::bid, 'bidtime', '5 minutes', '10 minutes') GROUP BY 1;
+EXPLAIN (COSTS OFF) SELECT (data).item, window_end FROM cumulate(NULL::bid, 'bidtime', '2 minutes', '10 minutes') WHERE (data).price > 4;
 SET ptf.inline_window_tvfs = off;
-EXPLAIN (COSTS OFF) SELECT window_start, count(*) FROM tumble(NULL::bid, 'bidtime', '10 minutes') GROUP BY 1;
+EXPLAIN (COSTS OFF) SELECT date_trunc('hour', window_start), count(*) FROM tumble(NULL::bid, 'bidtime', '10 minutes') GROUP BY 1;
 RESET ptf.inline_window_tvfs;
 -- odd rows: infinite times are skipped, a dropped column, a view, every time type,
 -- offsets, windows of days in another time zone
@@ -123,13 +127,24 @@ SELECT * FROM pg_temp.both_ways($$SELECT data, window_start, window_end
 SELECT * FROM pg_temp.both_ways($$SELECT (data).*, window_start
                                     FROM ptf.tumble(NULL::odd, 'ms', '2 hours')$$);
 SELECT * FROM pg_temp.both_ways($$SELECT (data).a, window_end FROM ptf.tumble(NULL::odd_view, 'ts', '3 hours')$$);
+-- HOP and CUMULATE: each row in several windows
+SELECT * FROM pg_temp.both_ways($$SELECT (data).a, window_start, window_end, window_time
+                                    FROM ptf.hop(NULL::odd, 'ts', '20 minutes', '1 hour')$$);
+SELECT * FROM pg_temp.both_ways($$SELECT (data).a, window_start, window_end, window_time
+                                    FROM ptf.hop(NULL::odd, 'tz', '25 minutes', '1 hour', "offset" => '7 minutes')$$);
+SELECT * FROM pg_temp.both_ways($$SELECT data, window_start, window_end
+                                    FROM ptf.cumulate(NULL::odd, 'ts', '2 hours', '1 day', "offset" => '-5 hours')$$);
+SELECT * FROM pg_temp.both_ways($$SELECT (data).a, window_start, window_end
+                                    FROM ptf.cumulate(NULL::odd_view, 'ms', '30 minutes', '2 hours') WHERE (data).a > 100$$);
 SET TimeZone = 'UTC';
 -- a NULL time is the same error
 \set VERBOSITY terse
 INSERT INTO odd VALUES (99, NULL, NULL, NULL);
 SELECT count(*) FROM tumble(NULL::odd, 'ts', '1 hour');
+SELECT count(*) FROM hop(NULL::odd, 'ts', '30 minutes', '1 hour');
 SET ptf.inline_window_tvfs = off;
 SELECT count(*) FROM tumble(NULL::odd, 'ts', '1 hour');
+SELECT count(*) FROM hop(NULL::odd, 'ts', '30 minutes', '1 hour');
 RESET ptf.inline_window_tvfs;
 \set VERBOSITY default
 DELETE FROM odd WHERE a = 99;
@@ -168,7 +183,8 @@ RESET ROLE;
 DROP POLICY small ON odd;
 REVOKE USAGE ON SCHEMA ptf FROM regress_ptf_tvf;
 DROP ROLE regress_ptf_tvf;
--- a view's definition keeps the call: the scan is chosen when it is planned
+-- a view's definition keeps the call: the plan is chosen when it is planned
+-- (here the window aggregate)
 CREATE VIEW hourly AS SELECT window_start, count(*) FROM ptf.tumble(NULL::odd, 'ts', '1 hour') GROUP BY 1;
 SELECT pg_get_viewdef('hourly') LIKE '%FROM tumble(NULL::odd%' AS keeps_the_call;
 EXPLAIN (COSTS OFF) SELECT * FROM hourly;

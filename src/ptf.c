@@ -19,10 +19,12 @@
 
 #include "base/ptf_time.h"
 #include "functions/common.h"
+#include "functions/row_number.h"
+#include "functions/windows.h"
 #include "commands/drops.h"
 #include "engine/state_load.h"
-#include "functions/tvf_inline.h"
 #include "input/change_stream.h"
+#include "planner/planner.h"
 #include "worker/worker.h"
 
 PG_MODULE_MAGIC;
@@ -37,7 +39,7 @@ _PG_init(void)
 	change_stream_define_gucs();
 	stream_slot_define_gucs();
 	ptf_worker_init();
-	ptf_tvf_inline_init();
+	ptf_planner_init(ptf_window_run_planned, ptf_first_rows_run_planned);
 	ptf_state_load_init();
 	ptf_drops_init();
 	MarkGUCPrefixReserved("ptf");

@@ -168,7 +168,6 @@ void
 ptf_input_arg(FunctionCallInfo fcinfo, int argno, const char *name, PtfInputArg *in)
 {
 	Oid			rowtype = get_fn_expr_argtype(fcinfo->flinfo, argno);
-	char		relkind;
 
 	if (!OidIsValid(rowtype))
 		ereport(ERROR,
@@ -181,6 +180,13 @@ ptf_input_arg(FunctionCallInfo fcinfo, int argno, const char *name, PtfInputArg 
 				 errmsg("input must be a table's row type, such as NULL::tablename, not %s",
 						format_type_be(rowtype))));
 	ptf_type_only_arg(fcinfo, argno, name);
+	ptf_input_of_type(rowtype, in);
+}
+
+void
+ptf_input_of_type(Oid rowtype, PtfInputArg *in)
+{
+	char		relkind;
 
 	in->rowtype = rowtype;
 	in->rowdesc = lookup_rowtype_tupdesc_copy(rowtype, -1);

@@ -25,6 +25,8 @@ extern void ptf_common_define_gucs(void);
 /* input => NULL::tbl: the row type, and its relation when it has one */
 extern void ptf_input_arg(FunctionCallInfo fcinfo, int argno, const char *name,
 						  PtfInputArg *in);
+/* the same for a row type known already (a planned query's table) */
+extern void ptf_input_of_type(Oid rowtype, PtfInputArg *in);
 /* an argument that gives only a row type (NULL::tbl) must be NULL */
 extern void ptf_type_only_arg(FunctionCallInfo fcinfo, int argno, const char *name);
 

@@ -34,9 +34,11 @@
 #include "catalog/pg_type.h"
 #include "commands/trigger.h"
 #include "executor/spi.h"
+#include "nodes/extensible.h"
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "nodes/nodeFuncs.h"
+#include "optimizer/optimizer.h"
 #include "parser/analyze.h"
 #include "replication/origin.h"
 #include "replication/slot.h"
@@ -193,47 +195,12 @@ bind_query(Query *q)
 	return bound;
 }
 
-/*
- * SELECT [columns] FROM ptf.f(..., changes => true, uid => '...') [WHERE ...]
- * with f one of ours; returns f's name, the uid and the query bound.
- */
+/* The stream arguments of a call: changes => true and uid => '...', as literals. */
 static void
-check_pipeline_query(const char *query, char **function, char **uid, char **bound)
+stream_arguments(FuncExpr *fe, char **uid)
 {
-	List	   *raw = pg_parse_query(query);
-	Query	   *q;
-	RangeTblEntry *rte;
-	RangeTblFunction *rtfunc;
-	FuncExpr   *fe;
 	ListCell   *lc;
 	bool		changes = false;
-	char	   *name;
-
-	if (list_length(raw) != 1)
-		bad_query("The query must be a single statement.");
-	q = parse_analyze_fixedparams(linitial_node(RawStmt, raw), query, NULL, 0, NULL);
-	if (q->commandType != CMD_SELECT || q->utilityStmt != NULL || q->setOperations != NULL ||
-		q->hasAggs || q->groupClause != NIL || q->hasWindowFuncs || q->sortClause != NIL ||
-		q->limitCount != NULL || q->limitOffset != NULL || q->distinctClause != NIL ||
-		q->cteList != NIL || q->hasSubLinks || q->hasTargetSRFs || q->rowMarks != NIL ||
-		q->havingQual != NULL)
-		bad_query("It may choose columns and filter rows, nothing more: no joins, grouping, ordering, limits or subqueries.");
-	if (list_length(q->rtable) != 1)
-		bad_query("It reads from one function call, and nothing else.");
-	rte = linitial_node(RangeTblEntry, q->rtable);
-	if (rte->rtekind != RTE_FUNCTION || list_length(rte->functions) != 1 || rte->funcordinality)
-		bad_query("It reads from one function call, and nothing else.");
-	rtfunc = linitial_node(RangeTblFunction, rte->functions);
-	if (!IsA(rtfunc->funcexpr, FuncExpr))
-		bad_query("It reads from one function call, and nothing else.");
-	fe = (FuncExpr *) rtfunc->funcexpr;
-	name = get_func_name(fe->funcid);
-	if (get_func_namespace(fe->funcid) != get_namespace_oid("ptf", false) ||
-		!pipeline_function(name))
-		bad_query(psprintf("%s is not one of ptf.deduplicate_keep_first, ptf.to_changelog, "
-						   "ptf.from_changelog, ptf.tumble, ptf.hop, ptf.cumulate, ptf.window_aggregate, "
-						   "ptf.temporal_join.",
-						   format_procedure(fe->funcid)));
 
 	*uid = NULL;
 	foreach(lc, fe->args)
@@ -257,6 +224,236 @@ check_pipeline_query(const char *query, char **function, char **uid, char **boun
 		bad_query("It must read the table's changes: changes => true.");
 	if (*uid == NULL || (*uid)[0] == '\0')
 		bad_query("It must name its state: uid => '...'.");
+}
+
+/* q's one function call of schema ptf, or NULL */
+static FuncExpr *
+single_ptf_call(Query *q)
+{
+	RangeTblEntry *rte;
+	RangeTblFunction *rtfunc;
+	FuncExpr   *fe;
+
+	if (list_length(q->rtable) != 1 || q->jointree == NULL ||
+		list_length(q->jointree->fromlist) != 1)
+		return NULL;
+	rte = linitial_node(RangeTblEntry, q->rtable);
+	if (rte->rtekind != RTE_FUNCTION || list_length(rte->functions) != 1 || rte->funcordinality)
+		return NULL;
+	rtfunc = linitial_node(RangeTblFunction, rte->functions);
+	if (!IsA(rtfunc->funcexpr, FuncExpr))
+		return NULL;
+	fe = (FuncExpr *) rtfunc->funcexpr;
+	if (get_func_namespace(fe->funcid) != get_namespace_oid("ptf", false))
+		return NULL;
+	return fe;
+}
+
+/*
+ * The window columns (1 << attno of the TVF's window_start, window_end,
+ * window_time) an expression of a level over the TVF is: a Var of the
+ * TVF's entry, or of a subquery's column that is one.
+ */
+static int
+window_column_bit(Node *expr, Query *level, Query *grouping)
+{
+	Var		   *v;
+
+	if (!IsA(expr, Var) || ((Var *) expr)->varlevelsup != 0)
+		return 0;
+	v = (Var *) expr;
+	if (level != grouping)
+	{
+		TargetEntry *tle;
+
+		/* a column of the grouping subquery */
+		if (v->varattno < 1 || v->varattno > list_length(grouping->targetList))
+			return 0;
+		tle = list_nth_node(TargetEntry, grouping->targetList, v->varattno - 1);
+		return window_column_bit((Node *) tle->expr, grouping, grouping);
+	}
+	return v->varattno >= 2 && v->varattno <= 4 ? 1 << v->varattno : 0;
+}
+
+/*
+ * Is every window clause of level partitioned by columns naming one window
+ * each (window_end or window_time; window_start but for CUMULATE)?  A
+ * window function over such partitions sees each window's rows whole:
+ * the window rules emit a window once, all of it, when it fires.
+ */
+static bool
+partitioned_by_windows(Query *level, Query *grouping, bool cumulate)
+{
+	ListCell   *lc;
+
+	foreach(lc, level->windowClause)
+	{
+		WindowClause *wc = lfirst_node(WindowClause, lc);
+		ListCell   *lc2;
+		int			bits = 0;
+
+		foreach(lc2, wc->partitionClause)
+			bits |= window_column_bit(get_sortgroupclause_expr(lfirst_node(SortGroupClause, lc2),
+															   level->targetList),
+									  level, grouping);
+		if ((bits & ((1 << 3) | (1 << 4))) == 0 && (cumulate || (bits & (1 << 2)) == 0))
+			return false;
+	}
+	return true;
+}
+
+/* What the window rules' plans hold: their scans, and function scans. */
+typedef struct PlanCount
+{
+	int			window_scans;
+	int			function_scans;
+} PlanCount;
+
+static void
+count_plan(Plan *plan, PlanCount *c)
+{
+	ListCell   *lc;
+
+	if (plan == NULL)
+		return;
+	if (IsA(plan, CustomScan) &&
+		strcmp(((CustomScan *) plan)->methods->CustomName, "PtfWindowScan") == 0)
+		c->window_scans++;
+	if (IsA(plan, FunctionScan))
+		c->function_scans++;
+	count_plan(plan->lefttree, c);
+	count_plan(plan->righttree, c);
+	if (IsA(plan, SubqueryScan))
+		count_plan(((SubqueryScan *) plan)->subplan, c);
+	if (IsA(plan, Append))
+		foreach(lc, ((Append *) plan)->appendplans)
+			count_plan((Plan *) lfirst(lc), c);
+	if (IsA(plan, CustomScan))
+		foreach(lc, ((CustomScan *) plan)->custom_plans)
+			count_plan((Plan *) lfirst(lc), c);
+}
+
+/*
+ * A query the window rules plan (planner/): a window TVF over a change
+ * stream grouped (GROUP BY window_start, window_end, keys), or ranked per
+ * window (row_number() over its windows, filtered to the first N), or its
+ * grouping ranked per window -- and queries that choose columns and
+ * filter rows of these.  It must run as the rules plan it, each window
+ * once, whole, when it fires -- not as PostgreSQL would, grouping each
+ * step's rows apart: it is planned here, with the rules on, and accepted
+ * only when the plan runs the TVF's call in their scan, and nowhere else.
+ * Returns the function name for the registry.
+ */
+static char *
+check_planned_pipeline_query(Query *q, const char *query, char **uid)
+{
+	Query	   *level = q;
+	Query	   *grouping;
+	FuncExpr   *fe;
+	char	   *name;
+	int			nest;
+	PlannedStmt *stmt;
+	PlanCount	count = {0, 0};
+	ListCell   *lc;
+	int			depth;
+
+	/* down through levels that choose columns and filter rows */
+	for (depth = 0; level->groupClause == NIL && !level->hasWindowFuncs && !level->hasAggs;
+		 depth++)
+	{
+		RangeTblEntry *rte;
+
+		if (level->jointree == NULL || list_length(level->jointree->fromlist) != 1 ||
+			list_length(level->rtable) != 1 || depth > 3)
+			bad_query("It reads from one function call, or one query over it, and nothing else.");
+		rte = linitial_node(RangeTblEntry, level->rtable);
+		if (rte->rtekind != RTE_SUBQUERY)
+			bad_query("It groups or ranks a window table function's rows, or reads one function call.");
+		level = rte->subquery;
+		if (level->sortClause != NIL || level->limitCount != NULL || level->limitOffset != NULL ||
+			level->distinctClause != NIL || level->setOperations != NULL || level->cteList != NIL ||
+			level->hasTargetSRFs || level->hasSubLinks || level->rowMarks != NIL)
+			bad_query("It may choose columns and filter rows of a grouped or ranked query, nothing more: no ordering, limits, DISTINCT or subqueries.");
+	}
+
+	/* the level that reads the TVF: this one, or the grouping it ranks */
+	grouping = level;
+	if (level->hasWindowFuncs && level->groupClause == NIL && !level->hasAggs &&
+		single_ptf_call(level) == NULL)
+	{
+		RangeTblEntry *rte = list_length(level->rtable) == 1 ?
+		linitial_node(RangeTblEntry, level->rtable) : NULL;
+
+		if (rte == NULL || rte->rtekind != RTE_SUBQUERY || rte->subquery->groupClause == NIL)
+			bad_query("It ranks the rows of a window table function, or of its grouping.");
+		grouping = rte->subquery;
+		if (grouping->sortClause != NIL || grouping->limitCount != NULL ||
+			grouping->limitOffset != NULL || grouping->hasWindowFuncs)
+			bad_query("The grouping it ranks may not order, limit or rank itself.");
+	}
+	if (grouping->groupingSets != NIL)
+		bad_query("Grouping sets are not planned as the window aggregate.");
+	fe = single_ptf_call(grouping);
+	name = fe ? get_func_name(fe->funcid) : NULL;
+	if (name == NULL || (strcmp(name, "tumble") != 0 && strcmp(name, "hop") != 0 &&
+						 strcmp(name, "cumulate") != 0))
+		bad_query("It may choose columns and filter rows, nothing more: no joins, grouping, ordering, limits or subqueries, but the grouping or ranking of the rows of ptf.tumble, ptf.hop or ptf.cumulate.");
+	stream_arguments(fe, uid);
+	if (grouping->groupClause != NIL && level->hasWindowFuncs &&
+		!partitioned_by_windows(level, grouping, strcmp(name, "cumulate") == 0))
+		bad_query("A ranking of groups is partitioned by their windows: PARTITION BY window_start, window_end.");
+
+	/* planned as the rules plan it, whatever this session's setting */
+	nest = NewGUCNestLevel();
+	(void) set_config_option("ptf.plan_window_sql", "on", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	stmt = pg_plan_query(copyObject(q), query, 0, NULL);
+	AtEOXact_GUC(true, nest);
+	count_plan(stmt->planTree, &count);
+	foreach(lc, stmt->subplans)
+		count_plan((Plan *) lfirst(lc), &count);
+	if (count.window_scans != 1 || count.function_scans != 0)
+		bad_query("It groups or ranks a window table function's rows in a way that is not planned as the window aggregate or Window Top-N (see EXPLAIN): grouping columns are window columns and columns of data, aggregates read data alone, and a ranking over a TVF's rows is row_number() over each window, filtered by rownum <= N around it.");
+	return grouping->groupClause != NIL ? "window_aggregate" : "window_top_n";
+}
+
+/*
+ * SELECT [columns] FROM ptf.f(..., changes => true, uid => '...') [WHERE ...]
+ * with f one of ours, or a grouping or ranking of a window TVF's rows that
+ * the window rules plan; returns the function's name, the uid and the
+ * query bound.
+ */
+static void
+check_pipeline_query(const char *query, char **function, char **uid, char **bound)
+{
+	List	   *raw = pg_parse_query(query);
+	Query	   *q;
+	FuncExpr   *fe;
+	char	   *name;
+
+	if (list_length(raw) != 1)
+		bad_query("The query must be a single statement.");
+	q = parse_analyze_fixedparams(linitial_node(RawStmt, raw), query, NULL, 0, NULL);
+	if (q->commandType != CMD_SELECT || q->utilityStmt != NULL || q->setOperations != NULL ||
+		q->sortClause != NIL || q->limitCount != NULL || q->limitOffset != NULL ||
+		q->distinctClause != NIL || q->cteList != NIL || q->hasSubLinks || q->hasTargetSRFs ||
+		q->rowMarks != NIL)
+		bad_query("It may choose columns and filter rows, nothing more: no joins, grouping, ordering, limits or subqueries, but the grouping or ranking of a window table function's rows.");
+	if (q->hasAggs || q->groupClause != NIL || q->hasWindowFuncs || q->havingQual != NULL ||
+		single_ptf_call(q) == NULL)
+	{
+		*function = check_planned_pipeline_query(q, query, uid);
+		*bound = bind_query(q);
+		return;
+	}
+	fe = single_ptf_call(q);
+	name = get_func_name(fe->funcid);
+	if (!pipeline_function(name))
+		bad_query(psprintf("%s is not one of ptf.deduplicate_keep_first, ptf.to_changelog, "
+						   "ptf.from_changelog, ptf.tumble, ptf.hop, ptf.cumulate, ptf.window_aggregate, "
+						   "ptf.temporal_join.",
+						   format_procedure(fe->funcid)));
+	stream_arguments(fe, uid);
 	*function = name;
 	*bound = bind_query(q);
 }
@@ -323,7 +520,13 @@ start_stream(const char *query)
 	previous = ptf_step_begin(&step);
 	PG_TRY();
 	{
-		if (SPI_execute(psprintf("SELECT count(*) FROM (%s) AS q", query), false, 0) != SPI_OK_SELECT)
+		/*
+		 * The query as it is, not wrapped (SELECT count(*) FROM (...)): what
+		 * a planned grouping computes is part of its uid's state, and an
+		 * outer query using no column would leave its aggregates out.  A
+		 * first call reads nothing: there are no rows to discard.
+		 */
+		if (SPI_execute(query, false, 0) != SPI_OK_SELECT)
 			elog(ERROR, "could not start the pipeline's stream");
 	}
 	PG_FINALLY();

@@ -22,6 +22,11 @@
  * parse analysis itself refuses columns that are neither keys nor in an
  * aggregate.
  *
+ * A query the planner takes (planner/, functions/windows.h) comes here
+ * too: the TVF's arguments are checked by run_tvf as for the TVF itself,
+ * and the call then runs the planned operator -- the window aggregate or
+ * Window Top-N -- over the TVF's input, through the one call path.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -48,12 +53,16 @@
 #include "catalog.h"
 #include "engine/call.h"
 #include "functions/common.h"
+#include "functions/row_filter.h"
+#include "functions/windows.h"
 #include "operators/window.h"
+#include "operators/window_rank.h"
 
 PG_FUNCTION_INFO_V1(ptf_tumble);
 PG_FUNCTION_INFO_V1(ptf_hop);
 PG_FUNCTION_INFO_V1(ptf_cumulate);
 PG_FUNCTION_INFO_V1(ptf_window_aggregate);
+PG_FUNCTION_INFO_V1(ptf_window_top_n);
 
 /* ---- arguments shared by all ---- */
 
@@ -129,6 +138,16 @@ typedef struct TvfCall
 	PtfOutput	out;
 } TvfCall;
 
+/* A TVF call whose rows a planned query aggregates or ranks. */
+typedef struct PlannedCall
+{
+	PtfCall		call;
+	WindowSpec	spec;
+	PtfPlannedWindow *pw;
+	int64		delay;			/* given, or -1 */
+	PtfOutput	out;
+} PlannedCall;
+
 static PtfOperator *
 build_tvf(PtfCall *call, const PtfOperatorEnv *env, const PtfCallBuild *b)
 {
@@ -165,21 +184,30 @@ tvf_prepared(PtfCall *call)
 				 errhint("ptf.window_aggregate takes updating input.")));
 }
 
+static void check_stream_identity(Oid relid);
+static void run_planned(PlannedCall *pc, PtfCallInput *in);
+
+/* The arguments of a TVF call: all of them checked before anything is read. */
 static Datum
-run_tvf(FunctionCallInfo fcinfo, WindowKind kind, const char *name)
+run_tvf(FunctionCallInfo fcinfo, WindowKind kind, const char *name, PtfPlannedWindow *planned)
 {
 	TvfCall		tc;
-	PtfCall    *call = &tc.call;
+	PlannedCall pc;
+	PtfCall    *call = planned ? &pc.call : &tc.call;
 	PtfCallInput *in;
 	PtfInputArg input;
 	char	   *query;
 	int			nargs_before_uid = kind == WINDOW_TUMBLE ? 4 : 5;
+	WindowSpec	spec;
 	int64		size;
 	int64		step = 0;
 	int64		offset;
+	int64		delay = -1;
 
 	memset(&tc, 0, sizeof(tc));
-	ptf_call_init(call, name);
+	memset(&pc, 0, sizeof(pc));
+	ptf_call_init(call, planned ? (planned->kind == PTF_PLANNED_AGGREGATE ?
+								   "window_aggregate" : "window_top_n") : name);
 
 	ptf_input_arg(fcinfo, TVF_INPUT, "input", &input);
 	if (kind == WINDOW_TUMBLE)
@@ -193,20 +221,34 @@ run_tvf(FunctionCallInfo fcinfo, WindowKind kind, const char *name)
 		size = length_arg(fcinfo, TVF_LEN2, "size");
 		offset = signed_interval_arg(fcinfo, TVF_OFFSET, "offset");
 	}
-	window_spec_init(&tc.opts.spec, kind, size, step, offset);
+	window_spec_init(&spec, kind, size, step, offset);
 	call->uid = ptf_uid_arg(fcinfo, nargs_before_uid);
 	query = ptf_text_arg(fcinfo, nargs_before_uid + 1);
 	call->changes = ptf_bool_arg(fcinfo, nargs_before_uid + 2, "changes");
 	ptf_check_input_choice(&input, query, call->changes, call->uid);
 	call->snapshot = ptf_snapshot_arg(fcinfo, nargs_before_uid + 3, call->changes, call->uid);
+	/* 1.2: the watermark of a planned query over the stream (the TVF has none) */
+	if (PG_NARGS() > nargs_before_uid + 4)
+		delay = ptf_interval_arg(fcinfo, nargs_before_uid + 4, "watermark_delay");
 
 	in = ptf_call_add_input(call, "input", &input, query);
-	in->frame.keys = key_spec_from_attnos(input.rowdesc, 0, NULL);
 	in->frame.on_time_attno = on_time_arg(fcinfo, TVF_ON_TIME, input.rowdesc,
 										  &in->frame.on_time_type);
-	tc.opts.time_type = in->frame.on_time_type;
 	call->on_time = ptf_text_arg(fcinfo, TVF_ON_TIME);
 	call->time_type = in->frame.on_time_type;
+
+	if (planned != NULL)
+	{
+		pc.spec = spec;
+		pc.pw = planned;
+		pc.delay = delay;
+		run_planned(&pc, in);
+		return (Datum) 0;
+	}
+
+	tc.opts.spec = spec;
+	in->frame.keys = key_spec_from_attnos(input.rowdesc, 0, NULL);
+	tc.opts.time_type = in->frame.on_time_type;
 	call->layout = &window_agg_layout;
 	call->nspaces = WINDOW_AGG_NSPACES;
 	call->options = psprintf("%s windows", name);
@@ -219,22 +261,189 @@ run_tvf(FunctionCallInfo fcinfo, WindowKind kind, const char *name)
 	return ptf_call_return(call);
 }
 
+/* ---- planned queries over a TVF's rows (functions/windows.h) ---- */
+
+static const char *
+window_kind_name(WindowKind kind)
+{
+	switch (kind)
+	{
+		case WINDOW_TUMBLE:
+			return "tumble";
+		case WINDOW_HOP:
+			return "hop";
+		case WINDOW_CUMULATE:
+			return "cumulate";
+		case WINDOW_SESSION:
+			return "session";
+	}
+	return "?";
+}
+
+/*
+ * The input is planned.  As the TVF: a (kind, data) query is refused.  A
+ * window aggregate over a change stream retracts updated and deleted rows
+ * as window_aggregate does (whole old rows: REPLICA IDENTITY FULL); Top-N
+ * ranks inserts, as Flink's, and passes the rest over as the TVF does.
+ * The watermark: given (watermark_delay), declared, or 0 for a stream.
+ */
+static void
+planned_prepared(PtfCall *call)
+{
+	PlannedCall *pc = (PlannedCall *) call;
+	PtfCallInput *in = &call->inputs[0];
+	int64		delay = pc->delay;
+
+	tvf_prepared(call);
+	if (pc->pw->kind == PTF_PLANNED_AGGREGATE)
+	{
+		if (call->changes)
+			check_stream_identity(in->arg.relid);
+		if (in->frame.changelog)
+			call->options = psprintf("%s, updating input", call->options);
+	}
+	if (delay < 0)
+		delay = ptf_declared_watermark_delay(in->arg.relid, call->on_time);
+	if (delay < 0 && call->uid != NULL)
+		delay = 0;
+	in->frame.has_delay = (delay >= 0);
+	in->frame.delay_us = Max(delay, 0);
+}
+
+static PtfOperator *
+build_planned(PtfCall *call, const PtfOperatorEnv *env, const PtfCallBuild *b)
+{
+	PlannedCall *pc = (PlannedCall *) call;
+	PtfPlannedWindow *pw = pc->pw;
+	PtfCallInput *in = &call->inputs[0];
+
+	if (pw->kind == PTF_PLANNED_AGGREGATE)
+	{
+		WindowAggOptions o;
+
+		memset(&o, 0, sizeof(o));
+		o.spec = pc->spec;
+		o.time_type = in->frame.on_time_type;
+		o.time_attno = in->frame.on_time_attno;
+		o.rowdesc = b->rowdescs[0];
+		o.keys = b->keys[0];
+		o.targetlist = pw->aggs;
+		o.changelog = in->frame.changelog;
+		o.outdesc = pw->outdesc;
+		o.out_window = pw->out_window;
+		o.out_agg = pw->out_agg;
+		o.out_key = pw->out_key;
+		return window_agg_create(&o, env);
+	}
+	else
+	{
+		WindowRankOptions o = pw->rank;
+
+		o.spec = pc->spec;
+		o.time_type = in->frame.on_time_type;
+		o.rowdesc = b->rowdescs[0];
+		o.keys = b->keys[0];
+		o.outdesc = pw->outdesc;
+		return window_rank_create(&o, env);
+	}
+}
+
+static uint64
+planned_skipped(PtfCall *call, PtfOperator *op)
+{
+	return ((PlannedCall *) call)->pw->kind == PTF_PLANNED_AGGREGATE ?
+		window_agg_skipped(op) : window_rank_skipped(op);
+}
+
+/*
+ * The planned operator's columns are columns of the input row type: the
+ * plan was made against this row type, and a cached plan outliving a
+ * change of it would read other columns.
+ */
+static void
+check_planned_columns(TupleDesc rowdesc, int n, const AttrNumber *attnos)
+{
+	int			i;
+
+	for (i = 0; i < n; i++)
+		if (attnos[i] < 1 || attnos[i] > rowdesc->natts ||
+			TupleDescAttr(rowdesc, attnos[i] - 1)->attisdropped)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("the row type of the window query's input changed since it was planned"),
+					 errhint("Plan the query again (DISCARD PLANS, or prepare it again).")));
+}
+
+static void
+run_planned(PlannedCall *pc, PtfCallInput *in)
+{
+	PtfCall    *call = &pc->call;
+	PtfPlannedWindow *pw = pc->pw;
+	const WindowSpec *w = &pc->spec;
+
+	if (pw->kind == PTF_PLANNED_AGGREGATE)
+	{
+		check_planned_columns(in->arg.rowdesc, pw->nkeys, pw->key_attnos);
+		in->frame.keys = key_spec_from_attnos(in->arg.rowdesc, pw->nkeys, pw->key_attnos);
+		call->layout = &window_agg_layout;
+		call->nspaces = WINDOW_AGG_NSPACES;
+		call->probe_ok = true;
+	}
+	else
+	{
+		check_planned_columns(in->arg.rowdesc, pw->rank.nsort, pw->rank.sort_attnos);
+		in->frame.keys = key_spec_from_attnos(in->arg.rowdesc, pw->nkeys, pw->key_attnos);
+		call->layout = &window_rank_layout;
+		call->nspaces = WINDOW_RANK_NSPACES;
+		call->keeps_images = true;
+	}
+	/* what the state depends on besides the inputs and keys */
+	call->options = psprintf("planned %s windows of %lld/%lld us offset %lld: %s",
+							 window_kind_name(w->kind), (long long) w->size,
+							 (long long) w->step, (long long) w->offset, pw->describe);
+	call->prepared = planned_prepared;
+	call->build = build_planned;
+	call->skipped = planned_skipped;
+	pw->spec = pc->spec;
+	pw->time_type = in->frame.on_time_type;
+	if (pw->filter != NIL || pw->track_range)
+		ptf_row_filter_attach(in, pw->filter, pw->track_range ? pw->time_range : NULL, true,
+							  call->cxt);
+
+	pc->out.store = pw->store;
+	pc->out.desc = pw->outdesc;
+	call->out = &pc->out;
+	call->emit = ptf_output_emit_row;
+	call->emit_arg = &pc->out;
+
+	ptf_call_run(call);
+	pw->rows += pc->out.rows;
+	MemoryContextDelete(call->cxt);
+}
+
+void
+ptf_window_run_planned(FunctionCallInfo fcinfo, WindowKind kind, PtfPlannedWindow *pw)
+{
+	Assert(kind != WINDOW_SESSION);
+	(void) run_tvf(fcinfo, kind, window_kind_name(kind), pw);
+}
+
 Datum
 ptf_tumble(PG_FUNCTION_ARGS)
 {
-	return run_tvf(fcinfo, WINDOW_TUMBLE, "tumble");
+	return run_tvf(fcinfo, WINDOW_TUMBLE, "tumble", NULL);
 }
 
 Datum
 ptf_hop(PG_FUNCTION_ARGS)
 {
-	return run_tvf(fcinfo, WINDOW_HOP, "hop");
+	return run_tvf(fcinfo, WINDOW_HOP, "hop", NULL);
 }
 
 Datum
 ptf_cumulate(PG_FUNCTION_ARGS)
 {
-	return run_tvf(fcinfo, WINDOW_CUMULATE, "cumulate");
+	return run_tvf(fcinfo, WINDOW_CUMULATE, "cumulate", NULL);
 }
 
 /* ---- window_aggregate ---- */
@@ -269,15 +478,15 @@ typedef struct WaCall
 } WaCall;
 
 static WindowKind
-window_kind_arg(FunctionCallInfo fcinfo)
+window_kind_arg(FunctionCallInfo fcinfo, int argno)
 {
 	char	   *s;
 
-	if (PG_ARGISNULL(WA_WINDOW))
+	if (PG_ARGISNULL(argno))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("window must not be NULL")));
-	s = text_to_cstring(PG_GETARG_TEXT_PP(WA_WINDOW));
+	s = text_to_cstring(PG_GETARG_TEXT_PP(argno));
 	if (pg_strcasecmp(s, "tumble") == 0)
 		return WINDOW_TUMBLE;
 	if (pg_strcasecmp(s, "hop") == 0)
@@ -617,7 +826,7 @@ ptf_window_aggregate(PG_FUNCTION_ARGS)
 						OidIsValid(target_type) ? format_type_be(target_type) : "unknown")));
 	ptf_type_only_arg(fcinfo, WA_TARGET, "target");
 	target = lookup_rowtype_tupdesc_copy(target_type, -1);
-	kind = window_kind_arg(fcinfo);
+	kind = window_kind_arg(fcinfo, WA_WINDOW);
 	size = length_arg(fcinfo, WA_SIZE, kind == WINDOW_SESSION ? "size (the session gap)" : "size");
 	if (kind == WINDOW_HOP || kind == WINDOW_CUMULATE)
 	{
@@ -701,4 +910,205 @@ ptf_window_aggregate(PG_FUNCTION_ARGS)
 
 	ptf_call_output(call, fcinfo, &wc.out, NULL, NULL);
 	return ptf_call_return(call);
+}
+
+/* ---- window_top_n ---- */
+
+enum
+{
+	WT_INPUT,
+	WT_WINDOW,
+	WT_ON_TIME,
+	WT_SIZE,
+	WT_STEP,
+	WT_OFFSET,
+	WT_PARTITION_BY,
+	WT_ORDER_BY,
+	WT_TOP_N,
+	WT_UID,
+	WT_QUERY,
+	WT_CHANGES,
+	WT_WATERMARK_DELAY,
+	WT_SNAPSHOT
+};
+
+static void
+bad_order_by(const char *detail)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_SYNTAX_ERROR),
+			 errmsg("order_by must be an ORDER BY list of the input's columns"),
+			 errdetail("%s", detail),
+			 errhint("For example: order_by => 'price DESC, item'.")));
+}
+
+/*
+ * order_by, parsed and analyzed by PostgreSQL as the ORDER BY of a query
+ * over the input row type (as aggregates are: nothing but the list can be
+ * smuggled in), each item a column, with its sort operator, NULLS FIRST
+ * or LAST and collation.
+ */
+static void
+analyze_order_by(const char *text, TupleDesc rowdesc, WindowRankOptions *r)
+{
+	List	   *raw;
+	SelectStmt *sel;
+	RawStmt    *frame_stmt;
+	SelectStmt *frame_sel;
+	Query	   *q;
+	ListCell   *lc;
+	int			i = 0;
+
+	raw = raw_parser(psprintf("SELECT 1 ORDER BY %s", text), RAW_PARSE_DEFAULT);
+	if (list_length(raw) != 1)
+		bad_order_by("It is one list: no semicolons.");
+	sel = (SelectStmt *) linitial_node(RawStmt, raw)->stmt;
+	if (!IsA(sel, SelectStmt) || sel->op != SETOP_NONE || sel->fromClause != NIL ||
+		sel->whereClause != NULL || sel->groupClause != NIL || sel->havingClause != NULL ||
+		sel->windowClause != NIL || sel->sortClause == NIL || sel->limitCount != NULL ||
+		sel->limitOffset != NULL || sel->distinctClause != NIL || sel->intoClause != NULL ||
+		sel->withClause != NULL || sel->valuesLists != NIL || sel->lockingClause != NIL ||
+		list_length(sel->targetList) != 1)
+		bad_order_by("It is an ORDER BY list alone: no other clauses.");
+
+	raw = raw_parser(psprintf("SELECT 1 FROM pg_catalog.unnest(NULL::%s[]) AS t",
+							  format_type_extended(rowdesc->tdtypeid, -1, FORMAT_TYPE_FORCE_QUALIFY)),
+					 RAW_PARSE_DEFAULT);
+	frame_stmt = linitial_node(RawStmt, raw);
+	frame_sel = (SelectStmt *) frame_stmt->stmt;
+	frame_sel->sortClause = sel->sortClause;
+	q = parse_analyze_fixedparams(frame_stmt, psprintf("ORDER BY %s", text), NULL, 0, NULL);
+
+	r->nsort = list_length(q->sortClause);
+	r->sort_attnos = palloc(sizeof(AttrNumber) * r->nsort);
+	r->sort_ops = palloc(sizeof(Oid) * r->nsort);
+	r->sort_colls = palloc(sizeof(Oid) * r->nsort);
+	r->sort_nulls_first = palloc(sizeof(bool) * r->nsort);
+	foreach(lc, q->sortClause)
+	{
+		SortGroupClause *sgc = lfirst_node(SortGroupClause, lc);
+		Node	   *expr = get_sortgroupclause_expr(sgc, q->targetList);
+		Oid			coll = exprCollation(expr);
+
+		if (IsA(expr, CollateExpr))
+			expr = (Node *) ((CollateExpr *) expr)->arg;
+		if (!IsA(expr, Var) || ((Var *) expr)->varattno <= 0 || ((Var *) expr)->varlevelsup != 0)
+			bad_order_by("Each item is a column of the input, with ASC or DESC, NULLS FIRST or LAST, COLLATE.");
+		if (!OidIsValid(sgc->sortop))
+			bad_order_by("A column has a type without an ordering.");
+		r->sort_attnos[i] = ((Var *) expr)->varattno;
+		r->sort_ops[i] = sgc->sortop;
+		r->sort_colls[i] = coll;
+		r->sort_nulls_first[i] = sgc->nulls_first;
+		i++;
+	}
+}
+
+Datum
+ptf_window_top_n(PG_FUNCTION_ARGS)
+{
+	PlannedCall pc;
+	PtfCall    *call = &pc.call;
+	PtfPlannedWindow pw;
+	PtfCallInput *in;
+	PtfInputArg input;
+	PtfOutput	out;
+	WindowKind	kind;
+	KeySpec    *keys;
+	char	   *query;
+	char	   *order_by;
+	int64		size;
+	int64		step = 0;
+	int64		offset;
+	int			i;
+
+	memset(&pc, 0, sizeof(pc));
+	memset(&pw, 0, sizeof(pw));
+	ptf_call_init(call, "window_top_n");
+
+	/* ---- arguments, before anything is read ---- */
+	ptf_input_arg(fcinfo, WT_INPUT, "input", &input);
+	kind = window_kind_arg(fcinfo, WT_WINDOW);
+	if (kind == WINDOW_SESSION)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("Window Top-N is over TUMBLE, HOP and CUMULATE windows"),
+				 errhint("Rank the rows of ptf.window_aggregate's sessions with row_number() instead.")));
+	size = length_arg(fcinfo, WT_SIZE, "size");
+	if (kind == WINDOW_HOP || kind == WINDOW_CUMULATE)
+	{
+		if (PG_ARGISNULL(WT_STEP))
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("%s windows need step (the %s)", kind == WINDOW_HOP ? "HOP" : "CUMULATE",
+							kind == WINDOW_HOP ? "slide" : "step"),
+					 errhint("For example: step => '5 minutes'.")));
+		step = length_arg(fcinfo, WT_STEP, "step");
+	}
+	else if (!PG_ARGISNULL(WT_STEP))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("step is for HOP and CUMULATE windows"),
+				 errhint("Leave step out for TUMBLE windows.")));
+	offset = signed_interval_arg(fcinfo, WT_OFFSET, "offset");
+	window_spec_init(&pc.spec, kind, size, step, offset);
+	if (PG_ARGISNULL(WT_TOP_N))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("top_n must not be NULL"),
+				 errhint("top_n => 1 keeps the first row of every window.")));
+	pw.rank.limit = PG_GETARG_INT32(WT_TOP_N);
+	if (pw.rank.limit < 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("top_n must be at least 1"),
+				 errhint("top_n => 1 keeps the first row of every window (window deduplication).")));
+	call->uid = ptf_uid_arg(fcinfo, WT_UID);
+	query = ptf_text_arg(fcinfo, WT_QUERY);
+	call->changes = ptf_bool_arg(fcinfo, WT_CHANGES, "changes");
+	ptf_check_input_choice(&input, query, call->changes, call->uid);
+	call->snapshot = ptf_snapshot_arg(fcinfo, WT_SNAPSHOT, call->changes, call->uid);
+	pc.delay = ptf_interval_arg(fcinfo, WT_WATERMARK_DELAY, "watermark_delay");
+
+	in = ptf_call_add_input(call, "input", &input, query);
+	in->frame.on_time_attno = on_time_arg(fcinfo, WT_ON_TIME, input.rowdesc,
+										  &in->frame.on_time_type);
+	call->on_time = ptf_text_arg(fcinfo, WT_ON_TIME);
+	call->time_type = in->frame.on_time_type;
+	keys = ptf_keys_arg(fcinfo, WT_PARTITION_BY, input.rowdesc, "partition_by");
+	pw.nkeys = keys->ncols;
+	pw.key_attnos = palloc(sizeof(AttrNumber) * Max(keys->ncols, 1));
+	for (i = 0; i < keys->ncols; i++)
+		pw.key_attnos[i] = keys->cols[i].attno;
+
+	/* the order: order_by, or the time (window deduplication keeps the first row) */
+	order_by = ptf_text_arg(fcinfo, WT_ORDER_BY);
+	if (order_by == NULL)
+		order_by = pstrdup(quote_identifier(call->on_time));
+	analyze_order_by(order_by, input.rowdesc, &pw.rank);
+
+	ptf_output_init(fcinfo, &out);
+	Assert(out.desc->natts == 5);
+	pw.kind = PTF_PLANNED_TOP_N;
+	pw.store = out.store;
+	pw.outdesc = out.desc;
+	pw.rank.out_cols = palloc(sizeof(RankColumn) * 5);
+	pw.rank.out_cols[0] = RCOL_DATA;
+	pw.rank.out_cols[1] = RCOL_START;
+	pw.rank.out_cols[2] = RCOL_END;
+	pw.rank.out_cols[3] = RCOL_TIME;
+	pw.rank.out_cols[4] = RCOL_ROWNUM;
+	{
+		StringInfoData k;
+
+		initStringInfo(&k);
+		for (i = 0; i < keys->ncols; i++)
+			appendStringInfo(&k, "%s%s", i > 0 ? ", " : "",
+							 quote_identifier(NameStr(TupleDescAttr(input.rowdesc,
+																	keys->cols[i].attno - 1)->attname)));
+		pw.describe = psprintf("top %d by (%s) per (%s)", (int) pw.rank.limit, order_by, k.data);
+	}
+	pc.pw = &pw;
+	run_planned(&pc, in);
+	return (Datum) 0;
 }

@@ -69,6 +69,15 @@ extern bool window_tumble_start(const WindowSpec *w, PtfTime ts, PtfTime *start)
 extern int64 window_time_before_end(void);
 extern uint64 window_tvf_skipped(PtfOperator *op);
 
+/*
+ * The windows holding ts, as the TVFs give them, by their ends in
+ * ascending order: how many (only the first max are written to ends), 0
+ * where the TVFs skip the row.  window_start_of: the start of the window
+ * ending at end.
+ */
+extern int	window_assign(const WindowSpec *w, PtfTime ts, PtfTime *ends, int max);
+extern PtfTime window_start_of(const WindowSpec *w, PtfTime end);
+
 /* ---- the window aggregate ---- */
 
 typedef struct WindowAggOptions

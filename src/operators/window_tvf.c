@@ -58,6 +58,53 @@ window_tumble_start(const WindowSpec *w, PtfTime ts, PtfTime *start)
 		!pg_add_s64_overflow(*start, w->size, &e);
 }
 
+/*
+ * The windows holding ts, as tvf_on_row gives them, by their ends in
+ * ascending order: how many (only the first max written), 0 where the
+ * TVF skips the row.  For operators that keep rows per window
+ * (window_rank.c) and the inlined HOP and CUMULATE scans.
+ */
+int
+window_assign(const WindowSpec *w, PtfTime ts, PtfTime *ends, int max)
+{
+	PtfTime		s = 0;
+	PtfTime		e = 0;
+	int			n = 0;
+
+	if (ts == PTF_TIME_MIN || ts == PTF_TIME_MAX)
+		return 0;
+	if (w->kind == WINDOW_TUMBLE)
+	{
+		if (!window_tumble_start(w, ts, &s))
+			return 0;
+		if (max > 0)
+			ends[0] = s + w->size;
+		return 1;
+	}
+	if (!window_slice_end(w, ts, &e) ||
+		!window_aligned_start(ts, w->kind == WINDOW_HOP ? w->step : w->size, w->offset, &s) ||
+		pg_add_s64_overflow(s, w->size, &e))
+		return 0;
+	if (w->kind == WINDOW_HOP)
+	{
+		PtfTime		first = 0;
+
+		(void) window_aligned_start(ts - w->size, w->step, w->offset, &first);
+		for (first += w->step; first <= s; first += w->step, n++)
+			if (n < max)
+				ends[n] = first + w->size;
+	}
+	else
+	{
+		Assert(w->kind == WINDOW_CUMULATE);
+		(void) window_slice_end(w, ts, &e);
+		for (; e <= s + w->size; e += w->step, n++)
+			if (n < max)
+				ends[n] = e;
+	}
+	return n;
+}
+
 int64
 window_time_before_end(void)
 {

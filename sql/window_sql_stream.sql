@@ -1,0 +1,135 @@
+-- Flink's SQL as written over a change stream (doc/design.md §8): a TVF + GROUP BY with
+-- changes => true and a uid is the window aggregate of that uid -- each window
+-- once, whole, when the watermark passes its end, across calls, exactly once, late
+-- rows counted, updates and deletes retracted -- equal to ptf.window_aggregate
+-- over the same stream; Window Top-N emits each window's first rows once.
+SET search_path = ptf, public;
+SET TimeZone = 'UTC';
+SET DateStyle = 'ISO, YMD';
+
+CREATE TABLE clicks (id int PRIMARY KEY, user_id int, url text, ts timestamp, ms int);
+ALTER TABLE clicks REPLICA IDENTITY FULL;
+CREATE TYPE per_user AS (window_start timestamptz, window_end timestamptz, user_id int,
+                         n bigint, total bigint, urls text[]);
+
+-- one step of both streams: the SQL form's rows, and whether window_aggregate's are the same
+CREATE FUNCTION pg_temp.step() RETURNS TABLE (window_start timestamptz, window_end timestamptz,
+    user_id int, n bigint, total bigint, urls text[], same_as_function boolean)
+LANGUAGE plpgsql AS $$
+BEGIN
+    CREATE TEMP TABLE planned AS
+    SELECT h.window_start, h.window_end, (h.data).user_id, count(*) AS n, sum((h.data).ms) AS total,
+           array_agg((h.data).url ORDER BY (h.data).url) AS urls
+      FROM ptf.hop(NULL::clicks, 'ts', '5 minutes', '10 minutes', uid => 'sql', changes => true) h
+     GROUP BY 1, 2, 3;
+    CREATE TEMP TABLE fn AS
+    SELECT * FROM ptf.window_aggregate(NULL::clicks, NULL::per_user, 'hop', 'ts', '10 minutes', '5 minutes',
+        partition_by => '{user_id}', uid => 'fn', changes => true,
+        aggregates => 'count(*) AS n, sum(ms) AS total, array_agg(url ORDER BY url) AS urls');
+    RETURN QUERY SELECT p.*, NOT EXISTS ((TABLE planned EXCEPT ALL TABLE fn) UNION ALL (TABLE fn EXCEPT ALL TABLE planned))
+      FROM planned p ORDER BY 2, 3;
+    DROP TABLE planned, fn;
+END $$;
+
+EXPLAIN (COSTS OFF)
+SELECT window_start, window_end, (data).user_id, count(*)
+  FROM hop(NULL::clicks, 'ts', '5 minutes', '10 minutes', uid => 'sql', changes => true) GROUP BY 1, 2, 3;
+
+-- the first call of a uid starts its stream (in a transaction that has not written)
+SELECT window_start, window_end, (data).user_id, count(*), sum((data).ms), array_agg((data).url ORDER BY (data).url)
+  FROM hop(NULL::clicks, 'ts', '5 minutes', '10 minutes', uid => 'sql', changes => true) GROUP BY 1, 2, 3;
+SELECT * FROM window_aggregate(NULL::clicks, NULL::per_user, 'hop', 'ts', '10 minutes', '5 minutes',
+    partition_by => '{user_id}', uid => 'fn', changes => true,
+    aggregates => 'count(*) AS n, sum(ms) AS total, array_agg(url ORDER BY url) AS urls');
+INSERT INTO clicks VALUES (1, 1, 'a', '2024-01-01 10:01', 10), (2, 1, 'b', '2024-01-01 10:02', 20),
+                          (3, 2, 'a', '2024-01-01 10:04', 30);
+-- no window has ended yet (the watermark is the greatest time: no delay declared)
+SELECT * FROM pg_temp.step();
+INSERT INTO clicks VALUES (4, 1, 'c', '2024-01-01 10:06', 40), (5, 2, 'a', '2024-01-01 10:08', 50);
+-- [09:55, 10:05) fires, whole: rows of two calls
+SELECT * FROM pg_temp.step();
+INSERT INTO clicks VALUES (6, 3, 'z', '2024-01-01 10:16', 60);
+-- a step that rolls back emits nothing for good: the next one emits the same
+BEGIN;
+SELECT * FROM pg_temp.step();
+ROLLBACK;
+SELECT * FROM pg_temp.step();
+SELECT * FROM pg_temp.step();
+-- late: every window holding 10:03 has fired; 10:12 still goes to [10:10, 10:20)
+INSERT INTO clicks VALUES (7, 1, 'late', '2024-01-01 10:03', 70), (8, 1, 'd', '2024-01-01 10:12', 80);
+SELECT * FROM pg_temp.step();
+SELECT uid, function, rows_in, rows_out, rows_late FROM state WHERE uid IN ('sql', 'fn') ORDER BY uid;
+-- updates and deletes take their rows out of windows not fired yet
+UPDATE clicks SET ms = 800, url = 'e' WHERE id = 8;
+DELETE FROM clicks WHERE id = 6;
+INSERT INTO clicks VALUES (9, 2, 'f', '2024-01-01 10:31', 90);
+SELECT * FROM pg_temp.step();
+
+-- the planned query's uid belongs to it: another query, or the TVF alone, is refused
+SELECT window_start, count(*)
+  FROM hop(NULL::clicks, 'ts', '5 minutes', '10 minutes', uid => 'sql', changes => true) GROUP BY 1;
+SELECT count(*) FROM hop(NULL::clicks, 'ts', '5 minutes', '10 minutes', uid => 'sql', changes => true);
+
+-- a declared watermark, or one given on the TVF, holds windows open longer
+SELECT window_start, window_end, count(*)
+  FROM tumble(NULL::clicks, 'ts', '10 minutes', uid => 'delayed', changes => true,
+              watermark_delay => '15 minutes') GROUP BY 1, 2;
+INSERT INTO clicks VALUES (10, 4, 'g', '2024-01-01 10:41', 1), (11, 4, 'h', '2024-01-01 10:52', 1);
+-- the watermark is 10:37: [10:30, 10:40) has not ended, nor any later
+SELECT window_start, window_end, count(*)
+  FROM tumble(NULL::clicks, 'ts', '10 minutes', uid => 'delayed', changes => true,
+              watermark_delay => '15 minutes') GROUP BY 1, 2 ORDER BY 1;
+INSERT INTO clicks VALUES (12, 4, 'i', '2024-01-01 11:06', 1);
+-- 10:51: [10:40, 10:50) has ended (the stream started after the earlier rows)
+SELECT window_start, window_end, count(*)
+  FROM tumble(NULL::clicks, 'ts', '10 minutes', uid => 'delayed', changes => true,
+              watermark_delay => '15 minutes') GROUP BY 1, 2 ORDER BY 1;
+
+---------------------------------------------------------------------------
+-- Window Top-N over the stream: each window's first rows, once, when it fires
+---------------------------------------------------------------------------
+CREATE FUNCTION pg_temp.top() RETURNS TABLE (id int, window_start timestamptz, rownum bigint, same_as_function boolean)
+LANGUAGE plpgsql AS $$
+BEGIN
+    CREATE TEMP TABLE planned AS
+    SELECT (t.data).id, t.window_start, t.rownum FROM (
+        SELECT data, h.window_start, row_number() OVER (PARTITION BY h.window_start, h.window_end
+                                                        ORDER BY (data).ms DESC) AS rownum
+          FROM ptf.tumble(NULL::clicks, 'ts', '10 minutes', uid => 'top', changes => true) h) t
+     WHERE t.rownum <= 2;
+    CREATE TEMP TABLE fn AS
+    SELECT (f.data).id, f.window_start, f.rownum
+      FROM ptf.window_top_n(NULL::clicks, 'tumble', 'ts', '10 minutes', order_by => 'ms DESC', top_n => 2,
+                            uid => 'top_fn', changes => true) f;
+    RETURN QUERY SELECT p.*, NOT EXISTS ((TABLE planned EXCEPT ALL TABLE fn) UNION ALL (TABLE fn EXCEPT ALL TABLE planned))
+      FROM planned p ORDER BY 2, 3;
+    DROP TABLE planned, fn;
+END $$;
+SELECT * FROM (SELECT (data).id, window_start, row_number() OVER (PARTITION BY window_start, window_end
+                                                              ORDER BY (data).ms DESC) AS rownum
+  FROM tumble(NULL::clicks, 'ts', '10 minutes', uid => 'top', changes => true)) t WHERE rownum <= 2;
+SELECT (data).id, window_start, rownum
+  FROM window_top_n(NULL::clicks, 'tumble', 'ts', '10 minutes', order_by => 'ms DESC', top_n => 2,
+                    uid => 'top_fn', changes => true);
+INSERT INTO clicks VALUES (20, 1, 'x', '2024-01-01 11:01', 5), (21, 1, 'y', '2024-01-01 11:02', 7);
+SELECT * FROM pg_temp.top();
+-- the window [11:00, 11:10) spans two calls: its top 2 of all its rows, once
+INSERT INTO clicks VALUES (22, 1, 'z', '2024-01-01 11:03', 6), (23, 1, 'w', '2024-01-01 11:04', 1),
+                          (24, 1, 'v', '2024-01-01 11:12', 9);
+SELECT * FROM pg_temp.top();
+-- updates and deletes are passed over, as the TVF passes them over; late rows counted
+UPDATE clicks SET ms = 100 WHERE id = 24;
+INSERT INTO clicks VALUES (25, 1, 'late', '2024-01-01 11:05', 99), (26, 1, 'u', '2024-01-01 11:25', 2);
+SELECT * FROM pg_temp.top();
+SELECT uid, function, rows_in, rows_out, rows_late, rows_skipped FROM state WHERE uid IN ('top', 'top_fn') ORDER BY uid;
+
+-- over a table whose updates log only keys, the aggregate is refused as window_aggregate refuses it
+CREATE TABLE plain_clicks (id int PRIMARY KEY, ts timestamp);
+SELECT window_start, count(*) FROM tumble(NULL::plain_clicks, 'ts', '1 hour', uid => 'plain', changes => true) GROUP BY 1;
+-- Top-N ranks inserts: it has no such need
+SELECT * FROM (SELECT (data).id, row_number() OVER (PARTITION BY window_start, window_end ORDER BY (data).ts) AS rownum
+  FROM tumble(NULL::plain_clicks, 'ts', '1 hour', uid => 'plain_top', changes => true)) t WHERE rownum = 1;
+
+SELECT count(drop_state(uid)) FROM state;
+DROP TABLE clicks, plain_clicks;
+DROP TYPE per_user;

@@ -1,0 +1,90 @@
+/*-------------------------------------------------------------------------
+ *
+ * row_filter.c
+ *	  A planned query's WHERE on its input's rows (row_filter.h).
+ *
+ * The planner (planner/) takes a WHERE clause whose quals read only the
+ * TVF's data column and hands them here as expressions over the input
+ * row: evaluated once per input row, with the executor's expression
+ * machinery, before the row reaches the operator -- as PostgreSQL would
+ * evaluate them once per row and window, with the same answer, since they
+ * do not read the window.  Rows go through an input adapter, so relation,
+ * query and change-stream inputs are filtered alike.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "executor/executor.h"
+#include "utils/memutils.h"
+
+#include "base/ptf_time.h"
+#include "functions/row_filter.h"
+
+typedef struct PtfRowFilter
+{
+	PtfCallInput *in;			/* rows pass into in->handle */
+	ExprState  *qual;			/* NULL: every row */
+	ExprContext *econtext;
+	PtfTime    *range;			/* [least, greatest] event time passed, or NULL */
+	bool		pass_untimed;	/* rows without a usable time are not filtered */
+} PtfRowFilter;
+
+static void
+filter_row(void *arg, RowKind kind, TupleTableSlot *row, const PtfRowMeta *meta)
+{
+	PtfRowFilter *f = (PtfRowFilter *) arg;
+	AttrNumber	time_attno = f->in->frame.on_time_attno;
+	PtfTime		ts = PTF_TIME_MIN;
+	bool		usable = true;	/* without a time column, every row */
+
+	if (time_attno != InvalidAttrNumber)
+	{
+		bool		isnull;
+		Datum		t = slot_getattr(row, time_attno, &isnull);
+
+		/* the frame says what is wrong with a NULL, the operator skips infinity */
+		usable = false;
+		if (!isnull)
+		{
+			ts = ptf_time_from_datum(t, f->in->frame.on_time_type);
+			usable = (ts != PTF_TIME_MIN && ts != PTF_TIME_MAX);
+		}
+	}
+	if ((usable || !f->pass_untimed) && f->qual != NULL)
+	{
+		ResetExprContext(f->econtext);
+		f->econtext->ecxt_scantuple = row;
+		if (!ExecQual(f->qual, f->econtext))
+			return;
+	}
+	if (usable && f->range != NULL && time_attno != InvalidAttrNumber)
+	{
+		f->range[0] = Min(f->range[0], ts);
+		f->range[1] = Max(f->range[1], ts);
+	}
+	frame_push(f->in->handle, kind, row, meta);
+}
+
+void
+ptf_row_filter_attach(PtfCallInput *in, List *quals, PtfTime *range, bool pass_untimed,
+					  MemoryContext cxt)
+{
+	MemoryContext old = MemoryContextSwitchTo(cxt);
+	PtfRowFilter *f = palloc0(sizeof(PtfRowFilter));
+
+	Assert(in->adapter == NULL);
+	f->in = in;
+	f->qual = quals != NIL ? ExecInitQual(quals, NULL) : NULL;
+	f->econtext = CreateStandaloneExprContext();
+	f->range = range;
+	f->pass_untimed = pass_untimed;
+	if (range != NULL)
+	{
+		range[0] = PTF_TIME_MAX;
+		range[1] = PTF_TIME_MIN;
+	}
+	in->adapter = filter_row;
+	in->adapter_arg = f;
+	MemoryContextSwitchTo(old);
+}

@@ -1,0 +1,156 @@
+/*-------------------------------------------------------------------------
+ *
+ * planner.c
+ *	  The planner hooks of the library: window TVFs inlined as scans
+ *	  (tvf_inline.c) and the window rules (rules.h) -- Flink's SQL as
+ *	  written, planned as our operators (doc/design.md §8).
+ *
+ * Where the rules work.  Recognizing a TVF + GROUP BY, or a row_number()
+ * over a TVF's windows, needs the query PostgreSQL planned: quals pushed
+ * down from outer queries, HAVING quals without aggregates moved to
+ * WHERE, an outer "rownum <= N" made the window clause's run condition.
+ * So the rules add their paths at the upper stage they replace (grouping,
+ * window functions) through create_upper_paths_hook, where the stage's
+ * input is the TVF's function scan and its target, quals and run
+ * condition are final; their custom scan (window_scan.c) then computes
+ * the stage's rows, and everything above stays PostgreSQL's.
+ *
+ * The planner hook runs first, on the query as analyzed: it inlines TVF
+ * calls over tables as scans (ptf.inline_window_tvfs), except the calls a
+ * rule will take -- asked of the rule on the same query -- which must
+ * stay function scans for the rule to find them.  A call a rule then
+ * declines after all (a qual pushed from outside that reads too much)
+ * runs as the TVF: slower than the scan, never another answer.
+ *
+ * ptf.plan_window_sql = off turns the rules off (the query is PostgreSQL's
+ * plain evaluation of the TVF's rows).  A pipeline's step (engine/step.h:
+ * in a worker, or create_pipeline starting the stream) plans with them
+ * whatever the setting: its queries were accepted as planned (a window
+ * must come out once, whole), and run only so.  Like enable_* settings,
+ * changing it does not invalidate plans already cached.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "nodes/nodeFuncs.h"
+#include "optimizer/planner.h"
+#include "optimizer/paths.h"
+#include "utils/guc.h"
+
+#include "base/base.h"
+#include "engine/step.h"
+#include "planner/planner.h"
+#include "planner/rules.h"
+#include "planner/tvf_inline.h"
+#include "planner/window_scan.h"
+
+bool		ptf_plan_window_sql = true;
+
+static planner_hook_type prev_planner_hook = NULL;
+static create_upper_paths_hook_type prev_upper_paths_hook = NULL;
+
+bool
+ptf_window_rules_enabled(void)
+{
+	/* a pipeline's step, or create_pipeline starting its stream */
+	return ptf_plan_window_sql || ptf_step_current() != NULL;
+}
+
+bool
+ptf_window_rules_take(Query *q, Index rti)
+{
+	PtfTvf		tvf;
+
+	if (!ptf_window_rules_enabled() || window_rule_tvf_entry(q, &tvf) != rti ||
+		!ptf_tvf_args_fixed(&tvf))
+		return false;
+	return window_agg_rule_query(q, rti, &tvf) || window_rank_rule_query(q, rti, &tvf);
+}
+
+typedef struct PrepassContext
+{
+	bool		depends_on_role;	/* an inlined scan is under row level security */
+} PrepassContext;
+
+static bool
+prepass_walker(Node *node, PrepassContext *cxt)
+{
+	if (node == NULL)
+		return false;
+	if (IsA(node, Query))
+	{
+		Query	   *q = (Query *) node;
+		ListCell   *lc;
+
+		foreach(lc, q->rtable)
+		{
+			RangeTblEntry *rte = lfirst_node(RangeTblEntry, lc);
+
+			if (rte->rtekind == RTE_FUNCTION && ptf_inline_window_tvfs &&
+				!ptf_window_rules_take(q, foreach_current_index(lc) + 1))
+				ptf_tvf_inline_rte(rte, &cxt->depends_on_role);
+		}
+		return query_tree_walker(q, prepass_walker, (void *) cxt, 0);
+	}
+	return expression_tree_walker(node, prepass_walker, (void *) cxt);
+}
+
+static PlannedStmt *
+ptf_planner(Query *parse, const char *query_string, int cursorOptions,
+			ParamListInfo boundParams)
+{
+	PrepassContext cxt;
+	PlannedStmt *stmt;
+
+	cxt.depends_on_role = false;
+	if (parse->commandType != CMD_UTILITY && ptf_inline_window_tvfs)
+		(void) prepass_walker((Node *) parse, &cxt);
+	if (prev_planner_hook)
+		stmt = prev_planner_hook(parse, query_string, cursorOptions, boundParams);
+	else
+		stmt = standard_planner(parse, query_string, cursorOptions, boundParams);
+
+	/*
+	 * The policies of the role planning it are in the plan: a cached plan
+	 * must not serve another role (the rewriter marks its own queries so,
+	 * the inlined subquery came after it).
+	 */
+	if (cxt.depends_on_role)
+		stmt->dependsOnRole = true;
+	return stmt;
+}
+
+static void
+ptf_upper_paths(PlannerInfo *root, UpperRelationKind stage, RelOptInfo *input_rel,
+				RelOptInfo *output_rel, void *extra)
+{
+	if (prev_upper_paths_hook)
+		prev_upper_paths_hook(root, stage, input_rel, output_rel, extra);
+	if (!ptf_window_rules_enabled())
+		return;
+	if (stage == UPPERREL_GROUP_AGG)
+		window_agg_rule_paths(root, input_rel, output_rel, (GroupPathExtraData *) extra);
+	else if (stage == UPPERREL_WINDOW)
+	{
+		window_rank_rule_paths(root, input_rel, output_rel);
+		first_rows_rule_paths(root, input_rel, output_rel);
+	}
+}
+
+void
+ptf_planner_init(PtfWindowRunner window_runner, PtfFirstRowsRunner first_rows_runner)
+{
+	ptf_tvf_inline_define_gucs();
+	DefineCustomBoolVariable("ptf.plan_window_sql",
+							 "Plans a window TVF + GROUP BY as the sliced window aggregate, and row_number() over its windows as Window Top-N.",
+							 "Off: PostgreSQL groups and ranks the TVF's rows itself.",
+							 &ptf_plan_window_sql,
+							 true, PGC_USERSET, 0,
+							 NULL, NULL, NULL);
+	window_scan_register(window_runner, first_rows_runner);
+	prev_planner_hook = planner_hook;
+	planner_hook = ptf_planner;
+	prev_upper_paths_hook = create_upper_paths_hook;
+	create_upper_paths_hook = ptf_upper_paths;
+}
