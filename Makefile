@@ -41,6 +41,7 @@ OBJS = \
 	src/decoding/json_writer.o \
 	src/decoding/plugin.o \
 	src/input/cdc_rows.o \
+	src/input/jsonb_image.o \
 	src/input/change_buffer.o \
 	src/input/change_stream.o \
 	src/input/sql_input.o \
@@ -56,6 +57,7 @@ OBJS = \
 	src/operators/window_session.o \
 	src/operators/window_tvf.o \
 	src/sink/apply.o \
+	src/sink/direct_insert.o \
 	src/state/key.o \
 	src/state/keyed_state.o \
 	src/state/keyed_state_durable.o \
