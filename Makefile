@@ -56,6 +56,7 @@ OBJS = \
 	src/operators/window_math.o \
 	src/operators/window_session.o \
 	src/operators/window_tvf.o \
+	src/sink/append.o \
 	src/sink/apply.o \
 	src/sink/direct_insert.o \
 	src/state/key.o \

@@ -70,6 +70,7 @@ struct DirectInsert
 	CommandId	cid;
 	TupleTableSlot *slots[DIRECT_CHUNK_ROWS];
 	int			nslots;
+	MemoryContext cxt;			/* where it lives: its slots too */
 	MemoryContext chunk_cxt;	/* what inserting a chunk leaks */
 	uint64		inserted;
 };
@@ -96,6 +97,8 @@ inserts_are_plain(Relation rel, Relation index)
 		return false;
 	if (rel->rd_att->constr != NULL && rel->rd_att->constr->has_generated_stored)
 		return false;
+	if (index == NULL)
+		return true;
 	/* the probe trusts the key index: a btree, complete, checked at once */
 	return index->rd_rel->relam == BTREE_AM_OID &&
 		index->rd_index->indisvalid && index->rd_index->indisready &&
@@ -201,26 +204,42 @@ prepare_insert(DirectInsert *di)
 										  ALLOCSET_DEFAULT_SIZES);
 }
 
+bool
+direct_insert_possible(Oid relid)
+{
+	Relation	rel = table_open(relid, RowExclusiveLock);
+	bool		plain = inserts_are_plain(rel, NULL);
+
+	/* the lock stays: what is checked holds until the transaction ends */
+	table_close(rel, NoLock);
+	return plain;
+}
+
 DirectInsert *
 direct_insert_open(Oid relid, Oid key_index, TupleDesc rowdesc)
 {
 	Relation	rel = table_open(relid, RowExclusiveLock);
-	Relation	index = index_open(key_index, AccessShareLock);
+	Relation	index = OidIsValid(key_index) ? index_open(key_index, AccessShareLock) : NULL;
 	DirectInsert *di;
 
 	if (!inserts_are_plain(rel, index))
 	{
-		index_close(index, AccessShareLock);
+		if (index != NULL)
+			index_close(index, AccessShareLock);
 		table_close(rel, NoLock);
 		return NULL;
 	}
 	di = palloc0(sizeof(DirectInsert));
+	di->cxt = CurrentMemoryContext;
 	di->rel = rel;
 	di->index = index;
-	di->rowdesc = rowdesc;
-	Assert(rowdesc->natts == RelationGetDescr(rel)->natts);
-	prepare_probe(di);
-	read_last_key(di);
+	di->rowdesc = rowdesc != NULL ? rowdesc : RelationGetDescr(rel);
+	Assert(di->rowdesc->natts == RelationGetDescr(rel)->natts);
+	if (index != NULL)
+	{
+		prepare_probe(di);
+		read_last_key(di);
+	}
 	prepare_insert(di);
 	return di;
 }
@@ -358,28 +377,54 @@ flush_chunk(DirectInsert *di)
 	di->nslots = 0;
 }
 
+/* the slot the next row goes into */
+static TupleTableSlot *
+next_slot(DirectInsert *di)
+{
+	CHECK_FOR_INTERRUPTS();
+	if (di->slots[di->nslots] == NULL)
+	{
+		MemoryContext old = MemoryContextSwitchTo(di->cxt);
+
+		di->slots[di->nslots] = table_slot_create(di->rel, NULL);
+		MemoryContextSwitchTo(old);
+	}
+	return di->slots[di->nslots];
+}
+
+/* Check the row in the next slot and count it in; a full chunk goes in. */
+static void
+add_next_slot(DirectInsert *di, TupleTableSlot *slot)
+{
+	if (di->rel->rd_att->constr != NULL)
+		ExecConstraints(di->rri, slot, di->estate);
+	ResetPerTupleExprContext(di->estate);
+	if (++di->nslots == DIRECT_CHUNK_ROWS)
+		flush_chunk(di);
+}
+
+void
+direct_insert_add_slot(DirectInsert *di, TupleTableSlot *row)
+{
+	TupleTableSlot *slot = next_slot(di);
+
+	ExecCopySlot(slot, row);
+	add_next_slot(di, slot);
+}
+
 void
 direct_insert_add(DirectInsert *di, Datum row)
 {
 	HeapTupleHeader hdr = DatumGetHeapTupleHeader(row);
 	HeapTupleData tuple;
-	TupleTableSlot *slot;
-
-	CHECK_FOR_INTERRUPTS();
-	if (di->slots[di->nslots] == NULL)
-		di->slots[di->nslots] = table_slot_create(di->rel, NULL);
-	slot = di->slots[di->nslots];
+	TupleTableSlot *slot = next_slot(di);
 
 	tuple.t_len = HeapTupleHeaderGetDatumLength(hdr);
 	ItemPointerSetInvalid(&tuple.t_self);
 	tuple.t_tableOid = RelationGetRelid(di->rel);
 	tuple.t_data = hdr;
 	ExecForceStoreHeapTuple(&tuple, slot, false);
-	if (di->rel->rd_att->constr != NULL)
-		ExecConstraints(di->rri, slot, di->estate);
-	ResetPerTupleExprContext(di->estate);
-	if (++di->nslots == DIRECT_CHUNK_ROWS)
-		flush_chunk(di);
+	add_next_slot(di, slot);
 }
 
 uint64
@@ -392,14 +437,17 @@ direct_insert_close(DirectInsert *di)
 	inserted = di->inserted;
 	for (i = 0; i < DIRECT_CHUNK_ROWS && di->slots[i] != NULL; i++)
 		ExecDropSingleTupleTableSlot(di->slots[i]);
-	ExecDropSingleTupleTableSlot(di->probe_slot);
-	index_endscan(di->scan);
+	if (di->index != NULL)
+	{
+		ExecDropSingleTupleTableSlot(di->probe_slot);
+		index_endscan(di->scan);
+		index_close(di->index, AccessShareLock);
+	}
 	FreeBulkInsertState(di->bistate);
 	table_finish_bulk_insert(di->rel, 0);
 	ExecCloseIndices(di->rri);
 	ExecResetTupleTable(di->estate->es_tupleTable, false);
 	FreeExecutorState(di->estate);
-	index_close(di->index, AccessShareLock);
 	table_close(di->rel, NoLock);
 	/* what follows (the upserts, the next batch) sees these rows */
 	CommandCounterIncrement();

@@ -22,13 +22,19 @@
 #define PTF_SINK_DIRECT_INSERT_H
 
 #include "access/tupdesc.h"
+#include "executor/tuptable.h"
 
 typedef struct DirectInsert DirectInsert;
+
+/* Could rows go into the table directly (as direct_insert_open checks)? */
+extern bool direct_insert_possible(Oid relid);
 
 /*
  * Open the table for one batch; NULL when its inserts must go through SQL
  * (whatever would watch them is checked anew each batch).  rowdesc is
- * the table's row type, as the batch's rows are formed.
+ * the table's row type, as the batch's rows are formed (NULL: the
+ * relation's).  Without a key index (InvalidOid) rows are only inserted:
+ * direct_insert_sort and direct_insert_key_exists are not for it.
  */
 extern DirectInsert *direct_insert_open(Oid relid, Oid key_index, TupleDesc rowdesc);
 
@@ -43,6 +49,9 @@ extern bool direct_insert_key_exists(DirectInsert *di, Datum row);
 
 /* Insert a row (whose key is absent); buffered. */
 extern void direct_insert_add(DirectInsert *di, Datum row);
+
+/* The same for a row in a slot of the table's row type. */
+extern void direct_insert_add_slot(DirectInsert *di, TupleTableSlot *row);
 
 /* Insert what is buffered, close everything; the rows inserted. */
 extern uint64 direct_insert_close(DirectInsert *di);
