@@ -26,7 +26,9 @@
 # written last is in the sink gives changes/s (the writer is not the
 # limit).  The floor beside it: the same WAL read by a slot advanced with
 # pg_replication_slot_advance (WAL reading, no decoding into changes) and
-# decoded by test_decoding, counted.  BACKLOG=0 skips it.
+# decoded by test_decoding, counted; and the worker's CPU time (from /proc)
+# during the catch-up, which a shared machine disturbs less than the
+# clock.  BACKLOG=0 skips it.
 #
 # Last, what the wake-up costs writers that no pipeline reads: pgbench
 # (CLIENTS clients, one-row inserts into a table without a pipeline) for
@@ -183,7 +185,7 @@ timed_sql() {
 # DONE_SQL says t; one table row.
 backlog() {
     local name=$1 setup=$2 query=$3 sink=$4 write=$5 marker=$6 done_sql=$7 label=$8
-    local batches=$((BACKLOG / BACKLOG_TXN)) target t_adv t_td start end secs rate
+    local batches=$((BACKLOG / BACKLOG_TXN)) target t_adv t_td start end secs rate pid cpu0 cpu1 cpu
     ptf_log "bench: backlog, $label: $BACKLOG changes"
     ptf_psql -X -q -v ON_ERROR_STOP=1 -c "$setup" >/dev/null
     ptf_psql -X -q -v ON_ERROR_STOP=1 -c "SELECT ptf.create_pipeline('$name', \$q\$$query\$q\$, '$sink')" \
@@ -202,17 +204,27 @@ backlog() {
     t_adv=$(timed_sql "SELECT pg_replication_slot_advance('floor_adv', '$target')")
     t_td=$(timed_sql "SELECT count(*) FROM pg_logical_slot_get_changes('floor_td', '$target', NULL)")
     ptf_psql -X -q -c "SELECT pg_drop_replication_slot('floor_adv')" -c "SELECT pg_drop_replication_slot('floor_td')" >/dev/null
+    # the worker's CPU time too: on a shared machine it says more than the clock
+    pid=$(ptf_psql -X -At -c "SELECT pid FROM ptf.pipeline_status WHERE name = '$name'")
+    cpu0=$(proc_cpu "$pid")
     start=$(date +%s.%N)
     ptf_psql -X -q -c "SELECT ptf.resume_pipeline('$name')" >/dev/null
     until [ "$(ptf_psql -X -At -c "$done_sql")" = t ]; do
         sleep 0.05
     done
     end=$(date +%s.%N)
+    cpu1=$(proc_cpu "$pid")
+    cpu=$(awk -v a="$cpu0" -v b="$cpu1" 'BEGIN { printf "%.2f", b - a }')
     ptf_psql -X -At -c "SELECT state, last_error FROM ptf.pipeline_status WHERE name = '$name'" >"$dir/status.txt"
     ptf_psql -X -q -c "SELECT ptf.drop_pipeline('$name')" >/dev/null
     secs=$(awk -v s="$start" -v e="$end" 'BEGIN { printf "%.2f", e - s }')
     rate=$(awk -v n="$BACKLOG" -v t="$secs" 'BEGIN { printf "%.0f", n / t }')
-    backlog_rows+=("| $label | $BACKLOG | $secs | **$rate** | $t_adv | $t_td | $(awk -v a="$secs" -v f="$t_td" -v n="$BACKLOG" 'BEGIN { printf "%.0f", (a - f) * 1e9 / n }') | $9 |")
+    backlog_rows+=("| $label | $BACKLOG | $secs | **$rate** | $t_adv | $t_td | $(awk -v a="$secs" -v f="$t_adv" -v n="$BACKLOG" 'BEGIN { printf "%.0f", (a - f) * 1e9 / n }') | $cpu | $(awk -v c="$cpu" -v n="$BACKLOG" 'BEGIN { printf "%.0f", c * 1e9 / n }') | $9 |")
+}
+
+# user + system CPU seconds of a process so far
+proc_cpu() {
+    awk -v hz="$(getconf CLK_TCK)" '{ printf "%.2f", ($14 + $15) / hz }' "/proc/$1/stat" 2>/dev/null || echo 0
 }
 
 backlog_rows=()
@@ -297,8 +309,8 @@ if [ "$BACKLOG" -gt 0 ]; then
     echo
     echo "### catching up a backlog written while the pipeline was paused (transactions of $BACKLOG_TXN rows)"
     echo
-    echo "| pipeline | changes | catch-up s | changes/s | floor: slot advanced over the WAL, s | test_decoding, s | ns per change above test_decoding | goal |"
-    echo "|---|---:|---:|---:|---:|---:|---:|---|"
+    echo "| pipeline | changes | catch-up s | changes/s | floor: slot advanced over the WAL, s | test_decoding, s | ns per change above the floor | worker CPU s | worker CPU ns per change | goal (changes/s) |"
+    echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"
     printf '%s\n' "${backlog_rows[@]}"
 fi
 if [ "$COST_ROUNDS" -gt 0 ]; then
