@@ -44,6 +44,7 @@ OBJS = \
 	src/decoding/json_writer.o \
 	src/decoding/plugin.o \
 	src/input/cdc_rows.o \
+	src/input/jsonb_image.o \
 	src/input/change_buffer.o \
 	src/input/change_stream.o \
 	src/input/sql_input.o \
@@ -66,7 +67,9 @@ OBJS = \
 	src/planner/window_agg_rule.o \
 	src/planner/window_rank_rule.o \
 	src/planner/window_scan.o \
+	src/sink/append.o \
 	src/sink/apply.o \
+	src/sink/direct_insert.o \
 	src/state/images_table.o \
 	src/state/key.o \
 	src/state/keyed_state.o \

@@ -18,6 +18,18 @@
 # batches of 200 rows, 2 s apart: the time from the first row's insert to
 # the last one's arrival in the sink, median and worst.
 #
+# Then a backlog: for each of a keep-first pipeline, a to_changelog
+# pipeline with whole images (REPLICA IDENTITY FULL, inserts then updates)
+# and a TUMBLE window aggregate, the pipeline is made and paused, BACKLOG
+# changes (default 5M) are written in transactions of BACKLOG_TXN rows
+# (default 100k), and the pipeline is resumed: the time until a marker
+# written last is in the sink gives changes/s (the writer is not the
+# limit).  The floor beside it: the same WAL read by a slot advanced with
+# pg_replication_slot_advance (WAL reading, no decoding into changes) and
+# decoded by test_decoding, counted; and the worker's CPU time (from /proc)
+# during the catch-up, which a shared machine disturbs less than the
+# clock.  BACKLOG=0 skips it.
+#
 # Last, what the wake-up costs writers that no pipeline reads: pgbench
 # (CLIENTS clients, one-row inserts into a table without a pipeline) for
 # COST_SECONDS (default 5) with the setting off, then on, COST_ROUNDS
@@ -37,8 +49,13 @@ COST_ROUNDS=${COST_ROUNDS:-3}
 SECONDS_PER_RUN=${RUN_SECONDS:-20}
 ROWS_PER_TXN=${ROWS_PER_TXN:-10}
 CLIENTS=${CLIENTS:-2}
+BACKLOG=${BACKLOG:-5000000}
+BACKLOG_TXN=${BACKLOG_TXN:-100000}
 
-ptf_bench_start ""
+# test_decoding decodes the backlog floor; decoding memory as PostgreSQL
+# ships it (the tests' 64kB makes every big transaction spill)
+ptf_bench_start "logical_decoding_work_mem = 64MB
+output_plugin_libraries = 'deduplicate_keep_first, test_decoding'"
 dir=$PTF_BENCH_DIR
 
 ptf_psql -X -q -v ON_ERROR_STOP=1 <<'SQL'
@@ -152,6 +169,104 @@ if [ "$CLIENTS" -eq 1 ]; then
     if grep -q differs "$dir/check.txt"; then ptf_die "the sink is wrong"; fi
 fi
 
+# ---- catching up a backlog ----
+
+# seconds a statement takes (2 decimals)
+timed_sql() {
+    local s
+    s=$(date +%s.%N)
+    ptf_psql -X -q -c "$1" >/dev/null
+    awk -v s="$s" -v e="$(date +%s.%N)" 'BEGIN { printf "%.2f", e - s }'
+}
+
+# backlog NAME SETUP PIPELINE_SQL SINK WRITE_SQL MARKER_SQL DONE_SQL: make the
+# pipeline, pause it, write the backlog (WRITE_SQL is run for each batch
+# with :b set, :n rows a batch), time the floor slots, resume, time until
+# DONE_SQL says t; one table row.
+backlog() {
+    local name=$1 setup=$2 query=$3 sink=$4 write=$5 marker=$6 done_sql=$7 label=$8
+    local batches=$((BACKLOG / BACKLOG_TXN)) target t_adv t_td start end secs rate pid cpu0 cpu1 cpu
+    ptf_log "bench: backlog, $label: $BACKLOG changes"
+    ptf_psql -X -q -v ON_ERROR_STOP=1 -c "$setup" >/dev/null
+    ptf_psql -X -q -v ON_ERROR_STOP=1 -c "SELECT ptf.create_pipeline('$name', \$q\$$query\$q\$, '$sink')" \
+        -c "SELECT ptf.pause_pipeline('$name')" \
+        -c "SELECT pg_create_logical_replication_slot('floor_adv', 'test_decoding')" \
+        -c "SELECT pg_create_logical_replication_slot('floor_td', 'test_decoding')" >/dev/null
+    for b in $(seq 0 $((batches - 1))); do
+        echo "\\set b $b"
+        echo "\\set n $BACKLOG_TXN"
+        echo "$write"
+    done >"$dir/backlog.sql"
+    echo "$marker" >>"$dir/backlog.sql"
+    chown postgres "$dir/backlog.sql"
+    ptf_psql -X -q -v ON_ERROR_STOP=1 -f "$dir/backlog.sql" >/dev/null
+    target=$(ptf_psql -X -At -c "SELECT pg_current_wal_insert_lsn()")
+    t_adv=$(timed_sql "SELECT pg_replication_slot_advance('floor_adv', '$target')")
+    t_td=$(timed_sql "SELECT count(*) FROM pg_logical_slot_get_changes('floor_td', '$target', NULL)")
+    ptf_psql -X -q -c "SELECT pg_drop_replication_slot('floor_adv')" -c "SELECT pg_drop_replication_slot('floor_td')" >/dev/null
+    # the worker's CPU time too: on a shared machine it says more than the clock
+    pid=$(ptf_psql -X -At -c "SELECT pid FROM ptf.pipeline_status WHERE name = '$name'")
+    cpu0=$(proc_cpu "$pid")
+    start=$(date +%s.%N)
+    ptf_psql -X -q -c "SELECT ptf.resume_pipeline('$name')" >/dev/null
+    until [ "$(ptf_psql -X -At -c "$done_sql")" = t ]; do
+        sleep 0.05
+    done
+    end=$(date +%s.%N)
+    cpu1=$(proc_cpu "$pid")
+    cpu=$(awk -v a="$cpu0" -v b="$cpu1" 'BEGIN { printf "%.2f", b - a }')
+    ptf_psql -X -At -c "SELECT state, last_error FROM ptf.pipeline_status WHERE name = '$name'" >"$dir/status.txt"
+    ptf_psql -X -q -c "SELECT ptf.drop_pipeline('$name')" >/dev/null
+    secs=$(awk -v s="$start" -v e="$end" 'BEGIN { printf "%.2f", e - s }')
+    rate=$(awk -v n="$BACKLOG" -v t="$secs" 'BEGIN { printf "%.0f", n / t }')
+    backlog_rows+=("| $label | $BACKLOG | $secs | **$rate** | $t_adv | $t_td | $(awk -v a="$secs" -v f="$t_adv" -v n="$BACKLOG" 'BEGIN { printf "%.0f", (a - f) * 1e9 / n }') | $cpu | $(awk -v c="$cpu" -v n="$BACKLOG" 'BEGIN { printf "%.0f", c * 1e9 / n }') | $9 |")
+}
+
+# user + system CPU seconds of a process so far
+proc_cpu() {
+    awk -v hz="$(getconf CLK_TCK)" '{ printf "%.2f", ($14 + $15) / hz }' "/proc/$1/stat" 2>/dev/null || echo 0
+}
+
+backlog_rows=()
+if [ "$BACKLOG" -gt 0 ]; then
+    ptf_psql -X -q -c "ALTER SYSTEM SET ptf.pipeline_wake_at_commit = on" -c "SELECT pg_reload_conf()" >/dev/null
+    backlog kf_backlog \
+        "CREATE TABLE bl_events (id bigint, user_id bigint, payload text);
+         CREATE TABLE bl_first (LIKE bl_events);" \
+        "SELECT * FROM ptf.deduplicate_keep_first(NULL::bl_events, partition_by => '{user_id}', changes => true, uid => 'kf_backlog')" \
+        bl_first \
+        "INSERT INTO bl_events SELECT g, (hashint8(g) & 1048575), 'event payload' FROM generate_series(:b::bigint * :n, (:b + 1)::bigint * :n - 1) g;" \
+        "INSERT INTO bl_events VALUES (-1, -1, 'marker');" \
+        "SELECT EXISTS (SELECT FROM bl_first WHERE user_id = -1)" \
+        "keep-first, 1M keys (inserts)" ">= 500k"
+    backlog tc_backlog \
+        "CREATE TABLE bl_acc (id int, balance numeric, note text);
+         ALTER TABLE bl_acc REPLICA IDENTITY FULL;
+         CREATE TABLE bl_log (op text, id int, balance numeric, note text);" \
+        "SELECT op, (data).id, (data).balance, (data).note FROM ptf.to_changelog(NULL::bl_acc, changes => true, uid => 'tc_backlog')" \
+        bl_log \
+        "SELECT (:b * :n < $BACKLOG / 2) AS ins \\gset
+\\if :ins
+INSERT INTO bl_acc SELECT g, g / 100.0, 'note ' || g FROM generate_series(:b * :n, (:b + 1) * :n - 1) g;
+\\else
+UPDATE bl_acc SET balance = balance + 1 WHERE id BETWEEN :b * :n - $BACKLOG / 2 AND (:b + 1) * :n - 1 - $BACKLOG / 2;
+\\endif" \
+        "INSERT INTO bl_acc VALUES (-1, 0, 'marker');" \
+        "SELECT EXISTS (SELECT FROM bl_log WHERE id = -1)" \
+        "to_changelog, whole images (half inserts, half updates)" ">= 300k"
+    backlog tw_backlog \
+        "CREATE TABLE bl_clicks (k int, v int, ts timestamptz NOT NULL);
+         ALTER TABLE bl_clicks REPLICA IDENTITY FULL;
+         CREATE TYPE bl_per_second_row AS (k int, window_start timestamptz, window_end timestamptz, n bigint, s bigint);
+         CREATE TABLE bl_per_second OF bl_per_second_row;" \
+        "SELECT * FROM ptf.window_aggregate(NULL::bl_clicks, NULL::bl_per_second_row, 'tumble', 'ts', '1 second', partition_by => '{k}', aggregates => 'count(*) AS n, sum(v) AS s', changes => true, uid => 'tw_backlog')" \
+        bl_per_second \
+        "INSERT INTO bl_clicks SELECT g % 100, g, timestamptz '2024-01-01 00:00+00' + g * interval '1 ms' FROM generate_series(:b * :n, (:b + 1) * :n - 1) g;" \
+        "INSERT INTO bl_clicks VALUES (-1, 0, timestamptz '2030-01-01 00:00+00');" \
+        "SELECT coalesce(sum(n), 0) >= $BACKLOG FROM bl_per_second" \
+        "window_aggregate TUMBLE 1 s, 100 keys (inserts)" ">= 300k"
+fi
+
 cost_rows=()
 if [ "$COST_ROUNDS" -gt 0 ]; then
     ptf_psql -X -q -v ON_ERROR_STOP=1 -c "CREATE DATABASE nopipes" -c "CREATE TABLE plain (id bigint, payload text)"
@@ -190,6 +305,14 @@ echo "|---|---:|---:|"
 printf '%s\n' "${idle_rows[@]}"
 echo
 echo "The sink has each key once, with one of its events$([ "$CLIENTS" -eq 1 ] && echo ', and equals DISTINCT ON over all events')."
+if [ "$BACKLOG" -gt 0 ]; then
+    echo
+    echo "### catching up a backlog written while the pipeline was paused (transactions of $BACKLOG_TXN rows)"
+    echo
+    echo "| pipeline | changes | catch-up s | changes/s | floor: slot advanced over the WAL, s | test_decoding, s | ns per change above the floor | worker CPU s | worker CPU ns per change | goal (changes/s) |"
+    echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"
+    printf '%s\n' "${backlog_rows[@]}"
+fi
 if [ "$COST_ROUNDS" -gt 0 ]; then
     echo
     echo "### what the wake-up costs writers no pipeline reads ($CLIENTS clients, one-row inserts, ${COST_SECONDS}s runs, $COST_ROUNDS rounds)"

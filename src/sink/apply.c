@@ -59,6 +59,7 @@
 
 #include "catalog.h"
 #include "sink/apply.h"
+#include "sink/direct_insert.h"
 #include "state/keyed_state.h"
 
 #define APPLY_BATCH_ROWS 1000000
@@ -70,6 +71,7 @@ struct ApplySink
 	Oid			rowtype;
 	Oid			arraytype;
 	KeySpec    *keys;			/* NULL: the table has no key */
+	Oid			key_index;
 	bool		order_matters;	/* another constraint may make batching fail */
 	SPIPlanPtr	upsert_plan;	/* keyed */
 	bool		upsert_reports; /* RETURNING whether each row was inserted */
@@ -274,6 +276,7 @@ apply_sink_create(Oid relid)
 	s->rowdesc->tdtypeid = s->rowtype;
 	s->arraytype = get_array_type(s->rowtype);
 	s->keys = table_key(rel, s->rowdesc, &key_index);
+	s->key_index = key_index;
 	s->order_matters = s->keys != NULL && batch_order_matters(relid, key_index);
 	name = ptf_relation_sql_name(relid);
 
@@ -430,6 +433,62 @@ batch_array(ApplySink *s, char action, int *count)
 	return PointerGetDatum(construct_array(elems, n, s->rowtype, -1, false, TYPALIGN_DOUBLE));
 }
 
+/* INSERT ... ON CONFLICT of n rows, counted */
+static void
+upsert_rows(ApplySink *s, Datum *rows, int n)
+{
+	Datum		arr;
+	uint64		inserted = 0;
+	uint64		processed;
+
+	if (n == 0)
+		return;
+	arr = PointerGetDatum(construct_array(rows, n, s->rowtype, -1, false, TYPALIGN_DOUBLE));
+	processed = execute(s->upsert_plan, arr, s->upsert_reports ? &inserted : NULL);
+	if (!s->upsert_reports)
+		inserted = processed;	/* DO NOTHING: conflicts are not returned */
+	s->counts.inserted += inserted;
+	s->counts.updated += n - inserted;
+}
+
+/*
+ * The batch's additions: keys the table lacks inserted directly where the
+ * table allows it (sink/direct_insert.c), in key order; the others, and
+ * every key on other tables, upserted by the statement.
+ */
+static void
+upsert_batch(ApplySink *s)
+{
+	Datum	   *rows = palloc(sizeof(Datum) * Max(s->n, 1));
+	int			n = 0;
+	int			present = 0;
+	DirectInsert *di;
+	int			i;
+
+	for (i = 0; i < s->n; i++)
+		if (s->action[i] == 'U')
+			rows[n++] = s->rows[i];
+	if (n == 0)
+		return;
+	di = direct_insert_open(s->relid, s->key_index, s->rowdesc);
+	if (di == NULL)
+	{
+		upsert_rows(s, rows, n);
+		return;
+	}
+	direct_insert_sort(di, rows, n);
+	/* the present keys move to the front, in order, for the statement */
+	for (i = 0; i < n; i++)
+	{
+		if (direct_insert_key_exists(di, rows[i]))
+			rows[present++] = rows[i];
+		else
+			direct_insert_add(di, rows[i]);
+	}
+	s->counts.inserted += direct_insert_close(di);
+	upsert_rows(s, rows, present);
+}
+
 /* A keyed batch: each key's last change, by two statements. */
 static void
 apply_batched(ApplySink *s)
@@ -460,18 +519,7 @@ apply_batched(ApplySink *s)
 		s->counts.deleted += deleted;
 		s->counts.superseded += n - deleted;
 	}
-	arr = batch_array(s, 'U', &n);
-	if (n > 0)
-	{
-		uint64		inserted = 0;
-		uint64		processed = execute(s->upsert_plan, arr,
-										s->upsert_reports ? &inserted : NULL);
-
-		if (!s->upsert_reports)
-			inserted = processed;	/* DO NOTHING: conflicts are not returned */
-		s->counts.inserted += inserted;
-		s->counts.updated += n - inserted;
-	}
+	upsert_batch(s);
 	MemoryContextSwitchTo(old);
 }
 

@@ -57,6 +57,7 @@
 #include "utils/timestamp.h"
 
 #include "base/kept.h"
+#include "sink/append.h"
 #include "base/ptf_time.h"
 #include "catalog.h"
 #include "engine/step.h"
@@ -297,6 +298,8 @@ run_query_into_sink(Pipeline *p)
 		rc = SPI_execute_with_args("SELECT 1 FROM ptf.apply_changelog($1, $2)",
 								   2, argtypes, args, NULL, false, 0);
 	}
+	else if (append_rows_direct(p->sink, p->query))
+		rc = SPI_OK_SELECT;
 	else
 		rc = SPI_execute(psprintf("INSERT INTO %s SELECT * FROM (%s) AS q",
 								  ptf_relation_sql_name(p->sink), p->query),
