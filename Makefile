@@ -25,6 +25,7 @@ OBJS = \
 	src/commands/drops.o \
 	src/engine/call.o \
 	src/engine/output.o \
+	src/engine/parallel.o \
 	src/engine/state_load.o \
 	src/engine/step.o \
 	src/frame.o \
@@ -48,6 +49,7 @@ OBJS = \
 	src/operators/aggs.o \
 	src/operators/aggs_stored.o \
 	src/operators/dedup.o \
+	src/operators/dedup_partial.o \
 	src/operators/normalize.o \
 	src/operators/operator.o \
 	src/operators/temporal_join.o \

@@ -22,3 +22,17 @@ LANGUAGE C STRICT VOLATILE;
 COMMENT ON FUNCTION ptf._xact_wrote_table(regclass) IS
     'Internal: whether a live part of the current transaction wrote the table, as pipeline workers are woken by (NULL: cannot be told)';
 REVOKE ALL ON FUNCTION ptf._xact_wrote_table(regclass) FROM PUBLIC;
+
+-- ptf.last_call_stats() says how many parallel workers a one-shot call was
+-- planned and got (engine/parallel.c); 0 and 0 for a call run in one process.
+DROP FUNCTION ptf.last_call_stats();
+CREATE FUNCTION ptf.last_call_stats(
+    OUT function text, OUT rows_in bigint, OUT rows_out bigint, OUT rows_late bigint,
+    OUT keys bigint, OUT state_bytes bigint, OUT rows_spilled bigint, OUT spill_partitions int,
+    OUT state_load text, OUT keys_probed bigint, OUT keys_loaded bigint, OUT keys_evicted bigint,
+    OUT workers_planned int, OUT workers_launched int)
+RETURNS record
+AS 'MODULE_PATHNAME', 'ptf_last_call_stats'
+LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION ptf.last_call_stats() IS
+    'What the last table-function call of this session did: rows, keys, state memory, spilling, how a uid''s state was read, parallel workers planned and launched';

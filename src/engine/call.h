@@ -25,6 +25,22 @@
 
 typedef struct PtfCall PtfCall;
 
+/*
+ * How a bounded one-shot call over a relation may be run partly in
+ * parallel workers (engine/parallel.c); the function says which way suits
+ * its operator, the engine decides whether it runs that way.
+ */
+typedef enum PtfParallelMode
+{
+	PTF_PARALLEL_NONE = 0,
+	/* keep-first by arrival: workers pass on each key's first row they see */
+	PTF_PARALLEL_FIRST_ARRIVAL,
+	/* keep-first by event time: workers pass on rows lowering a key's least time */
+	PTF_PARALLEL_FIRST_EVENT,
+	/* the operator whole in every worker over a share of one input; its output is the call's */
+	PTF_PARALLEL_SPLIT
+} PtfParallelMode;
+
 typedef struct PtfCallInput
 {
 	const char *name;			/* "input", "probe", "build" (messages) */
@@ -99,9 +115,14 @@ struct PtfCall
 	void		(*finished) (PtfCall *call);
 	void	   *arg;			/* the function's */
 
+	/* parallel workers may run it this way (set in prepared), splitting this input */
+	PtfParallelMode parallel;
+	int			parallel_input;
+
 	/* set by ptf_call_run */
 	MemoryContext cxt;			/* the call's: the caller deletes it */
 	PtfFrame   *frame;
+	FunctionCallInfo fcinfo;	/* of the SQL call (ptf_call_output) */
 };
 
 /* An empty call of function, its memory context made. */
@@ -112,6 +133,13 @@ extern PtfCallInput *ptf_call_add_input(PtfCall *call, const char *name,
 										const PtfInputArg *arg, const char *query);
 
 extern void ptf_call_run(PtfCall *call);
+
+/*
+ * A fresh operator of a call without a uid (a parallel worker's), and the
+ * factory of its spilled partitions' (arg: the call).
+ */
+extern PtfOperator *ptf_call_build_operator(PtfCall *call, bool durable);
+extern PtfOperator *ptf_call_spill_factory(void *arg, bool unbounded);
 
 /*
  * The tail every set-returning entry point shares: its rows are the
