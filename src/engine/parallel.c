@@ -63,6 +63,8 @@
  */
 #include "postgres.h"
 
+#include <sys/resource.h>
+
 #include "access/parallel.h"
 #include "access/relation.h"
 #include "access/table.h"
@@ -81,6 +83,7 @@
 #include "optimizer/cost.h"
 #include "optimizer/optimizer.h"
 #include "optimizer/paths.h"
+#include "nodes/pathnodes.h"
 #include "pgstat.h"
 #include "storage/shm_mq.h"
 #include "storage/spin.h"
@@ -125,17 +128,25 @@ typedef struct ParShared
 	int			owner[FLEXIBLE_ARRAY_MEMBER];	/* per chunk: a worker number, or the leader */
 } ParShared;
 
-/* what comes before every message's payload */
+/*
+ * What comes before every message's payload.  Rows travel in batches of
+ * up to PAR_BATCH_BYTES: each a MinimalTuple at a MAXALIGNed offset (its
+ * t_len says how long), so that a queue and a spool work per batch, and
+ * a row costs a copy on each side.
+ */
 typedef struct ParMsg
 {
 	char		tag;
 	int32		chunk;			/* 'E' */
+	int32		nrows;			/* 'R', 'O' */
 } ParMsg;
+
+#define PAR_BATCH_BYTES		(64 * 1024)
 
 #define PAR_MSG_HEADER	MAXALIGN(sizeof(ParMsg))
 
-#define PAR_MSG_ROW		'R'		/* a row for the leader's frame (input 0) */
-#define PAR_MSG_OUTPUT	'O'		/* an output row of the call */
+#define PAR_MSG_ROW		'R'		/* rows for the leader's frame (input 0) */
+#define PAR_MSG_OUTPUT	'O'		/* output rows of the call */
 #define PAR_MSG_END		'E'		/* the end of a chunk */
 #define PAR_MSG_STATS	'S'		/* the worker is done: what it did */
 
@@ -143,7 +154,22 @@ typedef struct ParWorkerStats
 {
 	uint64		rows_read;		/* of the split input */
 	uint64		rows_passed;
+	int			chunks;
+	int64		cpu_us;			/* user and system time (DEBUG1) */
+	int64		minflt;
+	int			pid;
 } ParWorkerStats;
+
+/* this process's CPU time so far, in microseconds */
+static int64
+cpu_time_us(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return (int64) (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000 +
+		ru.ru_utime.tv_usec + ru.ru_stime.tv_usec;
+}
 
 /* ---- reading one chunk ---- */
 
@@ -265,14 +291,19 @@ outbox_pump(Outbox *ob, bool nowait)
 		}
 		if (ob->spooled == 0)
 			return;
-		if (!tuplestore_gettupleslot(ob->spool, true, false, ob->spoolslot))
-			elog(ERROR, "parallel worker's spool ended early");
 		{
+			/* read in the worker's context: a tuple read from disk is the slot's to free */
+			MemoryContext old = MemoryContextSwitchTo(ob->cxt);
 			bool		isnull;
-			bytea	   *b = DatumGetByteaPP(slot_getattr(ob->spoolslot, 1, &isnull));
+			bytea	   *b;
 
+			if (!tuplestore_gettupleslot(ob->spool, true, false, ob->spoolslot))
+				elog(ERROR, "parallel worker's spool ended early");
+			b = DatumGetByteaPP(slot_getattr(ob->spoolslot, 1, &isnull));
 			resetStringInfo(&ob->pending);
 			appendBinaryStringInfo(&ob->pending, VARDATA_ANY(b), VARSIZE_ANY_EXHDR(b));
+			ExecClearTuple(ob->spoolslot);
+			MemoryContextSwitchTo(old);
 			ob->has_pending = true;
 			ob->spooled--;
 		}
@@ -307,7 +338,7 @@ outbox_spool(Outbox *ob, const char *header, Size hlen, const char *data, Size l
 
 /* One message: sent now if the queue takes it whole, else kept in order. */
 static void
-outbox_put(Outbox *ob, char tag, int32 chunk, const char *data, Size len)
+outbox_put(Outbox *ob, char tag, int32 chunk, int32 nrows, const char *data, Size len)
 {
 	union
 	{
@@ -320,6 +351,7 @@ outbox_put(Outbox *ob, char tag, int32 chunk, const char *data, Size len)
 	memset(&header, 0, sizeof(header));
 	header.msg.tag = tag;
 	header.msg.chunk = chunk;
+	header.msg.nrows = nrows;
 	if (!ob->has_pending && ob->spooled == 0)
 	{
 		shm_mq_iovec iov[2];
@@ -354,6 +386,9 @@ typedef struct ParWorker
 {
 	ParShared  *shared;
 	Outbox		outbox;
+	StringInfoData batch;		/* rows not yet sent */
+	char		batch_tag;
+	int32		batch_rows;
 	PtfCall    *call;
 	ParWorkerStats stats;
 } ParWorker;
@@ -366,15 +401,37 @@ ptf_parallel_in_worker(void)
 	return par_worker != NULL;
 }
 
+/* The rows batched so far, as one message. */
+static void
+batch_flush(ParWorker *w)
+{
+	if (w->batch_rows == 0)
+		return;
+	outbox_put(&w->outbox, w->batch_tag, 0, w->batch_rows, w->batch.data, w->batch.len);
+	resetStringInfo(&w->batch);
+	w->batch_rows = 0;
+}
+
+/* A row into the batch, as a MinimalTuple (copied once, straight from the slot's tuple). */
 static void
 send_slot(ParWorker *w, char tag, TupleTableSlot *row)
 {
 	bool		should_free;
-	MinimalTuple mt = ExecFetchSlotMinimalTuple(row, &should_free);
+	HeapTuple	ht = ExecFetchSlotHeapTuple(row, false, &should_free);
+	uint32		len = ht->t_len - MINIMAL_TUPLE_OFFSET;
+	MinimalTuple mt;
 
-	outbox_put(&w->outbox, tag, 0, (const char *) mt, mt->t_len);
+	if (w->batch_rows > 0 && (w->batch_tag != tag || w->batch.len + len > PAR_BATCH_BYTES))
+		batch_flush(w);
+	w->batch_tag = tag;
+	enlargeStringInfo(&w->batch, MAXALIGN(len));
+	mt = (MinimalTuple) (w->batch.data + w->batch.len);
+	memcpy(mt, (char *) ht->t_data + MINIMAL_TUPLE_OFFSET, len);
+	mt->t_len = len;
+	w->batch.len += MAXALIGN(len);
+	w->batch_rows++;
 	if (should_free)
-		pfree(mt);
+		heap_freetuple(ht);
 }
 
 /* the partial operator's emit: a row the leader must see */
@@ -437,6 +494,8 @@ ptf_parallel_worker_run(PtfCall *call)
 		elog(ERROR, "a parallel worker of %s would split the call otherwise than its leader",
 			 call->function);
 	w->call = call;
+	w->stats.cpu_us = cpu_time_us();
+	w->stats.pid = MyProcPid;
 	if (ordered)
 	{
 		PtfCallInput *in = &call->inputs[0];
@@ -487,17 +546,30 @@ ptf_parallel_worker_run(PtfCall *call)
 				break;
 			chunk_scan_run(&scan, c, counting_push, &counter);
 			w->stats.rows_read += counter.rows;
+			w->stats.chunks++;
 			if (ordered)
 			{
 				/* every row of the chunk through the filter, then its end */
 				frame_flush(frame);
-				outbox_put(&w->outbox, PAR_MSG_END, c, NULL, 0);
+				batch_flush(w);
+				outbox_put(&w->outbox, PAR_MSG_END, c, 0, NULL, 0);
 			}
 		}
 	}
 	frame_finish(frame, true);
-	outbox_put(&w->outbox, PAR_MSG_STATS, 0, (const char *) &w->stats, sizeof(w->stats));
+	w->stats.cpu_us = cpu_time_us() - w->stats.cpu_us;
+	{
+		struct rusage ru;
+
+		getrusage(RUSAGE_SELF, &ru);
+		w->stats.minflt = ru.ru_minflt;
+	}
+	batch_flush(w);
+	outbox_put(&w->outbox, PAR_MSG_STATS, 0, 0, (const char *) &w->stats, sizeof(w->stats));
 	outbox_pump(&w->outbox, false);
+	if (w->outbox.spool != NULL)
+		tuplestore_end(w->outbox.spool);
+	w->outbox.spool = NULL;
 }
 
 /* Arguments of the SQL call: their types in a FuncExpr of constants, their values serialized. */
@@ -568,6 +640,8 @@ ptf_parallel_main(dsm_segment *seg, shm_toc *toc)
 	w.outbox.mqh = shm_mq_attach(mq, seg, NULL);
 	w.outbox.cxt = CurrentMemoryContext;
 	initStringInfo(&w.outbox.pending);
+	initStringInfo(&w.batch);
+	enlargeStringInfo(&w.batch, PAR_BATCH_BYTES);
 
 	memcpy(&len, src, sizeof(int));
 	expr = (FuncExpr *) stringToNode(src + sizeof(int));
@@ -616,6 +690,8 @@ struct PtfParallel
 	bool	   *done;			/* its stats came */
 	TupleTableSlot *slot;		/* rows as received */
 	uint64		own_rows;		/* the leader's share of the split input */
+	int			own_chunks;
+	int64		cpu_us;			/* the leader's, from the start (DEBUG1) */
 	uint64		passed;			/* rows the workers passed on */
 	uint64		worker_rows;	/* the workers' share of the split input */
 	bool		snapshot_pushed;
@@ -695,6 +771,22 @@ plan_reads_block_range(SPIPlanPtr plan)
 	return ok;
 }
 
+bool
+ptf_parallel_expr_safe(Node *expr)
+{
+	PlannerInfo root;
+	PlannerGlobal glob;
+
+	/* is_parallel_safe() walks expr unless glob says the whole query is safe */
+	memset(&root, 0, sizeof(root));
+	memset(&glob, 0, sizeof(glob));
+	root.type = T_PlannerInfo;
+	glob.type = T_PlannerGlobal;
+	glob.maxParallelHazard = PROPARALLEL_UNSAFE;
+	root.glob = &glob;
+	return is_parallel_safe(&root, expr);
+}
+
 static bool
 keys_parallel_safe(KeySpec *keys)
 {
@@ -722,7 +814,7 @@ call_workers(PtfCall *call, BlockNumber *nblocks)
 	if (call->parallel == PTF_PARALLEL_NONE || call->uid != NULL || call->changes ||
 		call->step != NULL || fcinfo == NULL || fcinfo->flinfo == NULL)
 		return 0;
-	if (max_parallel_workers_per_gather <= 0 || max_parallel_workers <= 0 ||
+	if (max_parallel_workers_per_gather <= 0 ||
 		IsInParallelMode() || !IsUnderPostmaster)
 		return 0;
 	expr = fcinfo->flinfo->fn_expr;
@@ -816,6 +908,7 @@ ptf_parallel_begin(PtfCall *call)
 	par->call = call;
 	par->nworkers = nworkers;
 	par->scan = scan;
+	par->cpu_us = cpu_time_us();
 
 	/* the input is read in a snapshot of its own, as the serial call's SPI statement is */
 	CommandCounterIncrement();
@@ -919,29 +1012,56 @@ receive(PtfParallel *par, int w, bool nowait, ParMsg **msg, char **payload, Size
 		memcpy(&st, *payload, sizeof(st));
 		par->worker_rows += st.rows_read;
 		par->done[w] = true;
+		elog(DEBUG1, "parallel worker %d (pid %d): %d chunks, " UINT64_FORMAT " rows read, " UINT64_FORMAT " passed on, %.1f ms CPU, %ld page faults",
+			 w, st.pid, st.chunks, st.rows_read, st.rows_passed, st.cpu_us / 1000.0, (long) st.minflt);
 	}
 	return true;
 }
 
-/* A received row in the leader's slot (valid until the next receive). */
-static TupleTableSlot *
-received_row(PtfParallel *par, char *payload, Size len)
+/*
+ * The rows of a batch, one after the other in the leader's slot (each
+ * valid until the next), handed to sink.
+ */
+static void
+batch_rows(PtfParallel *par, ParMsg *msg, char *payload, Size len,
+		   void (*sink) (PtfParallel *par, TupleTableSlot *row))
 {
-	MinimalTuple mt = (MinimalTuple) payload;
+	char	   *p = payload;
+	int32		i;
 
-	Assert(mt->t_len == len);
-	return ExecStoreMinimalTuple(mt, par->slot, false);
+	for (i = 0; i < msg->nrows; i++)
+	{
+		MinimalTuple mt = (MinimalTuple) p;
+
+		Assert(p + mt->t_len <= payload + len);
+		ExecStoreMinimalTuple(mt, par->slot, false);
+		sink(par, par->slot);
+		ExecClearTuple(par->slot);
+		p += MAXALIGN(mt->t_len);
+	}
+	Assert(p == payload + len);
 }
 
-/* An output row of a worker (SPLIT): the call's, as if the leader made it. */
+/* a worker's output row (SPLIT): the call's, as if the leader made it */
+static void
+emit_output(PtfParallel *par, TupleTableSlot *row)
+{
+	par->call->emit(par->call->emit_arg, ROWKIND_INSERT, row);
+}
+
+/* a row a worker passed on: into the leader's frame */
+static void
+push_row(PtfParallel *par, TupleTableSlot *row)
+{
+	par->passed++;
+	frame_push(par->call->inputs[0].handle, ROWKIND_INSERT, row, NULL);
+}
+
 static void
 handle_output(PtfParallel *par, ParMsg *msg, char *payload, Size len)
 {
 	if (msg->tag == PAR_MSG_OUTPUT)
-	{
-		par->call->emit(par->call->emit_arg, ROWKIND_INSERT, received_row(par, payload, len));
-		ExecClearTuple(par->slot);
-	}
+		batch_rows(par, msg, payload, len, emit_output);
 	else if (msg->tag != PAR_MSG_STATS)
 		elog(ERROR, "unexpected message '%c' from a parallel worker", msg->tag);
 }
@@ -967,6 +1087,7 @@ counted_chunk(PtfParallel *par, ChunkScan *scan, int c, PtfRowSink sink, void *a
 
 	chunk_scan_run(scan, c, counting_push, &counter);
 	par->own_rows += counter.rows;
+	par->own_chunks++;
 }
 
 /*
@@ -1016,9 +1137,7 @@ run_ordered(PtfParallel *par)
 				}
 				if (msg->tag != PAR_MSG_ROW)
 					elog(ERROR, "unexpected message '%c' from a parallel worker", msg->tag);
-				par->passed++;
-				frame_push(in->handle, ROWKIND_INSERT, received_row(par, payload, len), NULL);
-				ExecClearTuple(par->slot);
+				batch_rows(par, msg, payload, len, push_row);
 			}
 		}
 	}
@@ -1078,6 +1197,8 @@ ptf_parallel_run(PtfParallel *par)
 void
 ptf_parallel_end(PtfParallel *par, PtfParallelStats *stats)
 {
+	int			nchunks = par->shared->nchunks;
+
 	WaitForParallelWorkersToFinish(par->pcxt);
 	DestroyParallelContext(par->pcxt);
 	par->pcxt = NULL;
@@ -1086,6 +1207,9 @@ ptf_parallel_end(PtfParallel *par, PtfParallelStats *stats)
 		PopActiveSnapshot();
 	par->snapshot_pushed = false;
 
+	elog(DEBUG1, "parallel leader: %d of %d chunks, " UINT64_FORMAT " rows read, " UINT64_FORMAT " passed on by %d workers, %.1f ms CPU",
+		 par->own_chunks, nchunks, par->own_rows, par->passed, par->nlaunched,
+		 (cpu_time_us() - par->cpu_us) / 1000.0);
 	stats->workers_planned = par->nworkers;
 	stats->workers_launched = par->nlaunched;
 	stats->rows_from_workers = par->passed;

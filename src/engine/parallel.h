@@ -45,6 +45,9 @@ extern void ptf_parallel_run(PtfParallel *par);
 /* Leader: after frame_finish; workers gone, parallel mode left. */
 extern void ptf_parallel_end(PtfParallel *par, PtfParallelStats *stats);
 
+/* May expr (planned; a function's condition) be evaluated in a parallel worker? */
+extern bool ptf_parallel_expr_safe(Node *expr);
+
 /* In a parallel worker of a call: its share, run instead of the serial call. */
 extern bool ptf_parallel_in_worker(void);
 extern void ptf_parallel_worker_run(PtfCall *call);
