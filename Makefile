@@ -55,6 +55,7 @@ OBJS = \
 	src/operators/temporal_join.o \
 	src/operators/window_agg.o \
 	src/operators/window_math.o \
+	src/operators/window_partial.o \
 	src/operators/window_session.o \
 	src/operators/window_tvf.o \
 	src/sink/apply.o \

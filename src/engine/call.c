@@ -643,6 +643,8 @@ ptf_call_run(PtfCall *call)
 	call->frame = frame_create(call->need_proc_time, ptf_call_spill_factory, call);
 	for (i = 0; i < call->ninputs; i++)
 		call->inputs[i].handle = frame_add_input(call->frame, &call->inputs[i].frame);
+	if (par != NULL)
+		ptf_parallel_add_inputs(par, call->frame);
 	if (ds != NULL)
 		for (i = 0; i < call->ninputs; i++)
 			frame_restore_input(call->inputs[i].handle, progress.max_event_time[i],

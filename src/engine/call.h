@@ -38,8 +38,22 @@ typedef enum PtfParallelMode
 	/* keep-first by event time: workers pass on rows lowering a key's least time */
 	PTF_PARALLEL_FIRST_EVENT,
 	/* the operator whole in every worker over a share of one input; its output is the call's */
-	PTF_PARALLEL_SPLIT
+	PTF_PARALLEL_SPLIT,
+	/*
+	 * workers' operators emit partial rows (call->partial_desc) at the end of
+	 * their share, which the leader's operator combines: a further input of
+	 * its frame, call->ninputs, keyed by call->partial_keys
+	 */
+	PTF_PARALLEL_PARTIAL
 } PtfParallelMode;
+
+/* What the operator being built is part of (build sees call->parallel_role). */
+typedef enum PtfParallelRole
+{
+	PTF_ROLE_SERIAL = 0,
+	PTF_ROLE_LEADER,
+	PTF_ROLE_WORKER
+} PtfParallelRole;
 
 typedef struct PtfCallInput
 {
@@ -118,6 +132,9 @@ struct PtfCall
 	/* parallel workers may run it this way (set in prepared), splitting this input */
 	PtfParallelMode parallel;
 	int			parallel_input;
+	TupleDesc	partial_desc;	/* PTF_PARALLEL_PARTIAL */
+	KeySpec    *partial_keys;
+	PtfParallelRole parallel_role;	/* set by the engine */
 
 	/* set by ptf_call_run */
 	MemoryContext cxt;			/* the call's: the caller deletes it */

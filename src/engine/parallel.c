@@ -147,6 +147,7 @@ typedef struct ParMsg
 
 #define PAR_MSG_ROW		'R'		/* rows for the leader's frame (input 0) */
 #define PAR_MSG_OUTPUT	'O'		/* output rows of the call */
+#define PAR_MSG_PARTIAL	'P'		/* partial rows for the leader's operator */
 #define PAR_MSG_END		'E'		/* the end of a chunk */
 #define PAR_MSG_STATS	'S'		/* the worker is done: what it did */
 
@@ -445,14 +446,15 @@ worker_pass_row(void *arg, RowKind kind, TupleTableSlot *row)
 	send_slot(w, PAR_MSG_ROW, row);
 }
 
-/* the call's emit in SPLIT mode: an output row */
+/* the call's emit in SPLIT mode: an output row; in PARTIAL mode: a partial row */
 static void
 worker_send_output(void *arg, RowKind kind, TupleTableSlot *row)
 {
 	ParWorker  *w = (ParWorker *) arg;
 
 	w->stats.rows_passed++;
-	send_slot(w, PAR_MSG_OUTPUT, row);
+	send_slot(w, w->shared->mode == PTF_PARALLEL_PARTIAL ? PAR_MSG_PARTIAL : PAR_MSG_OUTPUT,
+			  row);
 }
 
 /* rows of the split input: counted, then on into the frame */
@@ -487,13 +489,15 @@ ptf_parallel_worker_run(PtfCall *call)
 	PtfOperator *op;
 	PtfFrame   *frame;
 	ChunkScan	scan;
-	bool		ordered = (shared->mode != PTF_PARALLEL_SPLIT);
+	bool		ordered = (shared->mode == PTF_PARALLEL_FIRST_ARRIVAL ||
+						   shared->mode == PTF_PARALLEL_FIRST_EVENT);
 	int			i;
 
 	if (call->parallel != shared->mode || call->parallel_input != shared->split_input)
 		elog(ERROR, "a parallel worker of %s would split the call otherwise than its leader",
 			 call->function);
 	w->call = call;
+	call->parallel_role = PTF_ROLE_WORKER;
 	w->stats.cpu_us = cpu_time_us();
 	w->stats.pid = MyProcPid;
 	if (ordered)
@@ -513,7 +517,7 @@ ptf_parallel_worker_run(PtfCall *call)
 	}
 	else
 	{
-		/* the operator's output goes to the leader, spilled partitions' too */
+		/* the operator's output (or partial rows) goes to the leader, spilled partitions' too */
 		call->emit = worker_send_output;
 		call->emit_arg = w;
 		op = ptf_call_build_operator(call, false);
@@ -689,6 +693,7 @@ struct PtfParallel
 	shm_mq_handle **mqh;		/* per launched worker; NULL once detached */
 	bool	   *done;			/* its stats came */
 	TupleTableSlot *slot;		/* rows as received */
+	PtfFrameInput *partial;		/* PARTIAL: the frame's input of partial rows */
 	uint64		own_rows;		/* the leader's share of the split input */
 	int			own_chunks;
 	int64		cpu_us;			/* the leader's, from the start (DEBUG1) */
@@ -823,7 +828,11 @@ call_workers(PtfCall *call, BlockNumber *nblocks)
 		return 0;
 	if (call->parallel == PTF_PARALLEL_SPLIT && call->emit != ptf_output_emit_row)
 		return 0;
-	if (call->parallel != PTF_PARALLEL_SPLIT && call->ninputs != 1)
+	if ((call->parallel == PTF_PARALLEL_FIRST_ARRIVAL ||
+		 call->parallel == PTF_PARALLEL_FIRST_EVENT) && call->ninputs != 1)
+		return 0;
+	if (call->parallel == PTF_PARALLEL_PARTIAL &&
+		(call->partial_desc == NULL || call->ninputs >= FRAME_MAX_INPUTS))
 		return 0;
 
 	for (i = 0; i < call->ninputs; i++)
@@ -906,6 +915,7 @@ ptf_parallel_begin(PtfCall *call)
 
 	par = palloc0(sizeof(PtfParallel));
 	par->call = call;
+	call->parallel_role = PTF_ROLE_LEADER;
 	par->nworkers = nworkers;
 	par->scan = scan;
 	par->cpu_us = cpu_time_us();
@@ -1057,11 +1067,21 @@ push_row(PtfParallel *par, TupleTableSlot *row)
 	frame_push(par->call->inputs[0].handle, ROWKIND_INSERT, row, NULL);
 }
 
+/* a worker's partial row: into the leader's frame, for its operator to combine */
+static void
+push_partial(PtfParallel *par, TupleTableSlot *row)
+{
+	par->passed++;
+	frame_push(par->partial, ROWKIND_INSERT, row, NULL);
+}
+
 static void
 handle_output(PtfParallel *par, ParMsg *msg, char *payload, Size len)
 {
 	if (msg->tag == PAR_MSG_OUTPUT)
 		batch_rows(par, msg, payload, len, emit_output);
+	else if (msg->tag == PAR_MSG_PARTIAL)
+		batch_rows(par, msg, payload, len, push_partial);
 	else if (msg->tag != PAR_MSG_STATS)
 		elog(ERROR, "unexpected message '%c' from a parallel worker", msg->tag);
 }
@@ -1145,8 +1165,9 @@ run_ordered(PtfParallel *par)
 }
 
 /*
- * SPLIT: the other inputs read whole, then chunks of the split one as the
- * leader can claim them, the workers' output taken between chunks.
+ * SPLIT, PARTIAL: the other inputs read whole, then chunks of the split
+ * one as the leader can claim them, what the workers send taken between
+ * chunks.
  */
 static void
 run_split(PtfParallel *par)
@@ -1175,6 +1196,21 @@ run_split(PtfParallel *par)
 }
 
 void
+ptf_parallel_add_inputs(PtfParallel *par, PtfFrame *frame)
+{
+	PtfCall    *call = par->call;
+	PtfFrameInputSpec spec;
+
+	if (call->parallel != PTF_PARALLEL_PARTIAL)
+		return;
+	memset(&spec, 0, sizeof(spec));
+	spec.name = "partial";
+	spec.rowdesc = call->partial_desc;
+	spec.keys = call->partial_keys;
+	par->partial = frame_add_input(frame, &spec);
+}
+
+void
 ptf_parallel_run(PtfParallel *par)
 {
 	PtfCall    *call = par->call;
@@ -1182,6 +1218,12 @@ ptf_parallel_run(PtfParallel *par)
 	if (par->shared->mode == PTF_PARALLEL_SPLIT)
 	{
 		par->slot = MakeSingleTupleTableSlot(call->out->desc, &TTSOpsMinimalTuple);
+		run_split(par);
+	}
+	else if (par->shared->mode == PTF_PARALLEL_PARTIAL)
+	{
+		Assert(par->partial != NULL);
+		par->slot = MakeSingleTupleTableSlot(call->partial_desc, &TTSOpsMinimalTuple);
 		run_split(par);
 	}
 	else

@@ -39,6 +39,9 @@ typedef struct PtfParallelStats
  */
 extern PtfParallel *ptf_parallel_begin(PtfCall *call);
 
+/* Leader: the frame's inputs of the workers' partial rows, after the call's (PARTIAL) */
+extern void ptf_parallel_add_inputs(PtfParallel *par, PtfFrame *frame);
+
 /* Leader: every input row through the frame (started), workers' output emitted. */
 extern void ptf_parallel_run(PtfParallel *par);
 

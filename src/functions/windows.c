@@ -47,6 +47,7 @@
 #include "base/ptf_time.h"
 #include "catalog.h"
 #include "engine/call.h"
+#include "engine/parallel.h"
 #include "functions/common.h"
 #include "operators/window.h"
 
@@ -521,6 +522,11 @@ build_window_agg(PtfCall *call, const PtfOperatorEnv *env, const PtfCallBuild *b
 	opts.rowdesc = b->rowdescs[0];
 	opts.keys = b->keys[0];
 	opts.changelog = call->inputs[0].frame.changelog;
+	/* a parallel call's (engine/parallel.c): workers' partial rows come as input ninputs */
+	opts.parallel = (call->parallel_role != PTF_ROLE_SERIAL);
+	opts.partial = (call->parallel_role == PTF_ROLE_WORKER);
+	opts.partial_input = (call->parallel_role == PTF_ROLE_LEADER) ? call->ninputs : -1;
+	opts.partial_desc = call->partial_desc;
 	return window_agg_create(&opts, env);
 }
 
@@ -574,6 +580,34 @@ window_agg_prepared(PtfCall *call)
 		delay = 0;
 	in->frame.has_delay = (delay >= 0);
 	in->frame.delay_us = Max(delay, 0);
+
+	/*
+	 * Bounded, without a watermark before the end, over insert-only rows:
+	 * workers may aggregate shares of the slices, the leader combine them
+	 * (operators/window_partial.c), when every aggregate can be combined
+	 * and may run in a worker.
+	 */
+	if (call->uid == NULL && !in->frame.has_delay && !call->need_proc_time &&
+		!in->frame.changelog && wc->opts.spec.kind != WINDOW_SESSION &&
+		ptf_parallel_expr_safe((Node *) wc->opts.targetlist))
+	{
+		WindowAggOptions opts = wc->opts;
+
+		opts.changelog = false;
+		if (window_agg_parallel_ok(&opts))
+		{
+			int			nkeys = in->frame.keys->ncols;
+			AttrNumber *attnos = palloc(sizeof(AttrNumber) * Max(nkeys, 1));
+			int			i;
+
+			for (i = 0; i < nkeys; i++)
+				attnos[i] = i + 1;
+			call->partial_desc = window_agg_partial_desc(in->arg.rowdesc, in->frame.keys);
+			call->partial_keys = key_spec_from_attnos(call->partial_desc, nkeys, attnos);
+			call->parallel = PTF_PARALLEL_PARTIAL;
+			call->parallel_input = 0;
+		}
+	}
 }
 
 Datum
