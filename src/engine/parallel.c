@@ -57,7 +57,9 @@
  * leader through the parallel context's error queue and is raised there;
  * a cancel or an error in the leader ends the workers with the
  * transaction.  Fewer workers than planned (none included) just leave
- * more chunks to the others and the leader.
+ * more chunks to the others and the leader.  With
+ * parallel_leader_participation off the leader only combines, as under a
+ * Gather (unless no worker started).
  *
  *-------------------------------------------------------------------------
  */
@@ -86,6 +88,7 @@
 #include "nodes/pathnodes.h"
 #include "pgstat.h"
 #include "storage/shm_mq.h"
+#include "storage/latch.h"
 #include "storage/spin.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
@@ -692,8 +695,9 @@ struct PtfParallel
 	int			nlaunched;
 	shm_mq_handle **mqh;		/* per launched worker; NULL once detached */
 	bool	   *done;			/* its stats came */
-	TupleTableSlot *slot;		/* rows as received */
+	TupleTableSlot *slot;		/* rows as received (heap tuples in the queue's bytes) */
 	PtfFrameInput *partial;		/* PARTIAL: the frame's input of partial rows */
+	MemoryContext rowcxt;		/* reset for every row received */
 	uint64		own_rows;		/* the leader's share of the split input */
 	int			own_chunks;
 	int64		cpu_us;			/* the leader's, from the start (DEBUG1) */
@@ -1037,15 +1041,32 @@ batch_rows(PtfParallel *par, ParMsg *msg, char *payload, Size len,
 		   void (*sink) (PtfParallel *par, TupleTableSlot *row))
 {
 	char	   *p = payload;
+	MemoryContext old;
 	int32		i;
 
 	for (i = 0; i < msg->nrows; i++)
 	{
 		MinimalTuple mt = (MinimalTuple) p;
+		HeapTupleData tuple;
 
 		Assert(p + mt->t_len <= payload + len);
-		ExecStoreMinimalTuple(mt, par->slot, false);
+
+		/*
+		 * Seen as a heap tuple in place, as a minimal-tuple slot does
+		 * internally (the bytes before it, the header or the previous row,
+		 * stand for the fields a minimal tuple lacks): the frame then takes
+		 * it without making a heap tuple of it first.
+		 */
+		tuple.t_len = mt->t_len + MINIMAL_TUPLE_OFFSET;
+		tuple.t_data = (HeapTupleHeader) ((char *) mt - MINIMAL_TUPLE_OFFSET);
+		ItemPointerSetInvalid(&tuple.t_self);
+		tuple.t_tableOid = InvalidOid;
+		ExecStoreHeapTuple(&tuple, par->slot, false);
+		/* as an input's rows come: what the row's processing allocates goes with it */
+		MemoryContextReset(par->rowcxt);
+		old = MemoryContextSwitchTo(par->rowcxt);
 		sink(par, par->slot);
+		MemoryContextSwitchTo(old);
 		ExecClearTuple(par->slot);
 		p += MAXALIGN(mt->t_len);
 	}
@@ -1110,6 +1131,13 @@ counted_chunk(PtfParallel *par, ChunkScan *scan, int c, PtfRowSink sink, void *a
 	par->own_chunks++;
 }
 
+/* Does the leader read chunks too?  As under a Gather: unless told not to, with workers. */
+static bool
+leader_participates(PtfParallel *par)
+{
+	return parallel_leader_participation || par->nlaunched == 0;
+}
+
 /*
  * Keep-first: chunks combined in chunk order -- the leader's own read
  * straight into the frame, a worker's as it passed them on, up to its end
@@ -1128,15 +1156,24 @@ run_ordered(PtfParallel *par)
 	{
 		int			owner;
 
-		SpinLockAcquire(&shared->mutex);
-		if (shared->next_chunk == m)
+		for (;;)
 		{
-			shared->next_chunk++;
-			shared->owner[m] = PAR_OWNER_LEADER;
+			SpinLockAcquire(&shared->mutex);
+			if (shared->next_chunk == m && leader_participates(par))
+			{
+				shared->next_chunk++;
+				shared->owner[m] = PAR_OWNER_LEADER;
+			}
+			owner = shared->owner[m];
+			SpinLockRelease(&shared->mutex);
+			if (owner != PAR_OWNER_NONE)
+				break;
+			/* parallel_leader_participation = off: a worker will take it */
+			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 1,
+							 PG_WAIT_EXTENSION);
+			ResetLatch(MyLatch);
+			CHECK_FOR_INTERRUPTS();
 		}
-		owner = shared->owner[m];
-		SpinLockRelease(&shared->mutex);
-		Assert(owner != PAR_OWNER_NONE);
 
 		if (owner == PAR_OWNER_LEADER)
 			counted_chunk(par, par->scan, m, frame_push, in->handle);
@@ -1175,7 +1212,7 @@ run_split(PtfParallel *par)
 	PtfCall    *call = par->call;
 	int			i;
 
-	for (i = 0; i < call->ninputs; i++)
+	for (i = 0; i < call->ninputs && leader_participates(par); i++)
 	{
 		PtfCallInput *in = &call->inputs[i];
 		int			c;
@@ -1215,25 +1252,29 @@ ptf_parallel_run(PtfParallel *par)
 {
 	PtfCall    *call = par->call;
 
+	par->rowcxt = AllocSetContextCreate(CurrentMemoryContext, "ptf parallel row",
+										ALLOCSET_DEFAULT_SIZES);
+
 	if (par->shared->mode == PTF_PARALLEL_SPLIT)
 	{
-		par->slot = MakeSingleTupleTableSlot(call->out->desc, &TTSOpsMinimalTuple);
+		par->slot = MakeSingleTupleTableSlot(call->out->desc, &TTSOpsHeapTuple);
 		run_split(par);
 	}
 	else if (par->shared->mode == PTF_PARALLEL_PARTIAL)
 	{
 		Assert(par->partial != NULL);
-		par->slot = MakeSingleTupleTableSlot(call->partial_desc, &TTSOpsMinimalTuple);
+		par->slot = MakeSingleTupleTableSlot(call->partial_desc, &TTSOpsHeapTuple);
 		run_split(par);
 	}
 	else
 	{
 		par->slot = MakeSingleTupleTableSlot(call->inputs[0].frame.rowdesc,
-											 &TTSOpsMinimalTuple);
+											 &TTSOpsHeapTuple);
 		run_ordered(par);
 	}
 	ExecDropSingleTupleTableSlot(par->slot);
 	par->slot = NULL;
+	MemoryContextDelete(par->rowcxt);
 }
 
 void

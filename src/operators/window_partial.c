@@ -90,6 +90,7 @@ typedef struct EmitContext
 {
 	WinAggOp   *wa;
 	int			nkeys;
+	MemoryContext rowcxt;		/* a key's rows: serial functions allocate freely */
 } EmitContext;
 
 /* Every slice of a key as a partial row. */
@@ -103,8 +104,11 @@ emit_key_partials(StateRef *ref, void *arg)
 	int			n = keyed_state_ns_count(ks, ref->rec, SPACE_SLICES);
 	int			i;
 
+	MemoryContext old;
+
 	if (n == 0)
 		return;
+	old = MemoryContextSwitchTo(ec->rowcxt);
 	winagg_key_values(wa, ref->rec);
 	for (i = 0; i < n; i++)
 	{
@@ -126,9 +130,9 @@ emit_key_partials(StateRef *ref, void *arg)
 		ExecStoreVirtualTuple(slot);
 		ptf_operator_emit(&wa->base, ROWKIND_INSERT, slot);
 		ExecClearTuple(slot);
-		if (states != NULL)
-			pfree(states);
 	}
+	MemoryContextSwitchTo(old);
+	MemoryContextReset(ec->rowcxt);
 }
 
 void
@@ -139,7 +143,10 @@ winagg_emit_partials(WinAggOp *wa)
 	Assert(wa->partial);
 	ec.wa = wa;
 	ec.nkeys = wa->keys->ncols;
+	ec.rowcxt = AllocSetContextCreate(CurrentMemoryContext, "ptf partial rows",
+									  ALLOCSET_DEFAULT_SIZES);
 	keyed_state_foreach(wa->base.state, emit_key_partials, &ec);
+	MemoryContextDelete(ec.rowcxt);
 }
 
 PtfRowResult
@@ -172,10 +179,14 @@ winagg_merge_partial(WinAggOp *wa, TupleTableSlot *row, const PtfRowContext *ctx
 	{
 		AggRows		none = {0};
 
+		MemoryContext old;
+
 		MemoryContextReset(wa->scratch_mem->cxt);
+		old = MemoryContextSwitchTo(wa->scratch_mem->cxt);
 		aggs_deserialize_sliced(wa->aggs, DatumGetByteaPP(states), wa->scratch_accs,
 								wa->scratch_mem);
 		aggs_merge_into(wa->aggs, sv->accs, &sv->rows, sv->mem, wa->scratch_accs, &none);
+		MemoryContextSwitchTo(old);
 	}
 	winagg_schedule_slice(wa, ref.rec, (KeyHot *) ref.value, s, ctx->watermark);
 	return PTF_ROW_DONE;
