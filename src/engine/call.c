@@ -224,7 +224,7 @@ PtfOperator *
 ptf_call_build_operator(PtfCall *call, bool durable)
 {
 	Assert(!durable);
-	return build_operator(call, call->cxt, false, get_hash_memory_limit());
+	return build_memory_operator(call);
 }
 
 /*

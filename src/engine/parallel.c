@@ -29,7 +29,12 @@
  * order is a sequential scan's, block by block: chunk order, then the
  * order within a chunk, is that order.
  *
- * Two ways of splitting (PtfParallelMode):
+ * (A serial scan of a table larger than a quarter of shared_buffers may
+ * start where another scan of it is, with synchronize_seqscans: the
+ * parallel call's order is block order from the first block, the order of
+ * a serial call that scanned alone.)
+ *
+ * Three ways of splitting (PtfParallelMode):
  *	  - FIRST_ARRIVAL, FIRST_EVENT (keep-first): a worker runs a filter
  *		(operators/dedup_partial.c) over its chunks, passing on the rows
  *		that may be a key's answer, and marks the end of each chunk.  The
@@ -47,6 +52,19 @@
  *		claimed of the split input; output rows go to the leader, which
  *		emits them.  Right for operators whose output for a row of the
  *		split input depends only on that row and the other inputs.
+ *	  - PARTIAL (window_aggregate): every participant runs the operator over
+ *		its chunks; a worker's operator, at the end of its input, emits
+ *		partial rows (call->partial_desc: a key's slice and its serialized
+ *		aggregate states) instead of firing, which the leader's operator
+ *		combines as rows of a further input of its frame
+ *		(operators/window_partial.c): spilled with their keys when memory
+ *		is short, as rows are.
+ *
+ * Rows travel in batches (a message of up to PAR_BATCH_BYTES of
+ * MinimalTuples), which the leader reads in place.  The input is read in
+ * a snapshot taken as the serial call's SPI statement takes it (a new
+ * command, a fresh snapshot), which the workers share.  DEBUG1 says what
+ * each participant read, passed on and spent.
  *
  * Workers are started with CreateParallelContext, our library's
  * ptf_parallel_main as entry point: it calls the same SQL function with
@@ -71,7 +89,6 @@
 #include "access/relation.h"
 #include "access/table.h"
 #include "access/tableam.h"
-#include "storage/bufmgr.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
@@ -80,15 +97,16 @@
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
+#include "nodes/pathnodes.h"
 #include "nodes/plannodes.h"
 #include "optimizer/clauses.h"
 #include "optimizer/cost.h"
 #include "optimizer/optimizer.h"
 #include "optimizer/paths.h"
-#include "nodes/pathnodes.h"
 #include "pgstat.h"
-#include "storage/shm_mq.h"
+#include "storage/bufmgr.h"
 #include "storage/latch.h"
+#include "storage/shm_mq.h"
 #include "storage/spin.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
@@ -513,6 +531,10 @@ ptf_parallel_worker_run(PtfCall *call)
 		env.mem_limit = get_hash_memory_limit();
 		env.emit = worker_pass_row;
 		env.emit_arg = w;
+		/* sized once for the keys the planner expects, as the serial call's state */
+		if (in->frame.keys->ncols == 1)
+			env.expected_keys = sql_input_estimate_distinct(in->arg.relid,
+															in->frame.keys->cols[0].attno);
 		op = dedup_partial_create(key_spec_copy(in->frame.keys, in->frame.rowdesc),
 								  shared->mode == PTF_PARALLEL_FIRST_EVENT, &env);
 		frame = frame_create(false, no_spill_factory, NULL);

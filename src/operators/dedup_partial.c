@@ -111,6 +111,7 @@ dedup_partial_create(KeySpec *keys, bool event_time, const PtfOperatorEnv *env)
 	spec.keys = keys;
 	spec.hot = event_time ? sizeof(PtfTime) : 0;
 	spec.mem_limit = env->mem_limit;
+	spec.expected_keys = env->expected_keys;
 	d = (DedupPartial *) ptf_operator_alloc(sizeof(DedupPartial), &dedup_partial_methods, env);
 	d->base.state = keyed_state_create(&spec, d->base.cxt);
 	if (keyed_state_can_prefetch(d->base.state))
