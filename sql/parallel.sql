@@ -96,6 +96,13 @@ SELECT * FROM compare($$SELECT * FROM ptf.window_aggregate(NULL::par.gen, NULL::
     partition_by => '{k}', aggregates => 'count(*) AS n, sum(v) AS s')$$);
 SELECT rows_spilled > 0 AS leader_spilled FROM ptf.last_call_stats();
 RESET work_mem;
+-- as many (key, slice) groups as rows, by the statistics: partial states do not pay, serial
+ANALYZE gen;
+SELECT * FROM compare($$SELECT * FROM ptf.window_aggregate(NULL::par.gen, NULL::par.wa_out2, 'hop', 'ts', '1 hour', '30 minutes',
+    partition_by => '{k}', aggregates => 'count(*) AS n, sum(v) AS s')$$);
+-- few groups: parallel
+SELECT * FROM compare($$SELECT * FROM ptf.window_aggregate(NULL::par.gen, NULL::par.wa_out, 'tumble', 'ts', '1 hour',
+    partition_by => '{k2}', aggregates => 'count(*) AS n, sum(v) AS s, avg(v) AS a, min(v) AS lo')$$);
 -- aggregates without a combine function, and parallel-unsafe ones: serial
 CREATE TYPE wa_arr AS (k2 int, window_start timestamptz, window_end timestamptz, a numeric[]);
 SELECT * FROM compare($$SELECT * FROM ptf.window_aggregate(NULL::par.gen, NULL::par.wa_arr, 'tumble', 'ts', '1 hour',
