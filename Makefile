@@ -26,6 +26,7 @@ OBJS = \
 	src/commands/renames.o \
 	src/engine/call.o \
 	src/engine/output.o \
+	src/engine/parallel.o \
 	src/engine/state_load.o \
 	src/engine/step.o \
 	src/engine/upsert.o \
@@ -52,11 +53,13 @@ OBJS = \
 	src/operators/aggs.o \
 	src/operators/aggs_stored.o \
 	src/operators/dedup.o \
+	src/operators/dedup_partial.o \
 	src/operators/normalize.o \
 	src/operators/operator.o \
 	src/operators/temporal_join.o \
 	src/operators/window_agg.o \
 	src/operators/window_math.o \
+	src/operators/window_partial.o \
 	src/operators/window_session.o \
 	src/operators/window_tvf.o \
 	src/operators/window_rank.o \

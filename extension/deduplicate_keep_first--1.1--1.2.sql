@@ -165,3 +165,17 @@ AS 'MODULE_PATHNAME', 'ptf_window_top_n'
 LANGUAGE C CALLED ON NULL INPUT VOLATILE;
 COMMENT ON FUNCTION ptf.window_top_n(anyelement, text, text, interval, interval, interval, text[], text, integer, text, text, boolean, interval, boolean) IS
     'The first top_n rows of every window and key in an order (Flink Window Top-N, window deduplication)';
+
+-- ptf.last_call_stats() says how many parallel workers a one-shot call was
+-- planned and got (engine/parallel.c); 0 and 0 for a call run in one process.
+DROP FUNCTION ptf.last_call_stats();
+CREATE FUNCTION ptf.last_call_stats(
+    OUT function text, OUT rows_in bigint, OUT rows_out bigint, OUT rows_late bigint,
+    OUT keys bigint, OUT state_bytes bigint, OUT rows_spilled bigint, OUT spill_partitions int,
+    OUT state_load text, OUT keys_probed bigint, OUT keys_loaded bigint, OUT keys_evicted bigint,
+    OUT workers_planned int, OUT workers_launched int)
+RETURNS record
+AS 'MODULE_PATHNAME', 'ptf_last_call_stats'
+LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION ptf.last_call_stats() IS
+    'What the last table-function call of this session did: rows, keys, state memory, spilling, how a uid''s state was read, parallel workers planned and launched';

@@ -8,6 +8,7 @@
  */
 #include "postgres.h"
 
+#include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_namespace.h"
 #include "catalog/pg_type.h"
@@ -56,7 +57,8 @@ ptf_spi_exec_as_owner(const char *sql, int nargs, Oid *argtypes,
 	GetUserIdAndSecContext(&save_userid, &save_sec);
 	SetUserIdAndSecContext(extension_owner(),
 						   save_sec | SECURITY_LOCAL_USERID_CHANGE);
-	rc = SPI_execute_with_args(sql, nargs, argtypes, values, nulls, false, 0);
+	/* a parallel worker (engine/parallel.c) may only read, in its snapshot */
+	rc = SPI_execute_with_args(sql, nargs, argtypes, values, nulls, IsInParallelMode(), 0);
 	SetUserIdAndSecContext(save_userid, save_sec);
 
 	if (rc != expected)

@@ -35,6 +35,7 @@
 
 #include "base/kept.h"
 #include "engine/call.h"
+#include "engine/parallel.h"
 #include "engine/state_load.h"
 #include "engine/step.h"
 #include "engine/upsert.h"
@@ -283,12 +284,20 @@ build_memory_operator(PtfCall *call)
 }
 
 /* A fresh operator over fresh memory state: spilled partitions start here. */
-static PtfOperator *
-spill_factory(void *arg, bool unbounded)
+PtfOperator *
+ptf_call_spill_factory(void *arg, bool unbounded)
 {
 	PtfCall    *call = (PtfCall *) arg;
 
 	return build_operator(call, call->cxt, false, unbounded ? 0 : get_hash_memory_limit(), 0);
+}
+
+/* The operator of a call without a uid, over memory state of work_mem's budget. */
+PtfOperator *
+ptf_call_build_operator(PtfCall *call, bool durable)
+{
+	Assert(!durable);
+	return build_memory_operator(call);
 }
 
 /*
@@ -686,6 +695,8 @@ ptf_call_run(PtfCall *call)
 	PtfOperator *op;
 	PtfChangeStream *cs;
 	PtfStateLoad *load = NULL;
+	PtfParallel *par = NULL;
+	PtfParallelStats pstats;
 	uint64		skipped_before = 0;
 	int			i;
 	MemoryContext old = MemoryContextSwitchTo(call->cxt);
@@ -695,6 +706,16 @@ ptf_call_run(PtfCall *call)
 
 	/* 1. prepare */
 	slot_name = prepare_inputs(call);
+	if (ptf_parallel_in_worker())
+	{
+		/* a parallel worker's share of its leader's call (engine/parallel.c) */
+		ptf_parallel_worker_run(call);
+		SPI_finish();
+		MemoryContextSwitchTo(old);
+		return;
+	}
+	if (call->uid == NULL)
+		par = ptf_parallel_begin(call);
 
 	/* 2. state */
 	memset(&progress, 0, sizeof(progress));
@@ -732,9 +753,11 @@ ptf_call_run(PtfCall *call)
 		skipped_before += ptf_upsert_skipped(call->upsert);
 
 	/* 3. run */
-	call->frame = frame_create(call->need_proc_time, spill_factory, call);
+	call->frame = frame_create(call->need_proc_time, ptf_call_spill_factory, call);
 	for (i = 0; i < call->ninputs; i++)
 		call->inputs[i].handle = frame_add_input(call->frame, &call->inputs[i].frame);
+	if (par != NULL)
+		ptf_parallel_add_inputs(par, call->frame);
 	if (ds != NULL)
 		for (i = 0; i < call->ninputs; i++)
 			frame_restore_input(call->inputs[i].handle, progress.max_event_time[i],
@@ -746,7 +769,14 @@ ptf_call_run(PtfCall *call)
 	if (call->upsert != NULL)
 		ptf_upsert_start(call->upsert);
 	call->out->frame = call->frame;
-	cs = run_inputs(call, slot_name, &progress, op, load);
+	if (par != NULL)
+	{
+		cs = NULL;
+		ptf_parallel_run(par);
+		ptf_parallel_end(par, &pstats);
+	}
+	else
+		cs = run_inputs(call, slot_name, &progress, op, load);
 	if (call->upsert != NULL)
 		ptf_upsert_finish(call->upsert);
 	frame_finish(call->frame, call->uid == NULL);
@@ -785,6 +815,9 @@ ptf_call_run(PtfCall *call)
 	ptf_record_call_stats(call->function, call->frame, call->out->rows);
 	if (call->upsert != NULL)
 		ptf_record_more_state(ptf_operator_memory(ptf_upsert_operator(call->upsert)));
+	if (par != NULL)
+		ptf_record_parallel_stats(pstats.workers_planned, pstats.workers_launched,
+								  pstats.worker_rows, pstats.rows_from_workers);
 	if (load != NULL)
 	{
 		kept_operator_bound(call_kept(call), call->uid, op, load, call->upsert);
@@ -800,6 +833,7 @@ ptf_call_output(PtfCall *call, FunctionCallInfo fcinfo, PtfOutput *out, PtfEmitF
 				void *emit_arg)
 {
 	ptf_output_init(fcinfo, out);
+	call->fcinfo = fcinfo;
 	call->out = out;
 	call->emit = emit != NULL ? emit : ptf_output_emit_row;
 	call->emit_arg = emit != NULL ? emit_arg : out;

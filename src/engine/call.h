@@ -25,6 +25,36 @@
 
 typedef struct PtfCall PtfCall;
 
+/*
+ * How a bounded one-shot call over a relation may be run partly in
+ * parallel workers (engine/parallel.c); the function says which way suits
+ * its operator, the engine decides whether it runs that way.
+ */
+typedef enum PtfParallelMode
+{
+	PTF_PARALLEL_NONE = 0,
+	/* keep-first by arrival: workers pass on each key's first row they see */
+	PTF_PARALLEL_FIRST_ARRIVAL,
+	/* keep-first by event time: workers pass on rows lowering a key's least time */
+	PTF_PARALLEL_FIRST_EVENT,
+	/* the operator whole in every worker over a share of one input; its output is the call's */
+	PTF_PARALLEL_SPLIT,
+	/*
+	 * workers' operators emit partial rows (call->partial_desc) at the end of
+	 * their share, which the leader's operator combines: a further input of
+	 * its frame, call->ninputs, keyed by call->partial_keys
+	 */
+	PTF_PARALLEL_PARTIAL
+} PtfParallelMode;
+
+/* What the operator being built is part of (build sees call->parallel_role). */
+typedef enum PtfParallelRole
+{
+	PTF_ROLE_SERIAL = 0,
+	PTF_ROLE_LEADER,
+	PTF_ROLE_WORKER
+} PtfParallelRole;
+
 typedef struct PtfCallInput
 {
 	const char *name;			/* "input", "probe", "build" (messages) */
@@ -107,10 +137,18 @@ struct PtfCall
 	void		(*finished) (PtfCall *call);
 	void	   *arg;			/* the function's */
 
+	/* parallel workers may run it this way (set in prepared), splitting this input */
+	PtfParallelMode parallel;
+	int			parallel_input;
+	TupleDesc	partial_desc;	/* PTF_PARALLEL_PARTIAL */
+	KeySpec    *partial_keys;
+	PtfParallelRole parallel_role;	/* set by the engine */
+
 	/* set by ptf_call_run */
 	MemoryContext cxt;			/* the call's: the caller deletes it */
 	PtfFrame   *frame;
 	struct PtfUpsert *upsert;	/* the first input's normalizer, or NULL */
+	FunctionCallInfo fcinfo;	/* of the SQL call (ptf_call_output) */
 };
 
 /* An empty call of function, its memory context made. */
@@ -121,6 +159,13 @@ extern PtfCallInput *ptf_call_add_input(PtfCall *call, const char *name,
 										const PtfInputArg *arg, const char *query);
 
 extern void ptf_call_run(PtfCall *call);
+
+/*
+ * A fresh operator of a call without a uid (a parallel worker's), and the
+ * factory of its spilled partitions' (arg: the call).
+ */
+extern PtfOperator *ptf_call_build_operator(PtfCall *call, bool durable);
+extern PtfOperator *ptf_call_spill_factory(void *arg, bool unbounded);
 
 /*
  * The tail every set-returning entry point shares: its rows are the

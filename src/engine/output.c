@@ -72,6 +72,7 @@ ptf_record_call_stats(const char *function, PtfFrame *frame, uint64 rows_out)
 	last_call.rows_out = rows_out;
 	last_call.state_load = NULL;
 	last_call.keys_probed = last_call.keys_loaded = last_call.keys_evicted = 0;
+	last_call.workers_planned = last_call.workers_launched = 0;
 	have_last_call = true;
 }
 
@@ -80,6 +81,16 @@ void
 ptf_record_more_state(Size bytes)
 {
 	last_call.frame.state_bytes += bytes;
+}
+
+void
+ptf_record_parallel_stats(int planned, int launched, uint64 worker_rows,
+						  uint64 rows_from_workers)
+{
+	Assert(last_call.frame.rows_in >= rows_from_workers);
+	last_call.workers_planned = planned;
+	last_call.workers_launched = launched;
+	last_call.frame.rows_in += worker_rows - rows_from_workers;
 }
 
 void

@@ -40,12 +40,22 @@ typedef struct PtfCallStats
 	uint64		keys_probed;
 	uint64		keys_loaded;
 	uint64		keys_evicted;
+	int			workers_planned;	/* parallel workers (engine/parallel.c) */
+	int			workers_launched;
 } PtfCallStats;
 
 extern void ptf_record_call_stats(const char *function, PtfFrame *frame,
 								  uint64 rows_out);
 extern void ptf_record_more_state(Size bytes);
 extern const PtfCallStats *ptf_get_last_call_stats(void);
+
+/*
+ * A parallel call (after ptf_record_call_stats): its workers, and its rows
+ * read counted as the serial call counts them -- the workers' rows of the
+ * split input added, the rows they passed to the leader's frame taken off.
+ */
+extern void ptf_record_parallel_stats(int planned, int launched, uint64 worker_rows,
+									  uint64 rows_from_workers);
 
 /* how the last call read its uid's state (after ptf_record_call_stats) */
 struct PtfStateLoad;

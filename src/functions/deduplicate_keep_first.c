@@ -67,7 +67,12 @@ dedup_prepared(PtfCall *call)
 	int64		delay = dc->delay;
 
 	if (!dc->opts.event_time)
+	{
+		/* by arrival: workers may pass on first rows (engine/parallel.c) */
+		if (dc->opts.ttl_us == 0)
+			call->parallel = PTF_PARALLEL_FIRST_ARRIVAL;
 		return;
+	}
 	if (in->sql.changelog)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
@@ -84,6 +89,9 @@ dedup_prepared(PtfCall *call)
 	in->frame.has_delay = (delay >= 0);
 	in->frame.delay_us = Max(delay, 0);
 	dc->opts.live_timers = in->frame.has_delay;
+	/* without a watermark before the end no row is late: arrival order matters only in ties */
+	if (!in->frame.has_delay && dc->opts.ttl_us == 0)
+		call->parallel = PTF_PARALLEL_FIRST_EVENT;
 }
 
 Datum

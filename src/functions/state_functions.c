@@ -136,8 +136,8 @@ ptf_last_call_stats(PG_FUNCTION_ARGS)
 {
 	const PtfCallStats *st = ptf_get_last_call_stats();
 	TupleDesc	desc;
-	Datum		values[12];
-	bool		nulls[12] = {0};
+	Datum		values[14];
+	bool		nulls[14] = {0};
 
 	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
@@ -158,6 +158,9 @@ ptf_last_call_stats(PG_FUNCTION_ARGS)
 	values[10] = Int64GetDatum((int64) st->keys_loaded);
 	values[11] = Int64GetDatum((int64) st->keys_evicted);
 	nulls[9] = nulls[10] = nulls[11] = (st->state_load == NULL);
+	/* parallel workers (1.2) */
+	values[12] = Int32GetDatum(st->workers_planned);
+	values[13] = Int32GetDatum(st->workers_launched);
 	Assert(desc->natts <= (int) lengthof(values));
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(desc), values, nulls)));
 }

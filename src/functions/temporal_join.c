@@ -44,6 +44,7 @@
 
 #include "catalog.h"
 #include "engine/call.h"
+#include "engine/parallel.h"
 #include "functions/common.h"
 #include "operators/temporal_join.h"
 
@@ -354,6 +355,12 @@ temporal_join_prepared(PtfCall *call)
 		in->frame.delay_us = Max(delay, 0);
 		if (in->frame.has_delay)
 			tc->opts.live = true;
+	}
+	/* bounded, without watermarks: a probe row's answer is its own (engine/parallel.c) */
+	if (!tc->opts.live && (tc->condition == NULL || ptf_parallel_expr_safe(tc->condition)))
+	{
+		call->parallel = PTF_PARALLEL_SPLIT;
+		call->parallel_input = TJ_INPUT_PROBE;
 	}
 }
 

@@ -33,12 +33,14 @@
 
 #include "access/relation.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_statistic.h"
 #include "catalog/pg_type.h"
 #include "common/int.h"
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
+#include "optimizer/cost.h"
 #include "optimizer/optimizer.h"
 #include "parser/analyze.h"
 #include "parser/parser.h"
@@ -46,15 +48,18 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
+#include "utils/syscache.h"
 #include "utils/timestamp.h"
 #include "utils/typcache.h"
 
 #include "base/ptf_time.h"
 #include "catalog.h"
 #include "engine/call.h"
+#include "engine/parallel.h"
 #include "functions/common.h"
 #include "functions/row_filter.h"
 #include "functions/windows.h"
+#include "input/input.h"
 #include "operators/window.h"
 #include "operators/window_rank.h"
 
@@ -730,6 +735,11 @@ build_window_agg(PtfCall *call, const PtfOperatorEnv *env, const PtfCallBuild *b
 	opts.rowdesc = b->rowdescs[0];
 	opts.keys = b->keys[0];
 	opts.changelog = call->inputs[0].frame.changelog;
+	/* a parallel call's (engine/parallel.c): workers' partial rows come as input ninputs */
+	opts.parallel = (call->parallel_role != PTF_ROLE_SERIAL);
+	opts.partial = (call->parallel_role == PTF_ROLE_WORKER);
+	opts.partial_input = (call->parallel_role == PTF_ROLE_LEADER) ? call->ninputs : -1;
+	opts.partial_desc = call->partial_desc;
 	return window_agg_create(&opts, env);
 }
 
@@ -774,6 +784,72 @@ choose_old_rows(PtfCall *call, PtfCallInput *in)
 	call->options = psprintf("%s, upsert input (the last row kept per key)", call->options);
 }
 
+/* The first and last value of a column's histogram (ANALYZE's), as times; false: none. */
+static bool
+time_range(Oid relid, AttrNumber attno, Oid type, PtfTime *lo, PtfTime *hi)
+{
+	HeapTuple	tup = SearchSysCache3(STATRELATTINH, ObjectIdGetDatum(relid),
+									  Int16GetDatum(attno), BoolGetDatum(false));
+	AttStatsSlot sslot;
+	bool		found = false;
+
+	if (!HeapTupleIsValid(tup))
+		return false;
+	if (get_attstatsslot(&sslot, tup, STATISTIC_KIND_HISTOGRAM, InvalidOid,
+						 ATTSTATSSLOT_VALUES))
+	{
+		if (sslot.nvalues >= 2)
+		{
+			*lo = ptf_time_from_datum(sslot.values[0], type);
+			*hi = ptf_time_from_datum(sslot.values[sslot.nvalues - 1], type);
+			found = (*lo > PTF_TIME_MIN && *hi < PTF_TIME_MAX && *lo <= *hi);
+		}
+		free_attstatsslot(&sslot);
+	}
+	ReleaseSysCache(tup);
+	return found;
+}
+
+/*
+ * Partial aggregation pays when each participant's rows fold into far
+ * fewer (key, slice) groups than rows: every group a worker holds is
+ * serialized, sent and combined once more by the leader.  The planner's
+ * statistics say how many keys and over what time (a table not analyzed
+ * is tried); as PostgreSQL's planner weighs partial aggregation, a call
+ * whose groups, times the participants, come near a quarter of its rows
+ * stays serial.
+ */
+static bool
+partials_pay(PtfCallInput *in, const WindowSpec *spec)
+{
+	HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(in->arg.relid));
+	double		rows;
+	double		groups = 1;
+	PtfTime		lo;
+	PtfTime		hi;
+	int			i;
+
+	if (!HeapTupleIsValid(tup))
+		return true;
+	rows = ((Form_pg_class) GETSTRUCT(tup))->reltuples;
+	ReleaseSysCache(tup);
+	if (rows <= 0)
+		return true;
+	for (i = 0; i < in->frame.keys->ncols; i++)
+	{
+		uint64		n = sql_input_estimate_distinct(in->arg.relid,
+												   in->frame.keys->cols[i].attno);
+
+		if (n == 0)
+			return true;
+		groups = Min(groups * n, rows);
+	}
+	if (!time_range(in->arg.relid, in->frame.on_time_attno, in->frame.on_time_type, &lo, &hi))
+		return true;
+	groups = Min(groups * ((double) (hi - lo) / spec->slice + 1), rows);
+	return groups * (max_parallel_workers_per_gather + 1) * 4 <= rows;
+}
+
 /* The input is planned: its shape is known, and the watermark is decided. */
 static void
 window_agg_prepared(PtfCall *call)
@@ -794,6 +870,36 @@ window_agg_prepared(PtfCall *call)
 		delay = 0;
 	in->frame.has_delay = (delay >= 0);
 	in->frame.delay_us = Max(delay, 0);
+
+	/*
+	 * Bounded, without a watermark before the end, over insert-only rows:
+	 * workers may aggregate shares of the slices, the leader combine them
+	 * (operators/window_partial.c), when every aggregate can be combined
+	 * and may run in a worker.
+	 */
+	if (call->uid == NULL && !in->frame.has_delay && !call->need_proc_time &&
+		!in->frame.changelog && wc->opts.spec.kind != WINDOW_SESSION &&
+		in->query == NULL && OidIsValid(in->arg.relid) &&
+		ptf_parallel_expr_safe((Node *) wc->opts.targetlist) &&
+		partials_pay(in, &wc->opts.spec))
+	{
+		WindowAggOptions opts = wc->opts;
+
+		opts.changelog = false;
+		if (window_agg_parallel_ok(&opts))
+		{
+			int			nkeys = in->frame.keys->ncols;
+			AttrNumber *attnos = palloc(sizeof(AttrNumber) * Max(nkeys, 1));
+			int			i;
+
+			for (i = 0; i < nkeys; i++)
+				attnos[i] = i + 1;
+			call->partial_desc = window_agg_partial_desc(in->arg.rowdesc, in->frame.keys);
+			call->partial_keys = key_spec_from_attnos(call->partial_desc, nkeys, attnos);
+			call->parallel = PTF_PARALLEL_PARTIAL;
+			call->parallel_input = 0;
+		}
+	}
 }
 
 Datum

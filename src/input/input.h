@@ -35,6 +35,10 @@ typedef struct PtfSqlInput
 	Oid			relid;
 	const char *query;
 	TupleDesc	rowdesc;
+	/* the query's parameters: their types, and values for each run */
+	int			nparams;
+	Oid		   *paramtypes;
+	ParamListInfo params;
 
 	/* filled by sql_input_prepare() */
 	SPIPlanPtr	plan;

@@ -98,7 +98,7 @@ sql_input_prepare(PtfSqlInput *in)
 	else
 		sql = psprintf("SELECT * FROM %s", ptf_relation_sql_name(in->relid));
 
-	in->plan = SPI_prepare(sql, 0, NULL);
+	in->plan = SPI_prepare(sql, in->nparams, in->paramtypes);
 	if (in->plan == NULL)
 		elog(ERROR, "SPI_prepare failed for input: %s",
 			 SPI_result_code_string(SPI_result));
@@ -251,6 +251,7 @@ run_input(PtfSqlInput *in, PtfRowSink sink, void *arg, bool read_only)
 	memset(&options, 0, sizeof(options));
 	options.read_only = read_only;
 	options.dest = &dest.pub;
+	options.params = in->params;
 
 	rc = SPI_execute_plan_extended(in->plan, &options);
 	if (rc < 0)

@@ -560,6 +560,17 @@ aggs_keeps_rows(AggSet *set)
 	return set->keeps_rows;
 }
 
+bool
+aggs_all_sliced(AggSet *set)
+{
+	int			i;
+
+	for (i = 0; i < set->naggs; i++)
+		if (set->aggs[i].mode != AGG_SLICED)
+			return false;
+	return !set->keeps_rows;
+}
+
 int
 aggs_noutputs(AggSet *set)
 {

@@ -101,6 +101,8 @@ extern int	aggs_nmoving(AggSet *set);	/* AggAcc per window (MOVING) */
 /* keep_rows: the event time column of a kept row */
 extern Datum aggs_kept_row_time(AggSet *set, MinimalTuple row);
 extern bool aggs_keeps_rows(AggSet *set);	/* slices keep AggRows */
+/* every aggregate SLICED: a slice is its states alone (parallel calls combine them) */
+extern bool aggs_all_sliced(AggSet *set);
 extern int	aggs_noutputs(AggSet *set);
 extern const char *aggs_output_name(AggSet *set, int i);
 extern Oid	aggs_output_type(AggSet *set, int i);

@@ -95,7 +95,25 @@ typedef struct WindowAggOptions
 	WindowColumn *out_window;
 	int		   *out_agg;
 	int		   *out_key;		/* a partition_by column (its position), or -1 */
+
+	/*
+	 * A parallel call (engine/parallel.c): every aggregate combinable and
+	 * its states serializable; a worker's operator (partial) emits, at the
+	 * end of its input, a row of partial_desc per (key, slice) -- the key
+	 * columns, the slice end, its row count and its serialized states --
+	 * which the leader's operator combines as rows of input partial_input.
+	 */
+	bool		parallel;
+	bool		partial;
+	int			partial_input;	/* -1: none */
+	TupleDesc	partial_desc;
 } WindowAggOptions;
+
+/* The rows of a worker's partial states: the key columns of rowdesc, then slice end, rows, states. */
+extern TupleDesc window_agg_partial_desc(TupleDesc rowdesc, KeySpec *keys);
+
+/* May the aggregates of opts run partly in parallel workers? */
+extern bool window_agg_parallel_ok(const WindowAggOptions *opts);
 
 /* what durable state holds: per key, per slice, per session */
 extern const StateLayout window_agg_layout;

@@ -212,6 +212,12 @@ window_remove(WinAggOp *wa, StateRecord *rec, PtfTime end)
 	shared_release(wa, SPACE_WINDOWS, end);
 }
 
+SliceValue *
+winagg_slice_get(WinAggOp *wa, StateRecord *rec, PtfTime end)
+{
+	return slice_get(wa, rec, end);
+}
+
 /* (Re)arm the key's timer for its window ending at end, if earlier than its next. */
 static void
 schedule(WinAggOp *wa, StateRecord *rec, KeyHot *hot, PtfTime end)
@@ -369,6 +375,14 @@ aligned_on_row(WinAggOp *wa, RowKind kind, TupleTableSlot *row, const PtfRowCont
 	keyed_state_mark_changed(ks, ref.rec);
 	/* a late row kept for its later windows is not counted: only dropped ones are */
 	return PTF_ROW_DONE;
+}
+
+/* The key's timer for the first unfired window of its slice s. */
+void
+winagg_schedule_slice(WinAggOp *wa, StateRecord *rec, KeyHot *hot, PtfTime s,
+					  PtfTime watermark)
+{
+	schedule(wa, rec, hot, first_unfired(wa, s, watermark));
 }
 
 /* The key's key column values, for outputs naming them. */
@@ -622,6 +636,8 @@ window_agg_on_row(PtfOperator *op, RowKind kind, TupleTableSlot *row, const PtfR
 {
 	WinAggOp  *wa = (WinAggOp *) op;
 
+	if (ctx->input == wa->partial_input)
+		return winagg_merge_partial(wa, row, ctx);
 	Assert(wa->changelog || kind == ROWKIND_INSERT);
 	if (!wa->changelog && kind != ROWKIND_INSERT)
 		elog(ERROR, "a change of kind %s in insert-only input", rowkind_long_name(kind));
@@ -644,6 +660,9 @@ static void
 window_agg_on_watermark(PtfOperator *op, PtfTime watermark, PtfTime proc_time)
 {
 	((WinAggOp *) op)->watermark = watermark;
+	/* a parallel worker's input ends: its slices go to the leader, none fires here */
+	if (((WinAggOp *) op)->partial && watermark == PTF_TIME_MAX)
+		winagg_emit_partials((WinAggOp *) op);
 }
 
 static void
@@ -662,6 +681,8 @@ window_agg_on_timer(PtfOperator *op, const PtfTimer *timer, PtfTime watermark,
 
 	if (timer->rec->flags & RECORD_REMOVED)
 		return;					/* the key went: its timers mean nothing */
+	if (wa->partial)
+		return;					/* the leader fires the windows */
 	if (timer->tag == TIMER_SESSION)
 	{
 		winagg_fire_session(wa, timer->rec, timer);
@@ -931,9 +952,10 @@ window_agg_create(const WindowAggOptions *opts, const PtfOperatorEnv *env)
 	as.rowdesc = opts->rowdesc;
 	as.nkeys = opts->keys->ncols;
 	as.key_attnos = key_attnos;
-	as.combine = (opts->spec.kind != WINDOW_TUMBLE);
+	/* a parallel call combines and serializes every slice */
+	as.combine = (opts->spec.kind != WINDOW_TUMBLE) || opts->parallel;
 	as.changelog = opts->changelog;
-	as.durable = env->durable;
+	as.durable = env->durable || opts->parallel;
 	/* sessions over retractions keep their rows, with times, to regroup */
 	as.keep_rows = (opts->spec.kind == WINDOW_SESSION && opts->changelog);
 	as.time_attno = opts->time_attno;
@@ -996,6 +1018,16 @@ window_agg_create(const WindowAggOptions *opts, const PtfOperatorEnv *env)
 	for (i = 0; i < aggs_noutputs(wa->aggs); i++)
 		TupleDescInitEntry(wa->values_desc, i + 1, NULL, aggs_output_type(wa->aggs, i), -1, 0);
 	wa->armed = true;
+	wa->partial = opts->partial;
+	wa->partial_input = opts->parallel ? opts->partial_input : -1;
+	if (opts->parallel)
+	{
+		Assert(aggs_all_sliced(wa->aggs));
+		wa->partial_slot = MakeSingleTupleTableSlot(CreateTupleDescCopy(opts->partial_desc),
+													&TTSOpsVirtual);
+		wa->scratch_accs = palloc0(sizeof(AggAcc) * Max(aggs_nsliced(wa->aggs), 1));
+		wa->scratch_mem = aggs_memory_create(wa->base.cxt);
+	}
 	MemoryContextSwitchTo(old);
 	return &wa->base;
 }

@@ -115,7 +115,24 @@ typedef struct WinAggOp
 	PtfTime		watermark;		/* the call's, while live */
 
 	uint64		skipped;
+
+	/* a parallel call's (window_partial.c) */
+	bool		partial;		/* a worker's: partial rows at the end, no firing */
+	int			partial_input;	/* the leader's: input of partial rows, or -1 */
+	TupleTableSlot *partial_slot;
+	AggAcc	   *scratch_accs;	/* a partial row's states, before they are combined */
+	AggMemory  *scratch_mem;
 } WinAggOp;
+
+/* window_agg.c, for window_partial.c */
+extern SliceValue *winagg_slice_get(WinAggOp *wa, StateRecord *rec, PtfTime end);
+extern void winagg_schedule_slice(WinAggOp *wa, StateRecord *rec, KeyHot *hot, PtfTime s,
+								  PtfTime watermark);
+
+/* window_partial.c */
+extern void winagg_emit_partials(WinAggOp *wa);
+extern PtfRowResult winagg_merge_partial(WinAggOp *wa, TupleTableSlot *row,
+										 const PtfRowContext *ctx);
 
 
 /* window_math.c: the windows and slices of a time (see there) */

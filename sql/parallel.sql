@@ -1,0 +1,188 @@
+-- Parallel one-shot calls (engine/parallel.c): keep-first by arrival and by
+-- event time, window_aggregate and the temporal join give the serial call's
+-- answer with parallel workers, on generated data with NULL keys, ties,
+-- collations, numeric scales, and spills in workers and leader; fewer
+-- workers than planned, none, errors in workers, privileges and row-level
+-- security as for the serial call; what stays serial.
+
+CREATE SCHEMA par;
+SET search_path = par, ptf;
+-- small tables go parallel: PostgreSQL's own rule, with its threshold at zero
+SET min_parallel_table_scan_size = 0;
+SET max_parallel_workers_per_gather = 2;
+
+SELECT setseed(0.17);
+CREATE TABLE gen AS
+SELECT i AS seq,
+       CASE WHEN random() < 0.05 THEN NULL ELSE (random() * 3000)::int END AS k,
+       CASE WHEN random() < 0.05 THEN NULL ELSE (random() * 3)::int END AS k2,
+       -- the same number at other scales: equal keys, distinct rows
+       round((random() * 500)::numeric, 0) * CASE WHEN random() < 0.5 THEN 1.0 ELSE 1.00 END AS nk,
+       (ARRAY['a', 'A', 'b', 'B', 'é', 'E', 'e'])[1 + (random() * 6)::int] || (random() * 20)::int AS tk,
+       timestamptz '2024-01-01 00:00+00' + (random() * 300)::int * interval '1 minute' AS ts,
+       (random() * 1000)::numeric(10,2) AS v,
+       md5(i::text) AS payload
+FROM generate_series(1, 60000) i;
+-- plenty of ties in event time; blocks enough for many chunks
+SELECT count(*) - count(DISTINCT (k, ts)) > 500 AS has_ties,
+       pg_relation_size('gen') / 8192 > 200 AS many_blocks FROM gen;
+
+-- got (parallel) against expected (the same call serial): both counts, both differences,
+-- and the workers the parallel call was planned and got
+CREATE FUNCTION compare(sql text, workers int DEFAULT 2)
+RETURNS TABLE (got bigint, expected bigint, missing bigint, extra bigint, planned int, launched int)
+LANGUAGE plpgsql AS $$
+BEGIN
+    SET LOCAL max_parallel_workers_per_gather = 0;
+    EXECUTE format('CREATE TEMP TABLE e AS %s', sql);
+    EXECUTE format('SET LOCAL max_parallel_workers_per_gather = %s', workers);
+    EXECUTE format('CREATE TEMP TABLE g AS %s', sql);
+    SELECT workers_planned, workers_launched INTO planned, launched FROM ptf.last_call_stats();
+    RETURN QUERY SELECT (SELECT count(*) FROM g), (SELECT count(*) FROM e),
+        (SELECT count(*) FROM (TABLE e EXCEPT ALL TABLE g) x),
+        (SELECT count(*) FROM (TABLE g EXCEPT ALL TABLE e) x), planned, launched;
+    DROP TABLE g, e;
+END $$;
+
+-- keep-first by arrival: one key, two keys, numeric scales, text under collations
+SELECT * FROM compare($$SELECT * FROM ptf.deduplicate_keep_first(NULL::par.gen, partition_by => '{k}')$$);
+SELECT * FROM compare($$SELECT * FROM ptf.deduplicate_keep_first(NULL::par.gen, partition_by => '{k2,k}')$$);
+SELECT * FROM compare($$SELECT * FROM ptf.deduplicate_keep_first(NULL::par.gen, partition_by => '{nk}')$$);
+SELECT * FROM compare($$SELECT * FROM ptf.deduplicate_keep_first(NULL::par.gen, partition_by => '{tk}')$$);
+CREATE COLLATION par_ci (provider = icu, locale = 'und-u-ks-level2', deterministic = false);
+CREATE TABLE gen_ci AS SELECT seq, tk COLLATE par_ci AS tk, ts, payload FROM gen;
+SELECT * FROM compare($$SELECT * FROM ptf.deduplicate_keep_first(NULL::par.gen_ci, partition_by => '{tk}')$$);
+-- the first row per key is the serial call's: by scan position, not by value
+SELECT count(*) AS scale_kept_as_first_seen
+  FROM ptf.deduplicate_keep_first(NULL::par.gen, partition_by => '{nk}') f
+  JOIN (SELECT DISTINCT ON (nk) * FROM par.gen ORDER BY nk, ctid) d USING (seq)
+ WHERE f.nk::text = d.nk::text;
+SELECT count(DISTINCT nk) AS keys FROM gen;
+
+-- keep-first by event time: ties kept by arrival, as the serial call
+SELECT * FROM compare($$SELECT * FROM ptf.deduplicate_keep_first(NULL::par.gen, partition_by => '{k}', on_time => 'ts')$$);
+SELECT * FROM compare($$SELECT * FROM ptf.deduplicate_keep_first(NULL::par.gen, partition_by => '{k2}', on_time => 'ts')$$);
+
+-- spills: a small work_mem in workers (they pass rows on) and leader (it spills)
+SET work_mem = '64kB';
+SELECT * FROM compare($$SELECT * FROM ptf.deduplicate_keep_first(NULL::par.gen, partition_by => '{seq}')$$);
+SELECT rows_spilled > 0 AS leader_spilled FROM ptf.last_call_stats();
+SELECT * FROM compare($$SELECT * FROM ptf.deduplicate_keep_first(NULL::par.gen, partition_by => '{seq}', on_time => 'ts')$$);
+SELECT rows_spilled > 0 AS leader_spilled FROM ptf.last_call_stats();
+RESET work_mem;
+
+-- fewer workers than planned: one, and none (the leader reads every chunk)
+SELECT * FROM compare($$SELECT * FROM ptf.deduplicate_keep_first(NULL::par.gen, partition_by => '{k}')$$, 1);
+SET max_parallel_workers = 0;
+SELECT * FROM compare($$SELECT * FROM ptf.deduplicate_keep_first(NULL::par.gen, partition_by => '{k}', on_time => 'ts')$$);
+RESET max_parallel_workers;
+
+-- rows read counted as the serial call counts them
+SELECT count(*) FROM ptf.deduplicate_keep_first(NULL::par.gen, partition_by => '{k}');
+SELECT rows_in, rows_out, keys, workers_planned FROM ptf.last_call_stats();
+
+-- window_aggregate: partial slice states combined (numeric sum and avg, count, min)
+CREATE TYPE wa_out AS (k2 int, window_start timestamptz, window_end timestamptz,
+                       n bigint, s numeric, a numeric, lo numeric);
+SELECT * FROM compare($$SELECT * FROM ptf.window_aggregate(NULL::par.gen, NULL::par.wa_out, 'tumble', 'ts', '1 hour',
+    partition_by => '{k2}', aggregates => 'count(*) AS n, sum(v) AS s, avg(v) AS a, min(v) AS lo')$$);
+SELECT * FROM compare($$SELECT * FROM ptf.window_aggregate(NULL::par.gen, NULL::par.wa_out, 'hop', 'ts', '1 hour', '20 minutes',
+    partition_by => '{k2}', aggregates => 'count(*) AS n, sum(v) AS s, avg(v) AS a, min(v) AS lo')$$);
+SELECT * FROM compare($$SELECT * FROM ptf.window_aggregate(NULL::par.gen, NULL::par.wa_out, 'cumulate', 'ts', '1 hour', '15 minutes',
+    partition_by => '{k2}', aggregates => 'count(*) AS n, sum(v) AS s, avg(v) AS a, min(v) AS lo')$$);
+CREATE TYPE wa_out2 AS (k int, window_start timestamptz, window_end timestamptz, n bigint, s numeric);
+SET work_mem = '64kB';
+SELECT * FROM compare($$SELECT * FROM ptf.window_aggregate(NULL::par.gen, NULL::par.wa_out2, 'hop', 'ts', '1 hour', '30 minutes',
+    partition_by => '{k}', aggregates => 'count(*) AS n, sum(v) AS s')$$);
+SELECT rows_spilled > 0 AS leader_spilled FROM ptf.last_call_stats();
+RESET work_mem;
+-- as many (key, slice) groups as rows, by the statistics: partial states do not pay, serial
+ANALYZE gen;
+SELECT * FROM compare($$SELECT * FROM ptf.window_aggregate(NULL::par.gen, NULL::par.wa_out2, 'hop', 'ts', '1 hour', '30 minutes',
+    partition_by => '{k}', aggregates => 'count(*) AS n, sum(v) AS s')$$);
+-- few groups: parallel
+SELECT * FROM compare($$SELECT * FROM ptf.window_aggregate(NULL::par.gen, NULL::par.wa_out, 'tumble', 'ts', '1 hour',
+    partition_by => '{k2}', aggregates => 'count(*) AS n, sum(v) AS s, avg(v) AS a, min(v) AS lo')$$);
+-- aggregates without a combine function, and parallel-unsafe ones: serial
+CREATE TYPE wa_arr AS (k2 int, window_start timestamptz, window_end timestamptz, a numeric[]);
+SELECT * FROM compare($$SELECT * FROM ptf.window_aggregate(NULL::par.gen, NULL::par.wa_arr, 'tumble', 'ts', '1 hour',
+    partition_by => '{k2}', aggregates => 'array_agg(v ORDER BY seq) AS a')$$);
+CREATE FUNCTION unsafe_sum(numeric, numeric) RETURNS numeric LANGUAGE sql PARALLEL UNSAFE
+    AS 'SELECT $1 + $2';
+CREATE AGGREGATE unsafe_total(numeric) (sfunc = unsafe_sum, stype = numeric, combinefunc = unsafe_sum,
+    parallel = unsafe);
+SELECT * FROM compare($$SELECT * FROM ptf.window_aggregate(NULL::par.gen, NULL::par.wa_out2, 'tumble', 'ts', '1 hour',
+    partition_by => '{k}', aggregates => 'count(*) AS n, unsafe_total(v) AS s')$$);
+
+-- temporal join: probes split, versions read by every participant
+CREATE TABLE versions AS
+SELECT DISTINCT ON (k2, ts) k2, ts, (random() * 100)::numeric(6,2) AS rate
+  FROM (SELECT CASE WHEN random() < 0.05 THEN NULL ELSE (random() * 3)::int END AS k2,
+               timestamptz '2024-01-01 00:00+00' + (random() * 300)::int * interval '1 minute' AS ts
+          FROM generate_series(1, 500)) g ORDER BY k2, ts;
+SELECT * FROM compare($$SELECT * FROM ptf.temporal_join(NULL::par.gen, NULL::par.versions, 'ts', 'ts', '{k2}')$$);
+SELECT * FROM compare($$SELECT * FROM ptf.temporal_join(NULL::par.gen, NULL::par.versions, 'ts', 'ts', '{k2}',
+    join_type => 'left', condition => 'build.rate < probe.v')$$);
+SET work_mem = '64kB';
+SELECT * FROM compare($$SELECT * FROM ptf.temporal_join(NULL::par.gen, NULL::par.versions, 'ts', 'ts', '{k2}', join_type => 'left')$$);
+RESET work_mem;
+
+-- what stays serial: a query input, a uid, a TTL, a watermark delay
+SELECT * FROM compare($$SELECT * FROM ptf.deduplicate_keep_first(NULL::par.gen, partition_by => '{k}', query => 'SELECT * FROM par.gen')$$);
+SELECT * FROM compare($$SELECT * FROM ptf.deduplicate_keep_first(NULL::par.gen, partition_by => '{k}', state_ttl => '1 hour')$$);
+SELECT * FROM compare($$SELECT * FROM ptf.deduplicate_keep_first(NULL::par.gen, partition_by => '{k}', on_time => 'ts',
+    watermark_delay => '10 minutes')$$);
+SELECT count(*) FROM ptf.deduplicate_keep_first(NULL::par.gen, partition_by => '{k}', uid => 'par_uid');
+SELECT workers_planned FROM ptf.last_call_stats();
+SELECT ptf.drop_state('par_uid');
+-- too small for PostgreSQL's rule
+RESET min_parallel_table_scan_size;
+SELECT * FROM compare($$SELECT * FROM ptf.deduplicate_keep_first(NULL::par.gen, partition_by => '{k}')$$);
+SET min_parallel_table_scan_size = 0;
+-- the table's own parallel_workers
+ALTER TABLE gen SET (parallel_workers = 0);
+SELECT * FROM compare($$SELECT * FROM ptf.deduplicate_keep_first(NULL::par.gen, partition_by => '{k}')$$);
+ALTER TABLE gen RESET (parallel_workers);
+
+-- an error in a worker reaches the caller as the serial call raises it (the
+-- context says which statement, and which process, read the row)
+\set VERBOSITY terse
+CREATE TABLE gen_null AS SELECT * FROM gen;
+UPDATE gen_null SET ts = NULL WHERE seq = 45000;
+SET max_parallel_workers_per_gather = 0;
+SELECT count(*) FROM ptf.deduplicate_keep_first(NULL::par.gen_null, partition_by => '{k}', on_time => 'ts');
+SET max_parallel_workers_per_gather = 2;
+SELECT count(*) FROM ptf.deduplicate_keep_first(NULL::par.gen_null, partition_by => '{k}', on_time => 'ts');
+\set VERBOSITY default
+-- and the session goes on
+SELECT count(*) > 0 AS fine FROM ptf.deduplicate_keep_first(NULL::par.gen, partition_by => '{k}');
+
+-- privileges and row-level security hold as for the serial call
+CREATE ROLE regress_ptf_par_reader;
+GRANT USAGE ON SCHEMA par TO regress_ptf_par_reader;
+CREATE TABLE secret AS SELECT * FROM gen;
+ALTER TABLE secret ENABLE ROW LEVEL SECURITY;
+CREATE POLICY low_keys ON secret FOR SELECT TO regress_ptf_par_reader USING (k < 1000);
+SET ROLE regress_ptf_par_reader;
+\set VERBOSITY terse
+SELECT count(*) FROM ptf.deduplicate_keep_first(NULL::par.secret, partition_by => '{k}');
+\set VERBOSITY default
+RESET ROLE;
+GRANT SELECT ON secret TO regress_ptf_par_reader;
+GRANT EXECUTE ON FUNCTION compare(text, int) TO regress_ptf_par_reader;
+SET ROLE regress_ptf_par_reader;
+SELECT * FROM compare($$SELECT * FROM ptf.deduplicate_keep_first(NULL::par.secret, partition_by => '{k}')$$);
+SELECT count(*) FILTER (WHERE k >= 1000 OR k IS NULL) AS hidden_rows
+  FROM ptf.deduplicate_keep_first(NULL::par.secret, partition_by => '{k}');
+RESET ROLE;
+-- a policy calling a parallel-unsafe function: serial, same answer
+CREATE FUNCTION unsafe_low(int) RETURNS boolean LANGUAGE sql PARALLEL UNSAFE AS 'SELECT $1 < 500';
+CREATE POLICY unsafe_keys ON secret AS RESTRICTIVE FOR SELECT TO regress_ptf_par_reader USING (unsafe_low(k));
+SET ROLE regress_ptf_par_reader;
+SELECT * FROM compare($$SELECT * FROM ptf.deduplicate_keep_first(NULL::par.secret, partition_by => '{k}')$$);
+RESET ROLE;
+
+RESET max_parallel_workers_per_gather;
+RESET min_parallel_table_scan_size;
+DROP SCHEMA par CASCADE;
+DROP ROLE regress_ptf_par_reader;
