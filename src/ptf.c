@@ -18,6 +18,7 @@
 #include "utils/guc.h"
 
 #include "base/ptf_time.h"
+#include "citus/citus.h"
 #include "functions/common.h"
 #include "commands/drops.h"
 #include "engine/state_load.h"
@@ -40,5 +41,6 @@ _PG_init(void)
 	ptf_tvf_inline_init();
 	ptf_state_load_init();
 	ptf_drops_init();
+	ptf_citus_init();
 	MarkGUCPrefixReserved("ptf");
 }

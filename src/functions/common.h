@@ -66,4 +66,11 @@ extern char *ptf_uid_arg(FunctionCallInfo fcinfo, int argno);
 extern void ptf_check_input_choice(const PtfInputArg *in, const char *query,
 								   bool changes, const char *uid);
 
+/*
+ * Another room may refuse changes => true over some tables (src/citus/: a
+ * Citus table's changes are in its shards, on other nodes).
+ */
+typedef void (*ptf_stream_table_hook_type) (Oid relid);
+extern ptf_stream_table_hook_type ptf_stream_table_hook;
+
 #endif							/* PTF_FUNCTIONS_COMMON_H */
