@@ -276,6 +276,7 @@ ptf_uid_arg(FunctionCallInfo fcinfo, int argno)
 	return uid;
 }
 
+/* set by another room (src/citus/), see common.h */
 ptf_stream_table_hook_type ptf_stream_table_hook = NULL;
 
 void

@@ -63,6 +63,7 @@
 #include "worker/shmem.h"
 #include "worker/worker.h"
 
+/* set by another room (src/citus/), see pipelines.h */
 PtfPipelineHooks ptf_pipeline_hooks;
 
 PG_FUNCTION_INFO_V1(ptf_create_pipeline);

@@ -756,6 +756,7 @@ mark_resync(Datum uid, const char *slot_name)
  * marked to be brought in line with its tables.  The caller holds the
  * uid's lock and made the slot.
  */
+/* set by another room (src/citus/), see durable.h */
 ptf_stream_lost_hook_type ptf_stream_lost_hook = NULL;
 
 bool

@@ -65,6 +65,9 @@
 #include "worker/shmem.h"
 #include "worker/worker.h"
 
+/* set by another room (src/citus/), see worker.h */
+PtfStepHooks ptf_step_hooks;
+
 /*
  * A step whose code catches the cancel of ptf.pipeline_step_timeout and
  * runs on would hold the database's worker, and every other pipeline of
@@ -74,8 +77,6 @@
  * exit, the failure is recorded on the way out (so the pipeline backs
  * off), and the launcher starts the worker again.
  */
-PtfStepHooks ptf_step_hooks;
-
 static TimeoutId step_kill_timeout;
 static volatile sig_atomic_t step_overrun = false;
 static Pipeline *stepping_pipeline;	/* the one in its step, or NULL */

@@ -233,7 +233,8 @@ sub close_time
 # coordinator, which reads every shard)
 my %expected = (
     firsts => q{
-        WITH firsts AS (SELECT DISTINCT ON (user_id) id, user_id, v FROM events ORDER BY user_id, id)
+        WITH firsts AS (SELECT * FROM ptf.deduplicate_keep_first(NULL::events, partition_by => '{user_id}',
+                          query => 'SELECT * FROM events ORDER BY id'))
         SELECT count(*) FROM ((TABLE firsts EXCEPT ALL TABLE first_events)
                               UNION ALL (TABLE first_events EXCEPT ALL TABLE firsts)) d},
     history => q{
@@ -249,8 +250,9 @@ my %expected = (
                               UNION ALL (TABLE minute_sums EXCEPT ALL TABLE once)) d},
 );
 
-# the temporal joins' one-shot answers: each version as it was written
-# (rates and limits are updated in place, so the versions are kept aside)
+# the temporal joins' one-shot answers: over each version as it was written
+# (rates and limits are updated in place, so the versions are kept aside, as
+# history tables, which a bounded temporal join reads a version per row)
 $coord->safe_psql('postgres', q{
     CREATE TABLE rate_versions (cur text, ts timestamptz, rate numeric);
     SELECT create_reference_table('rate_versions');
@@ -258,17 +260,17 @@ $coord->safe_psql('postgres', q{
     SELECT create_distributed_table('limit_versions', 'user_id', colocate_with => 'events');
 });
 $expected{priced} = q{
-    WITH once AS (SELECT o.order_id, o.user_id, o.amount, v.rate FROM orders o
-                    JOIN LATERAL (SELECT rate FROM rate_versions v WHERE v.cur = o.cur AND v.ts <= o.ts
-                                   ORDER BY v.ts DESC LIMIT 1) v ON true
-                   WHERE o.ts < CLOSE AND o.order_id > 0)
+    WITH once AS (SELECT (probe).order_id, (probe).user_id, (probe).amount, (build).rate
+                    FROM ptf.temporal_join(NULL::orders, NULL::rate_versions, probe_time => 'ts', build_time => 'ts',
+                         probe_key => '{cur}',
+                         probe_query => $p$SELECT * FROM orders WHERE order_id > 0 AND ts < CLOSE$p$))
     SELECT count(*) FROM ((TABLE once EXCEPT ALL SELECT * FROM priced WHERE order_id > 0)
                           UNION ALL (SELECT * FROM priced WHERE order_id > 0 EXCEPT ALL TABLE once)) d};
 $expected{checked} = q{
-    WITH once AS (SELECT o.order_id, o.user_id, o.amount, v.max_amount FROM orders o
-                    JOIN LATERAL (SELECT max_amount FROM limit_versions v WHERE v.user_id = o.user_id AND v.ts <= o.ts
-                                   ORDER BY v.ts DESC LIMIT 1) v ON true
-                   WHERE o.ts < CLOSE AND o.order_id > 0)
+    WITH once AS (SELECT (probe).order_id, (probe).user_id, (probe).amount, (build).max_amount
+                    FROM ptf.temporal_join(NULL::orders, NULL::limit_versions, probe_time => 'ts', build_time => 'ts',
+                         probe_key => '{user_id}',
+                         probe_query => $p$SELECT * FROM orders WHERE order_id > 0 AND ts < CLOSE$p$))
     SELECT count(*) FROM ((TABLE once EXCEPT ALL SELECT * FROM checked WHERE order_id > 0)
                           UNION ALL (SELECT * FROM checked WHERE order_id > 0 EXCEPT ALL TABLE once)) d};
 sub keep_versions

@@ -148,7 +148,8 @@ sub close_time
 
 my %expected = (
     firsts => q{
-        WITH firsts AS (SELECT DISTINCT ON (user_id) id, user_id, v FROM events ORDER BY user_id, id)
+        WITH firsts AS (SELECT * FROM ptf.deduplicate_keep_first(NULL::events, partition_by => '{user_id}',
+                          query => 'SELECT * FROM events ORDER BY id'))
         SELECT count(*) FROM ((TABLE firsts EXCEPT ALL TABLE first_events)
                               UNION ALL (TABLE first_events EXCEPT ALL TABLE firsts)) d},
     log => q{
@@ -157,10 +158,10 @@ my %expected = (
         SELECT count(*) + abs((SELECT count(*) FROM account_log) - CHANGES)
           FROM ((TABLE net EXCEPT ALL TABLE accounts) UNION ALL (TABLE accounts EXCEPT ALL TABLE net)) d},
     priced => q{
-        WITH once AS (SELECT o.order_id, o.user_id, v.rate FROM orders o
-                        JOIN LATERAL (SELECT rate FROM rate_versions v WHERE v.cur = o.cur AND v.ts <= o.ts
-                                       ORDER BY v.ts DESC LIMIT 1) v ON true
-                       WHERE o.ts < CLOSE AND o.order_id > 0),
+        WITH once AS (SELECT (probe).order_id, (probe).user_id, (build).rate
+                        FROM ptf.temporal_join(NULL::orders, NULL::rate_versions, probe_time => 'ts',
+                             build_time => 'ts', probe_key => '{cur}',
+                             probe_query => $p$SELECT * FROM orders WHERE order_id > 0 AND ts < CLOSE$p$)),
              got AS (SELECT * FROM priced WHERE order_id > 0)
         SELECT count(*) FROM ((TABLE once EXCEPT ALL TABLE got) UNION ALL (TABLE got EXCEPT ALL TABLE once)) d});
 
