@@ -22,6 +22,15 @@ OBJS = \
 	src/base/rowkind.o \
 	src/base/subxact.o \
 	src/catalog.o \
+	src/citus/create.o \
+	src/citus/drain.o \
+	src/citus/fence.o \
+	src/citus/handoff.o \
+	src/citus/init.o \
+	src/citus/meta.o \
+	src/citus/move.o \
+	src/citus/shard.o \
+	src/citus/status.o \
 	src/commands/drops.o \
 	src/commands/renames.o \
 	src/engine/call.o \

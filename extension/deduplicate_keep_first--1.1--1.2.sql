@@ -179,3 +179,178 @@ AS 'MODULE_PATHNAME', 'ptf_last_call_stats'
 LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION ptf.last_call_stats() IS
     'What the last table-function call of this session did: rows, keys, state memory, spilling, how a uid''s state was read, parallel workers planned and launched';
+
+-------------------------------------------------------------------------------
+-- Distributed pipelines (Citus).  ptf.create_pipeline on the coordinator over
+-- a distributed table makes one pipeline per shard group, on the node that
+-- holds the group (src/citus/).  The distributed pipelines themselves are
+-- kept in Citus reference tables of schema ptf_citus, made by the first
+-- such create_pipeline (they need Citus, which this script does not).
+-- Nothing here needs Citus: without it these objects are unused.
+-------------------------------------------------------------------------------
+
+-- On every node: the shard pipelines running here.  A shard pipeline is an
+-- ordinary pipeline of this database (ptf.pipeline_registry) over a shard
+-- table, writing the co-located sink shard; this says which distributed
+-- pipeline and shard group it is, and how far it has come.
+CREATE TABLE ptf.citus_shard_pipelines (
+    pipeline      int PRIMARY KEY REFERENCES ptf.pipeline_registry (id) ON DELETE CASCADE,
+    dist_name     text NOT NULL,        -- the distributed pipeline (ptf_citus.pipelines.name)
+    token         text NOT NULL,        -- of the create_pipeline or move that made it here
+    shard         bigint NOT NULL,      -- the source shard it reads
+    shards        bigint[] NOT NULL,    -- every shard of its group it reads or writes
+    colocation_id int NOT NULL,         -- with shard_index: Citus's metadata lock of the group
+    shard_index   int NOT NULL,
+    status        text NOT NULL CHECK (status IN ('pending', 'active', 'incoming')),
+    slot          text,                 -- incoming: the slot made for it before the move
+    handoff_table regclass,             -- incoming: the state copied from the node it came from
+    created_at    timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
+    UNIQUE (dist_name, shard)
+);
+COMMENT ON TABLE ptf.citus_shard_pipelines IS
+    'Internal: the pipelines of this node that run shard groups of distributed (Citus) pipelines';
+REVOKE ALL ON ptf.citus_shard_pipelines FROM PUBLIC;
+
+-- Called by the coordinator on the node of a shard group (over Citus's
+-- connections, as the calling role).
+CREATE FUNCTION ptf._citus_shard_prepare(pipeline text, query text, sink text, sink_mode text,
+                                         token text, shard bigint, incoming boolean)
+RETURNS text
+AS 'MODULE_PATHNAME', 'ptf_citus_shard_prepare'
+LANGUAGE C STRICT VOLATILE;
+COMMENT ON FUNCTION ptf._citus_shard_prepare(text, text, text, text, text, bigint, boolean) IS
+    'Internal: start the stream of a distributed pipeline''s shard group on this node';
+
+CREATE FUNCTION ptf._citus_shard_forget(pipeline text, shard bigint, token text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'ptf_citus_shard_forget'
+LANGUAGE C STRICT VOLATILE;
+COMMENT ON FUNCTION ptf._citus_shard_forget(text, bigint, text) IS
+    'Internal: drop a shard pipeline of this node that a failed create_pipeline or move left';
+
+CREATE FUNCTION ptf._citus_handoff_export(pipeline text, shard bigint, token text)
+RETURNS text
+AS 'MODULE_PATHNAME', 'ptf_citus_handoff_export'
+LANGUAGE C STRICT VOLATILE;
+COMMENT ON FUNCTION ptf._citus_handoff_export(text, bigint, text) IS
+    'Internal: a moved shard group''s pipeline state, caught up, for its new node';
+
+CREATE FUNCTION ptf._citus_handoff_receive(pipeline text, shard bigint, token text, export text)
+RETURNS text
+AS 'MODULE_PATHNAME', 'ptf_citus_handoff_receive'
+LANGUAGE C STRICT VOLATILE;
+COMMENT ON FUNCTION ptf._citus_handoff_receive(text, bigint, text, text) IS
+    'Internal: the new node of a moved shard group checks and prepares for its pipeline''s state';
+
+CREATE FUNCTION ptf._citus_handoff_send(pipeline text, shard bigint, token text,
+                                        target_table text, target_node int)
+RETURNS void
+AS 'MODULE_PATHNAME', 'ptf_citus_handoff_send'
+LANGUAGE C STRICT VOLATILE;
+COMMENT ON FUNCTION ptf._citus_handoff_send(text, bigint, text, text, int) IS
+    'Internal: copy a moved shard group''s pipeline state table to its new node';
+
+CREATE FUNCTION ptf._citus_shard_status(
+    OUT pipeline text, OUT shard bigint, OUT name text, OUT status text, OUT state text,
+    OUT rows_in bigint, OUT rows_out bigint, OUT rows_late bigint, OUT rows_skipped bigint,
+    OUT lag_bytes bigint, OUT lag_seconds double precision, OUT watermark text,
+    OUT watermark_us bigint, OUT failures int, OUT last_error text)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'ptf_citus_shard_status'
+LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION ptf._citus_shard_status() IS
+    'Internal: the shard pipelines of this node, of roles the current user belongs to';
+
+-- A shard pipeline writes only rows of its own shard: each output row's
+-- distribution value must hash into the sink shard's range.
+CREATE FUNCTION ptf._citus_row_in_shard(value anyelement, shard bigint, lo int, hi int)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'ptf_citus_row_in_shard'
+LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION ptf._citus_row_in_shard(anyelement, bigint, int, int) IS
+    'Internal: true when a value hashes into a shard''s range; an error otherwise';
+
+-- On the coordinator: distributed pipelines and their shard groups.
+CREATE FUNCTION ptf._distributed_shard_status(
+    OUT pipeline text, OUT shard bigint, OUT node text, OUT port int, OUT state text,
+    OUT rows_in bigint, OUT rows_out bigint, OUT rows_late bigint, OUT rows_skipped bigint,
+    OUT lag_bytes bigint, OUT lag_seconds double precision, OUT watermark text,
+    OUT watermark_us bigint, OUT failures int, OUT last_error text)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'ptf_citus_distributed_status'
+LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION ptf._distributed_shard_status() IS
+    'Internal: the shard groups of the current user''s distributed pipelines, gathered from the nodes';
+
+CREATE VIEW ptf.distributed_pipeline_shards AS
+SELECT pipeline, shard, node, port, state, rows_in, rows_out, rows_late, rows_skipped,
+       lag_bytes, lag_seconds, watermark, failures, last_error
+  FROM ptf._distributed_shard_status();
+COMMENT ON VIEW ptf.distributed_pipeline_shards IS
+    'Each shard group of the current user''s distributed pipelines: its node and live status there';
+GRANT SELECT ON ptf.distributed_pipeline_shards TO PUBLIC;
+
+CREATE VIEW ptf.distributed_pipeline_status AS
+SELECT pipeline,
+       count(*) AS shards,
+       count(*) FILTER (WHERE state = 'running') AS running,
+       count(*) FILTER (WHERE state = 'failing') AS failing,
+       CASE WHEN bool_and(state = 'paused') THEN 'paused'
+            WHEN bool_or(state IN ('failing', 'missing', 'unreachable')) THEN 'failing'
+            WHEN bool_and(state = 'running') THEN 'running'
+            ELSE 'waiting' END AS state,
+       sum(rows_in)::bigint AS rows_in, sum(rows_out)::bigint AS rows_out,
+       sum(rows_late)::bigint AS rows_late, sum(rows_skipped)::bigint AS rows_skipped,
+       max(lag_bytes) AS max_lag_bytes, max(lag_seconds) AS max_lag_seconds,
+       (pg_catalog.array_agg(watermark ORDER BY watermark_us) FILTER (WHERE watermark_us IS NOT NULL))[1]
+           AS min_watermark,
+       (pg_catalog.array_agg(last_error ORDER BY shard) FILTER (WHERE last_error IS NOT NULL))[1]
+           AS last_error
+  FROM ptf._distributed_shard_status()
+ GROUP BY pipeline;
+COMMENT ON VIEW ptf.distributed_pipeline_status IS
+    'The current user''s distributed pipelines, one row each, summed over their shard groups';
+GRANT SELECT ON ptf.distributed_pipeline_status TO PUBLIC;
+
+-- Citus's shard operations run through these while distributed pipelines
+-- exist (a planner hook puts them in place of Citus's functions of the same
+-- arguments): moves carry each shard group's pipeline to the new node, the
+-- rest are refused for groups pipelines run over.  The transfer mode is
+-- Citus's enum, taken as anyenum so that this script needs no Citus.
+CREATE FUNCTION ptf._citus_move(bigint, text, int, text, int, anyenum) RETURNS void
+AS 'MODULE_PATHNAME', 'ptf_citus_intercept' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION ptf._citus_move(bigint, text, int, text, int, anyenum) IS
+    'Internal: citus_move_shard_placement, carrying the shard group''s pipelines along';
+CREATE FUNCTION ptf._citus_move(bigint, int, int, anyenum) RETURNS void
+AS 'MODULE_PATHNAME', 'ptf_citus_intercept' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION ptf._citus_move(bigint, int, int, anyenum) IS
+    'Internal: citus_move_shard_placement by node ids, carrying the shard group''s pipelines along';
+CREATE FUNCTION ptf._citus_refuse_copy(bigint, text, int, text, int, anyenum) RETURNS void
+AS 'MODULE_PATHNAME', 'ptf_citus_intercept' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION ptf._citus_refuse_copy(bigint, text, int, text, int, anyenum) IS
+    'Internal: citus_copy_shard_placement, refused for shard groups pipelines run over';
+CREATE FUNCTION ptf._citus_refuse_copy(bigint, int, int, anyenum) RETURNS void
+AS 'MODULE_PATHNAME', 'ptf_citus_intercept' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION ptf._citus_refuse_copy(bigint, int, int, anyenum) IS
+    'Internal: citus_copy_shard_placement by node ids, refused for shard groups pipelines run over';
+CREATE FUNCTION ptf._citus_refuse_split(bigint, text[], int[], anyenum) RETURNS void
+AS 'MODULE_PATHNAME', 'ptf_citus_intercept' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION ptf._citus_refuse_split(bigint, text[], int[], anyenum) IS
+    'Internal: citus_split_shard_by_split_points, refused for shard groups pipelines run over';
+CREATE FUNCTION ptf._citus_refuse_isolate(regclass, "any", text, anyenum) RETURNS bigint
+AS 'MODULE_PATHNAME', 'ptf_citus_intercept' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION ptf._citus_refuse_isolate(regclass, "any", text, anyenum) IS
+    'Internal: isolate_tenant_to_new_shard, refused for tables pipelines run over';
+CREATE FUNCTION ptf._citus_refuse_alter(regclass, text, int, text, boolean) RETURNS void
+AS 'MODULE_PATHNAME', 'ptf_citus_intercept' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION ptf._citus_refuse_alter(regclass, text, int, text, boolean) IS
+    'Internal: alter_distributed_table, refused for tables pipelines run over';
+CREATE FUNCTION ptf._citus_refuse_undistribute(regclass, boolean) RETURNS void
+AS 'MODULE_PATHNAME', 'ptf_citus_intercept' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION ptf._citus_refuse_undistribute(regclass, boolean) IS
+    'Internal: undistribute_table, refused for tables pipelines run over';
+-- on the nodes: where a move blocks a shard group's writes, its pipelines catch up
+CREATE FUNCTION ptf._citus_lock_shard_metadata(int, bigint[]) RETURNS void
+AS 'MODULE_PATHNAME', 'ptf_citus_intercept' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION ptf._citus_lock_shard_metadata(int, bigint[]) IS
+    'Internal: Citus''s lock_shard_metadata; when it blocks a shard group''s writes, the group''s pipelines here catch up first';

@@ -264,6 +264,41 @@ ptf_pg_stop() {
     fi
 }
 
+# ---------------------------------------------------------------------------
+# Citus, for the distributed tests and bench/citus.sh
+# ---------------------------------------------------------------------------
+
+# A test-time dependency only (AGPL-3.0, never shipped nor linked): when the
+# PostgreSQL of PTF_PG_CONFIG has no Citus, it is built from the vendored
+# source, looked for at $PTF_CITUS_VENDOR, ../shared/vendor/citus beside the
+# repository, then /work/shared/vendor/citus.  Returns 0 when Citus is
+# installed; PTF_CITUS_NOTE says what was found, or why there is none.
+ptf_citus_installed() {
+    [ -f "$("$PTF_PG_CONFIG" --pkglibdir)/citus.so" ] &&
+        [ -f "$("$PTF_PG_CONFIG" --sharedir)/extension/citus.control" ]
+}
+
+ptf_ensure_citus() {
+    local d vendor=
+    [ -n "${PTF_PG_CONFIG:-}" ] || ptf_die "call ptf_ensure_packages first"
+    if ! ptf_citus_installed; then
+        for d in "${PTF_CITUS_VENDOR:-}" "$PTF_ROOT/../shared/vendor/citus" /work/shared/vendor/citus; do
+            if [ -n "$d" ] && [ -f "$d/build.sh" ]; then vendor=$(cd "$d" && pwd); break; fi
+        done
+        if [ -n "$vendor" ]; then
+            ptf_log "citus: not installed for $PTF_PG_CONFIG; building it from $vendor (once, about 1.5 min)"
+            bash "$vendor/build.sh" "$PTF_PG_CONFIG" || ptf_die "building Citus from $vendor failed"
+        fi
+    fi
+    if ptf_citus_installed; then
+        PTF_CITUS_NOTE="run, with Citus $(sed -n "s/^default_version = '\(.*\)'/\1/p" \
+            "$("$PTF_PG_CONFIG" --sharedir)/extension/citus.control") of $("$PTF_PG_CONFIG" --pkglibdir)"
+        return 0
+    fi
+    PTF_CITUS_NOTE="SKIPPED -- Citus is not installed for $PTF_PG_CONFIG, and no vendored Citus folder was found (\$PTF_CITUS_VENDOR, $PTF_ROOT/../shared/vendor/citus, /work/shared/vendor/citus)"
+    return 1
+}
+
 # ---- benchmarks (bench/) ----
 
 # ptf_bench_start [SETTINGS]: build and install, then start a throwaway

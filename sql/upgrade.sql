@@ -88,6 +88,7 @@ SELECT 'policy ' || pol.polrelid::regclass::text || ' ' || pol.polname, NULL,
 UNION ALL
 SELECT 'trigger ' || t.tgrelid::regclass::text || ' ' || t.tgname, NULL, pg_get_triggerdef(t.oid)
   FROM pg_trigger t JOIN rels c ON c.oid = t.tgrelid
+ WHERE NOT t.tgisinternal  -- a foreign key's, named by OID: its constraint is compared
 UNION ALL
 SELECT 'event trigger ' || t.evtname, NULL, t.evtevent || ' ' || t.evtfoid::regproc::text || ' ' || coalesce(t.evttags::text, '-')
   FROM pg_event_trigger t JOIN ext ON ext.classid = 'pg_event_trigger'::regclass AND ext.objid = t.oid;
@@ -136,6 +137,7 @@ SELECT 'policy ' || pol.polrelid::regclass::text || ' ' || pol.polname, NULL,
 UNION ALL
 SELECT 'trigger ' || t.tgrelid::regclass::text || ' ' || t.tgname, NULL, pg_get_triggerdef(t.oid)
   FROM pg_trigger t JOIN rels c ON c.oid = t.tgrelid
+ WHERE NOT t.tgisinternal  -- a foreign key's, named by OID: its constraint is compared
 UNION ALL
 SELECT 'event trigger ' || t.evtname, NULL, t.evtevent || ' ' || t.evtfoid::regproc::text || ' ' || coalesce(t.evttags::text, '-')
   FROM pg_event_trigger t JOIN ext ON ext.classid = 'pg_event_trigger'::regclass AND ext.objid = t.oid;

@@ -17,7 +17,9 @@
 #include "miscadmin.h"
 #include "storage/lock.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
+#include "utils/resowner.h"
 #include "utils/syscache.h"
 
 #include "base/ptf_time.h"
@@ -65,6 +67,42 @@ ptf_spi_exec_as_owner(const char *sql, int nargs, Oid *argtypes,
 		elog(ERROR, "internal statement failed (%s): %s",
 			 SPI_result_code_string(rc), sql);
 	return rc;
+}
+
+/*
+ * pg_create_logical_replication_slot(name, 'deduplicate_keep_first'), as the
+ * extension's owner, called directly rather than through SPI: finding its
+ * start point decodes the commits of other sessions, and one that changed
+ * the catalog is replayed in a subtransaction that leaves
+ * CurrentResourceOwner at the top transaction's (PostgreSQL 15 restores it
+ * in pg_replication_slot_advance, not here); a statement around the call
+ * would then end under the wrong owner ("snapshot reference ... is not
+ * owned by resource owner TopTransaction").  So the owner is restored here.
+ */
+void
+ptf_create_logical_slot(const char *name)
+{
+	ResourceOwner owner = CurrentResourceOwner;
+	Oid			save_userid;
+	int			save_sec;
+	NameData	slot;
+	NameData	plugin;
+
+	namestrcpy(&slot, name);
+	namestrcpy(&plugin, "deduplicate_keep_first");
+	GetUserIdAndSecContext(&save_userid, &save_sec);
+	SetUserIdAndSecContext(extension_owner(), save_sec | SECURITY_LOCAL_USERID_CHANGE);
+	PG_TRY();
+	{
+		(void) OidFunctionCall4(F_PG_CREATE_LOGICAL_REPLICATION_SLOT, NameGetDatum(&slot),
+								NameGetDatum(&plugin), BoolGetDatum(false), BoolGetDatum(false));
+	}
+	PG_FINALLY();
+	{
+		CurrentResourceOwner = owner;
+		SetUserIdAndSecContext(save_userid, save_sec);
+	}
+	PG_END_TRY();
 }
 
 void

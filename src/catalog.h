@@ -99,6 +99,9 @@ extern void ptf_check_sql_version(void);
 extern int	ptf_spi_exec_as_owner(const char *sql, int nargs, Oid *argtypes,
 								  Datum *values, const char *nulls, int expected);
 
+/* A logical slot of our output plugin, made as the extension's owner. */
+extern void ptf_create_logical_slot(const char *name);
+
 /* Columns of the first row SPI returned, by number (Anum_ constants). */
 extern bool ptf_spi_isnull(int col);
 extern Datum ptf_spi_datum(int col);

@@ -18,6 +18,7 @@
 #include "utils/guc.h"
 
 #include "base/ptf_time.h"
+#include "citus/citus.h"
 #include "functions/common.h"
 #include "functions/row_number.h"
 #include "functions/windows.h"
@@ -42,5 +43,6 @@ _PG_init(void)
 	ptf_planner_init(ptf_window_run_planned, ptf_first_rows_run_planned);
 	ptf_state_load_init();
 	ptf_drops_init();
+	ptf_citus_init();
 	MarkGUCPrefixReserved("ptf");
 }

@@ -288,6 +288,9 @@ ptf_uid_arg(FunctionCallInfo fcinfo, int argno)
 	return uid;
 }
 
+/* set by another room (src/citus/), see common.h */
+ptf_stream_table_hook_type ptf_stream_table_hook = NULL;
+
 void
 ptf_check_input_choice(const PtfInputArg *in, const char *query, bool changes,
 					   const char *uid)
@@ -308,6 +311,9 @@ ptf_check_input_choice(const PtfInputArg *in, const char *query, bool changes,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("changes => true needs a table, and type %s is not a table's",
 							format_type_be(in->rowtype))));
+		/* another room's refusal (Citus: the changes are on the shards, src/citus/) */
+		if (ptf_stream_table_hook)
+			ptf_stream_table_hook(in->relid);
 	}
 	else if (query == NULL && !in->readable)
 		ereport(ERROR,

@@ -75,4 +75,11 @@ extern void ptf_check_input_choice(const PtfInputArg *in, const char *query,
  */
 extern KeySpec *ptf_replica_identity_keys(Oid relid, TupleDesc rowdesc, char *replident);
 
+/*
+ * Another room may refuse changes => true over some tables (src/citus/: a
+ * Citus table's changes are in its shards, on other nodes).
+ */
+typedef void (*ptf_stream_table_hook_type) (Oid relid);
+extern ptf_stream_table_hook_type ptf_stream_table_hook;
+
 #endif							/* PTF_FUNCTIONS_COMMON_H */

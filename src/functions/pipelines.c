@@ -65,6 +65,9 @@
 #include "worker/shmem.h"
 #include "worker/worker.h"
 
+/* set by another room (src/citus/), see pipelines.h */
+PtfPipelineHooks ptf_pipeline_hooks;
+
 PG_FUNCTION_INFO_V1(ptf_create_pipeline);
 PG_FUNCTION_INFO_V1(ptf_drop_pipeline);
 PG_FUNCTION_INFO_V1(ptf_pause_pipeline);
@@ -609,6 +612,9 @@ ptf_drop_pipeline_origins(void)
 	List	   *uids;
 	ListCell   *lc;
 
+	/* another room's pipelines go too (Citus: the distributed catalog) */
+	if (ptf_pipeline_hooks.drop_extension)
+		ptf_pipeline_hooks.drop_extension();
 	list_pipelines(InvalidOid, &ids, &uids);
 	foreach(lc, ids)
 	{
@@ -669,6 +675,10 @@ ptf_create_pipeline(PG_FUNCTION_ARGS)
 				 errmsg("the sink of a pipeline must be a table")));
 	check_sink_privileges(sink, changelog);
 	check_pipeline_query(query, &function, &uid, &bound);
+
+	/* another room's pipeline (Citus: a pipeline per shard group, src/citus/create.c) */
+	if (ptf_pipeline_hooks.create && ptf_pipeline_hooks.create(name, bound, sink, mode))
+		PG_RETURN_VOID();
 
 	/* from here on the query is the bound one, under the path the worker will use */
 	query = bound;
@@ -778,7 +788,11 @@ ptf_drop_pipeline(PG_FUNCTION_ARGS)
 	int32		id;
 	Oid			owner;
 	char	   *uid;
+	bool		dropped = false;
 
+	/* another room's pipeline (Citus: gone from every node, src/citus/create.c) */
+	if (ptf_pipeline_hooks.drop && ptf_pipeline_hooks.drop(name, &dropped))
+		PG_RETURN_BOOL(dropped);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	if (!find_pipeline(name, &id, &owner, &uid))
@@ -801,6 +815,9 @@ set_paused(FunctionCallInfo fcinfo, bool paused)
 	Oid			argtypes[2] = {INT4OID, BOOLOID};
 	Datum		args[2];
 
+	/* another room's pipeline (Citus: paused on every node, src/citus/create.c) */
+	if (ptf_pipeline_hooks.set_paused && ptf_pipeline_hooks.set_paused(name, paused))
+		return;
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	if (!find_pipeline(name, &id, &owner, NULL))

@@ -22,4 +22,21 @@ extern void ptf_drop_pipelines_of(Oid owner);
  */
 extern void ptf_drop_pipeline_origins(void);
 
+/*
+ * Another room may make, drop and pause some pipelines itself (src/citus/:
+ * pipelines over Citus distributed tables).  Each hook returns true when
+ * the pipeline was its own and it did the work; drop_extension runs when
+ * DROP EXTENSION drops the pipelines.  bound is the query as
+ * create_pipeline bound it.
+ */
+typedef struct PtfPipelineHooks
+{
+	bool		(*create) (const char *name, const char *bound, Oid sink, const char *sink_mode);
+	bool		(*drop) (const char *name, bool *dropped);
+	bool		(*set_paused) (const char *name, bool paused);
+	void		(*drop_extension) (void);
+} PtfPipelineHooks;
+
+extern PtfPipelineHooks ptf_pipeline_hooks;
+
 #endif							/* PTF_FUNCTIONS_PIPELINES_H */

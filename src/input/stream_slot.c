@@ -287,18 +287,13 @@ change_stream_drop_slot_at_commit(const char *slot_name)
  * transaction: one of its name left over -- by a first call whose backend
  * died, or invalidated -- goes first; the new one goes again if the
  * transaction rolls back.  Made as the extension's owner, with our output
- * plugin.
+ * plugin (ptf_create_logical_slot: not through SPI, see there).
  */
 static void
 create_slot(const char *slot)
 {
-	Oid			argtypes[1] = {TEXTOID};
-	Datum		values[1] = {CStringGetTextDatum(slot)};
-
 	change_stream_drop_slot(slot);
-	ptf_spi_exec_as_owner("SELECT pg_catalog.pg_create_logical_replication_slot($1::pg_catalog.name, "
-						  "'deduplicate_keep_first')",
-						  1, argtypes, values, NULL, SPI_OK_SELECT);
+	ptf_create_logical_slot(slot);
 	remember_slot(slot, false);
 }
 

@@ -186,4 +186,12 @@ extern void durable_check_owner(const char *uid, Oid owner);
 /* the uid whose call gave the current transaction its xid, or NULL */
 extern const char *durable_xid_writer(void);
 
+/*
+ * Another room may forbid a uid's stream to start again on a slot of its
+ * own when its slot is lost (src/citus/: a shard group's pipeline on a
+ * promoted standby): the hook raises the error that says why.
+ */
+typedef void (*ptf_stream_lost_hook_type) (const char *uid);
+extern ptf_stream_lost_hook_type ptf_stream_lost_hook;
+
 #endif							/* PTF_DURABLE_H */

@@ -804,12 +804,18 @@ mark_resync(Datum uid, const char *slot_name)
  * marked to be brought in line with its tables.  The caller holds the
  * uid's lock and made the slot.
  */
+/* set by another room (src/citus/), see durable.h */
+ptf_stream_lost_hook_type ptf_stream_lost_hook = NULL;
+
 bool
 durable_stream_can_restart(const char *uid)
 {
 	Oid			argtypes[1] = {TEXTOID};
 	Datum		args[1];
 
+	/* another room's refusal (Citus: a shard group's stream, src/citus/fence.c) */
+	if (ptf_stream_lost_hook)
+		ptf_stream_lost_hook(uid);
 	args[0] = CStringGetTextDatum(uid);
 	ptf_spi_exec_as_owner("SELECT " UID_REGISTRY_COLUMNS " FROM ptf.uid_registry "
 						  "WHERE uid OPERATOR(pg_catalog.=) $1",

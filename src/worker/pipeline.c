@@ -469,7 +469,7 @@ ptf_pipeline_worker_main(Datum arg)
 			Pipeline   *p = lfirst(lc);
 
 			if (p->paused)
-				pipeline_record_paused(p);
+				pipeline_record_paused(p, 0);
 			else if (pipeline_step_due(p, now, &wake_at))
 			{
 				bool		failed;

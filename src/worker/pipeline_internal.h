@@ -49,7 +49,8 @@ typedef struct PipelineWorker
 extern void pipeline_step_setup(PipelineWorker *w);
 extern bool pipeline_run_step(PipelineWorker *w, Pipeline *p, bool *failed);
 extern bool pipeline_step_due(Pipeline *p, TimestampTz now, TimestampTz *wake_at);
-extern void pipeline_record_paused(Pipeline *p);
+/* recheck_at: when to look again at a pause not in the registry (Citus), or 0 */
+extern void pipeline_record_paused(Pipeline *p, TimestampTz recheck_at);
 extern void pipeline_make_origins(List *pipelines);
 extern bool pipeline_take_worker_lock(PipelineWorker *w);
 

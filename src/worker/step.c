@@ -66,6 +66,9 @@
 #include "worker/shmem.h"
 #include "worker/worker.h"
 
+/* set by another room (src/citus/), see worker.h */
+PtfStepHooks ptf_step_hooks;
+
 /*
  * A step whose code catches the cancel of ptf.pipeline_step_timeout and
  * runs on would hold the database's worker, and every other pipeline of
@@ -409,8 +412,9 @@ record_failure(Pipeline *p, const char *message)
 	ptf_shmem_unlock();
 }
 
+/* recheck_at: when to look again (a pause not in the registry), or 0 */
 void
-pipeline_record_paused(Pipeline *p)
+pipeline_record_paused(Pipeline *p, TimestampTz recheck_at)
 {
 	PipelineStatus *st;
 
@@ -422,7 +426,7 @@ pipeline_record_paused(Pipeline *p)
 		st->pid = MyProcPid;
 		st->caught_up = false;
 		st->failures = 0;
-		st->retry_at = 0;
+		st->retry_at = recheck_at;
 	}
 	ptf_shmem_unlock();
 }
@@ -439,11 +443,14 @@ pipeline_step_due(Pipeline *p, TimestampTz now, TimestampTz *wake_at)
 	PipelineStatus *st;
 	bool		due = true;
 
+	/* another room wants it to catch up now (Citus: a move, src/citus/drain.c) */
+	if (ptf_step_hooks.drain_wanted && ptf_step_hooks.drain_wanted(p->id))
+		return true;
 	ptf_shmem_lock(false);
 	st = ptf_pipeline_status(MyDatabaseId, p->id, false);
 	if (st != NULL)
 	{
-		if (st->state == PIPELINE_FAILING && st->retry_at > now)
+		if ((st->state == PIPELINE_FAILING || st->state == PIPELINE_PAUSED) && st->retry_at > now)
 		{
 			due = false;
 			if (*wake_at == 0 || st->retry_at < *wake_at)
@@ -643,6 +650,7 @@ pipeline_run_step(PipelineWorker *w, Pipeline *p, bool *failed)
 	MemoryContext cxt = CurrentMemoryContext;
 	volatile bool more = false;
 	volatile bool busy = false;
+	volatile PtfStepFence fence = PTF_STEP_GO;
 	StepResult	result;
 
 	*failed = false;
@@ -658,6 +666,7 @@ pipeline_run_step(PipelineWorker *w, Pipeline *p, bool *failed)
 		Oid			argtypes[1] = {INT4OID};
 		Datum		args[1] = {Int32GetDatum(p->id)};
 		bool		isnull;
+		bool		runnable = false;
 		RepOriginId origin;
 
 		/*
@@ -697,6 +706,13 @@ pipeline_run_step(PipelineWorker *w, Pipeline *p, bool *failed)
 						(errcode(ERRCODE_UNDEFINED_OBJECT),
 						 errmsg("the owner of pipeline \"%s\" no longer exists", p->name)));
 
+			/* another room's fence (Citus: a shard group's pipeline, src/citus/fence.c) */
+			if (ptf_step_hooks.fence)
+				fence = ptf_step_hooks.fence(p->id);
+			runnable = (fence == PTF_STEP_GO);
+		}
+		if (runnable)
+		{
 			/* the step's writes carry the pipeline's origin */
 			origin = pipeline_origin(p);
 			replorigin_session_setup(origin);
@@ -728,12 +744,16 @@ pipeline_run_step(PipelineWorker *w, Pipeline *p, bool *failed)
 		CommitTransactionCommand();
 		end_step_session();
 
-		if (!busy)
+		if (!busy && fence == PTF_STEP_GO)
 		{
 			fault_point(PTF_FAULT_AFTER_COMMIT, "after_commit");
 			advance_slot(w, &result);
 			record_success(p, &result);
+			if (ptf_step_hooks.step_done)
+				ptf_step_hooks.step_done(p->id, true, !more);
 		}
+		else if (!busy && fence == PTF_STEP_PAUSED)
+			pipeline_record_paused(p, TimestampTzPlusMilliseconds(GetCurrentTimestamp(), 1000));
 	}
 	PG_CATCH();
 	{
@@ -778,6 +798,8 @@ pipeline_run_step(PipelineWorker *w, Pipeline *p, bool *failed)
 		FreeErrorData(edata);
 		more = false;
 		*failed = true;
+		if (ptf_step_hooks.step_done)
+			ptf_step_hooks.step_done(p->id, false, false);
 	}
 	PG_END_TRY();
 	set_stepping(w, 0);

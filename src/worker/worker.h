@@ -36,4 +36,28 @@ extern void ptf_register_launcher(void);
 /* from _PG_init: the workers' GUCs, and when preloading their shared memory and launcher */
 extern void ptf_worker_init(void);
 
+/*
+ * Another room may fence some pipelines' steps (src/citus/: a shard group's
+ * pipeline steps only where its group is, and not while it moves).  fence
+ * is asked in the step's transaction before the owner's query runs;
+ * drain_wanted whether a step is due at once whatever its status says;
+ * step_done after each step, committed or not.
+ */
+typedef enum PtfStepFence
+{
+	PTF_STEP_GO,				/* step */
+	PTF_STEP_WAIT,				/* not now: try again later */
+	PTF_STEP_PAUSED,			/* paused elsewhere than the registry */
+	PTF_STEP_GONE				/* the pipeline was dropped by the fence */
+} PtfStepFence;
+
+typedef struct PtfStepHooks
+{
+	PtfStepFence (*fence) (int32 pipeline_id);
+	bool		(*drain_wanted) (int32 pipeline_id);
+	void		(*step_done) (int32 pipeline_id, bool committed, bool reached_end);
+} PtfStepHooks;
+
+extern PtfStepHooks ptf_step_hooks;
+
 #endif							/* PTF_WORKER_H */
