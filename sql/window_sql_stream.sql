@@ -123,13 +123,29 @@ INSERT INTO clicks VALUES (25, 1, 'late', '2024-01-01 11:05', 99), (26, 1, 'u', 
 SELECT * FROM pg_temp.top();
 SELECT uid, function, rows_in, rows_out, rows_late, rows_skipped FROM state WHERE uid IN ('top', 'top_fn') ORDER BY uid;
 
--- over a table whose updates log only keys, the aggregate is refused as window_aggregate refuses it
+-- over a table whose updates log no key, the aggregate is refused as window_aggregate refuses it
+CREATE TABLE nokey_clicks (id int, ts timestamp);
+SELECT window_start, count(*) FROM tumble(NULL::nokey_clicks, 'ts', '1 hour', uid => 'nokey', changes => true) GROUP BY 1;
+-- over one whose updates log the primary key (an upsert source) the last row of each key is kept:
+-- an update moves its row between windows, a delete takes it out, as window_aggregate does
 CREATE TABLE plain_clicks (id int PRIMARY KEY, ts timestamp);
-SELECT window_start, count(*) FROM tumble(NULL::plain_clicks, 'ts', '1 hour', uid => 'plain', changes => true) GROUP BY 1;
+CREATE FUNCTION pg_temp.plain() RETURNS TABLE (window_start timestamptz, count bigint, max int) LANGUAGE sql AS $$
+  SELECT window_start, count(*), max((data).id) FROM tumble(NULL::plain_clicks, 'ts', '1 hour', uid => 'plain', changes => true,
+                                                       watermark_delay => '1 hour') GROUP BY 1 ORDER BY 1 $$;
+SELECT * FROM pg_temp.plain();
+INSERT INTO plain_clicks VALUES (1, '2024-01-01 10:05'), (2, '2024-01-01 10:10'), (3, '2024-01-01 10:20');
+UPDATE plain_clicks SET ts = '2024-01-01 11:30' WHERE id = 2;
+DELETE FROM plain_clicks WHERE id = 3;
+INSERT INTO plain_clicks VALUES (4, '2024-01-01 12:00');
+SELECT * FROM pg_temp.plain();
+-- the plain evaluation of the windows the watermark (11:00) has passed; nothing was late
+SELECT date_bin('1 hour', ts, 'epoch') AS window_start, count(*), max(id) FROM plain_clicks
+ WHERE date_bin('1 hour', ts, 'epoch') + '1 hour' <= '2024-01-01 11:00' GROUP BY 1 ORDER BY 1;
+SELECT rows_in, rows_late, rows_skipped FROM state WHERE uid = 'plain';
 -- Top-N ranks inserts: it has no such need
 SELECT * FROM (SELECT (data).id, row_number() OVER (PARTITION BY window_start, window_end ORDER BY (data).ts) AS rownum
   FROM tumble(NULL::plain_clicks, 'ts', '1 hour', uid => 'plain_top', changes => true)) t WHERE rownum = 1;
 
 SELECT count(drop_state(uid)) FROM state;
-DROP TABLE clicks, plain_clicks;
+DROP TABLE clicks, plain_clicks, nokey_clicks;
 DROP TYPE per_user;

@@ -189,7 +189,7 @@ tvf_prepared(PtfCall *call)
 				 errhint("ptf.window_aggregate takes updating input.")));
 }
 
-static void check_stream_identity(Oid relid);
+static void choose_old_rows(PtfCall *call, PtfCallInput *in);
 static void run_planned(PlannedCall *pc, PtfCallInput *in);
 
 /* The arguments of a TVF call: all of them checked before anything is read. */
@@ -288,7 +288,8 @@ window_kind_name(WindowKind kind)
 /*
  * The input is planned.  As the TVF: a (kind, data) query is refused.  A
  * window aggregate over a change stream retracts updated and deleted rows
- * as window_aggregate does (whole old rows: REPLICA IDENTITY FULL); Top-N
+ * as window_aggregate does (whole old rows, or the last row of each key
+ * kept for an upsert source: choose_old_rows); Top-N
  * ranks inserts, as Flink's, and passes the rest over as the TVF does.
  * The watermark: given (watermark_delay), declared, or 0 for a stream.
  */
@@ -303,7 +304,7 @@ planned_prepared(PtfCall *call)
 	if (pc->pw->kind == PTF_PLANNED_AGGREGATE)
 	{
 		if (call->changes)
-			check_stream_identity(in->arg.relid);
+			choose_old_rows(call, in);
 		if (in->frame.changelog)
 			call->options = psprintf("%s, updating input", call->options);
 	}
