@@ -220,3 +220,30 @@ SELECT pg_temp.try(q) FROM (VALUES
         query => $q$VALUES (NULL::timestamp, 1.00::numeric(10,2), 'x', 'y')$q$)$$)
 ) AS t(q);
 DROP TABLE bid, one_row, bid_tz, bid_ms;
+
+-- a finite time whose window ends past the timestamp range is skipped (and counted, with a
+-- uid) as a row of infinite time is: timestamp and bigint columns alike, inlined or not
+SET TimeZone = 'UTC';
+CREATE TABLE far (id int, ts timestamp, ms bigint);
+INSERT INTO far VALUES (1, '294276-12-31 23:59:59', 9224318015999000), (2, '2024-01-01', 1704067200000);
+SELECT (data).id, window_start FROM ptf.tumble(NULL::far, 'ts', '1 day');
+SELECT (data).id, window_start FROM ptf.tumble(NULL::far, 'ms', '1 day');
+SET ptf.inline_window_tvfs = off;
+SELECT (data).id, window_start FROM ptf.tumble(NULL::far, 'ts', '1 day');
+SELECT (data).id, window_start FROM ptf.tumble(NULL::far, 'ms', '1 day');
+RESET ptf.inline_window_tvfs;
+SELECT (data).id FROM ptf.tumble(NULL::far, 'ts', '1 day', uid => 'far_ts');
+SELECT (data).id FROM ptf.tumble(NULL::far, 'ms', '1 day', uid => 'far_ms');
+SELECT uid, rows_in, rows_out, rows_skipped FROM ptf.state WHERE uid LIKE 'far%' ORDER BY uid;
+SELECT ptf.drop_state('far_ts'), ptf.drop_state('far_ms');
+-- bigint times at the end of PostgreSQL's timestamps are skipped as the timestamp column's
+-- are (the window arithmetic, in microseconds from 1970, ends some 30 years before them);
+-- a number of no time at all is an error (22008)
+SELECT (data).id, window_start, window_end FROM ptf.tumble(NULL::far, 'ms', '1 millisecond',
+    query => 'VALUES (3, NULL::timestamp, 9224318015999998), (4, NULL, 9224318015999999)');
+SELECT (data).id FROM ptf.tumble(NULL::far, 'ms', '1 day',
+    query => 'SELECT 5, NULL::timestamp, 9300000000000000');
+-- the helper of inlined calls refuses a bound it does not have
+SELECT ptf._tumble_bound(now(), 1000000, 0, 99, 'ts');
+DROP TABLE far;
+RESET TimeZone;

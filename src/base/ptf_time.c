@@ -154,8 +154,9 @@ ptf_time_from_datum(Datum d, Oid typid)
 
 	/* bigint: milliseconds since 1970-01-01 */
 	ms = DatumGetInt64(d);
-	if (pg_mul_s64_overflow(ms, 1000, &us) ||
-		pg_sub_s64_overflow(us, UNIX_EPOCH_US_FROM_PG_EPOCH, &us))
+	/* the epoch first: the whole timestamp range fits, to 294276 AD */
+	if (pg_sub_s64_overflow(ms, UNIX_EPOCH_US_FROM_PG_EPOCH / 1000, &us) ||
+		pg_mul_s64_overflow(us, 1000, &us))
 		ereport(ERROR,
 				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
 				 errmsg("epoch milliseconds value %lld is out of range",
@@ -171,8 +172,8 @@ ptf_time_to_datum(PtfTime t, Oid typid)
 	if (t == PTF_TIME_MIN || t == PTF_TIME_MAX)
 		return Int64GetDatum(t);
 	/* floor: a time in the middle of a millisecond belongs to it */
-	t += UNIX_EPOCH_US_FROM_PG_EPOCH;
-	return Int64GetDatum(t >= 0 ? t / 1000 : -((-t + 999) / 1000));
+	t = t >= 0 ? t / 1000 : -((-t + 999) / 1000);
+	return Int64GetDatum(t + UNIX_EPOCH_US_FROM_PG_EPOCH / 1000);
 }
 
 Datum

@@ -127,6 +127,7 @@ bound_cache(FunctionCallInfo fcinfo)
 	if (c != NULL)
 		return c;
 	if (PG_ARGISNULL(1) || PG_ARGISNULL(2) || PG_ARGISNULL(3) || PG_GETARG_INT64(1) <= 0 ||
+		PG_GETARG_INT32(3) < BOUND_START || PG_GETARG_INT32(3) > BOUND_TIME ||
 		!ptf_is_time_type(get_fn_expr_argtype(fcinfo->flinfo, 0)))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
