@@ -173,6 +173,20 @@ INSERT INTO inf VALUES (1, 'infinity'), (1, '2024-01-01'), (2, '-infinity'), (3,
 SELECT * FROM deduplicate_keep_first(NULL::inf, partition_by => '{k}', on_time => 'ts', uid => 'inf');
 SELECT keys, watermark, rows_late FROM state WHERE uid = 'inf';
 
+-- a LIMIT over a call with a uid does not stop it early: warned when planned; the state
+-- holds every key the call read
+CREATE TABLE lim (k int);
+INSERT INTO lim SELECT g FROM generate_series(1, 5) g;
+SELECT * FROM deduplicate_keep_first(NULL::lim, partition_by => '{k}', uid => 'lim') ORDER BY k LIMIT 2;
+SELECT keys FROM state WHERE uid = 'lim';
+SELECT * FROM (SELECT * FROM to_changelog(NULL::lim, uid => 'lim_cl') OFFSET 4) t;
+-- no warning: no uid, a NULL uid, no LIMIT on the call's own level
+SELECT * FROM deduplicate_keep_first(NULL::lim, partition_by => '{k}') ORDER BY k LIMIT 1;
+SELECT * FROM deduplicate_keep_first(NULL::lim, partition_by => '{k}', uid => NULL) ORDER BY k LIMIT 1;
+SELECT count(*) FROM (SELECT * FROM deduplicate_keep_first(NULL::lim, partition_by => '{k}', uid => 'lim2')) t;
+SELECT drop_state('lim'), drop_state('lim_cl'), drop_state('lim2');
+DROP TABLE lim;
+
 -- drop_state forgets everything, table included
 SELECT drop_state('users');
 SELECT drop_state('users');

@@ -22,6 +22,9 @@
  * declines after all (a qual pushed from outside that reads too much)
  * runs as the TVF: slower than the scan, never another answer.
  *
+ * The prepass also warns of a LIMIT over a call with a uid, which cannot
+ * stop it early (warn_limited_uid_calls).
+ *
  * ptf.plan_window_sql = off turns the rules off (the query is PostgreSQL's
  * plain evaluation of the TVF's rows).  A pipeline's step (engine/step.h:
  * in a worker, or create_pipeline starting the stream) plans with them
@@ -33,10 +36,18 @@
  */
 #include "postgres.h"
 
+#include "access/htup_details.h"
+#include "catalog/pg_language.h"
+#include "catalog/pg_proc.h"
+#include "catalog/namespace.h"
+#include "funcapi.h"
 #include "nodes/nodeFuncs.h"
+#include "optimizer/optimizer.h"
 #include "optimizer/planner.h"
 #include "optimizer/paths.h"
 #include "utils/guc.h"
+#include "utils/lsyscache.h"
+#include "utils/syscache.h"
 
 #include "base/base.h"
 #include "engine/step.h"
@@ -68,6 +79,90 @@ ptf_window_rules_take(Query *q, Index rti)
 	return window_agg_rule_query(q, rti, &tvf) || window_rank_rule_query(q, rti, &tvf);
 }
 
+/*
+ * The uid argument of a call of ours in funcexpr, or NULL: none, or NULL
+ * for sure (a constant).
+ */
+static Node *
+uid_argument(Node *funcexpr)
+{
+	FuncExpr   *fe;
+	HeapTuple	tup;
+	Form_pg_proc proc;
+	Oid		   *types;
+	char	  **names;
+	char	   *modes;
+	int			nargs;
+	int			uid_at = -1;
+	int			i;
+	List	   *args;
+	Node	   *arg;
+
+	if (!IsA(funcexpr, FuncExpr) || !((FuncExpr *) funcexpr)->funcretset)
+		return NULL;
+	fe = (FuncExpr *) funcexpr;
+	tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(fe->funcid));
+	if (!HeapTupleIsValid(tup))
+		return NULL;
+	proc = (Form_pg_proc) GETSTRUCT(tup);
+	if (proc->prolang == ClanguageId && proc->pronamespace == get_namespace_oid("ptf", true))
+	{
+		nargs = get_func_arg_info(tup, &types, &names, &modes);
+		for (i = 0; names != NULL && i < nargs; i++)
+			if (names[i] != NULL && strcmp(names[i], "uid") == 0)
+				uid_at = i;
+	}
+	if (uid_at < 0)
+	{
+		ReleaseSysCache(tup);
+		return NULL;
+	}
+	args = expand_function_arguments(fe->args, false, fe->funcresulttype, tup);
+	ReleaseSysCache(tup);
+	if (uid_at >= list_length(args))
+		return NULL;
+	arg = (Node *) list_nth(args, uid_at);
+	if (IsA(arg, Const) && ((Const *) arg)->constisnull)
+		return NULL;
+	return arg;
+}
+
+/*
+ * A LIMIT or OFFSET over a call with a uid does not stop the call early:
+ * it reads its input to the end, and the uid's state (a stream's
+ * position) moves past every row it read, returned or not -- as
+ * pg_logical_slot_get_changes under a LIMIT.  Said where it can be seen,
+ * when the query is planned; a cursor closed early cannot be seen.
+ */
+static void
+warn_limited_uid_calls(Query *q)
+{
+	ListCell   *lc;
+
+	if (q->limitCount == NULL && q->limitOffset == NULL)
+		return;
+	foreach(lc, q->rtable)
+	{
+		RangeTblEntry *rte = lfirst_node(RangeTblEntry, lc);
+		ListCell   *fc;
+
+		if (rte->rtekind != RTE_FUNCTION)
+			continue;
+		foreach(fc, rte->functions)
+		{
+			RangeTblFunction *rtfunc = lfirst_node(RangeTblFunction, fc);
+
+			if (uid_argument(rtfunc->funcexpr) != NULL)
+				ereport(WARNING,
+						(errcode(ERRCODE_WARNING),
+						 errmsg("a LIMIT or OFFSET does not stop ptf.%s early: its uid's state moves past every row it reads",
+								get_func_name(((FuncExpr *) rtfunc->funcexpr)->funcid)),
+						 errdetail("The call reads its input to the end; rows not returned are consumed all the same."),
+						 errhint("Limit the call's input instead (query => '... LIMIT n'), or read all the call returns.")));
+		}
+	}
+}
+
 typedef struct PrepassContext
 {
 	bool		depends_on_role;	/* an inlined scan is under row level security */
@@ -83,6 +178,7 @@ prepass_walker(Node *node, PrepassContext *cxt)
 		Query	   *q = (Query *) node;
 		ListCell   *lc;
 
+		warn_limited_uid_calls(q);
 		foreach(lc, q->rtable)
 		{
 			RangeTblEntry *rte = lfirst_node(RangeTblEntry, lc);
@@ -104,7 +200,7 @@ ptf_planner(Query *parse, const char *query_string, int cursorOptions,
 	PlannedStmt *stmt;
 
 	cxt.depends_on_role = false;
-	if (parse->commandType != CMD_UTILITY && ptf_inline_window_tvfs)
+	if (parse->commandType != CMD_UTILITY)
 		(void) prepass_walker((Node *) parse, &cxt);
 	if (prev_planner_hook)
 		stmt = prev_planner_hook(parse, query_string, cursorOptions, boundParams);
