@@ -247,3 +247,30 @@ SELECT (data).id FROM ptf.tumble(NULL::far, 'ms', '1 day',
 SELECT ptf._tumble_bound(now(), 1000000, 0, 99, 'ts');
 DROP TABLE far;
 RESET TimeZone;
+
+-- the window columns are timestamptz; a timestamp column's bounds are its wall clock in the
+-- session's TimeZone. Where that clock skips a bound (spring forward) PostgreSQL moves it and
+-- the call warns; where it repeats an hour (fall back) the bounds are exact; in UTC always.
+CREATE TABLE spring (id int, ts timestamp);
+INSERT INTO spring VALUES (1, '2021-03-14 01:30'), (2, '2021-03-14 02:30'), (3, '2021-03-14 03:30');
+CREATE TABLE fall (id int, ts timestamp);
+INSERT INTO fall VALUES (4, '2021-11-07 00:30'), (5, '2021-11-07 01:30'), (6, '2021-11-07 02:30');
+SET TimeZone = 'America/Los_Angeles';
+SELECT (data).id, window_start::timestamp, window_end::timestamp
+  FROM ptf.tumble(NULL::spring, 'ts', '1 hour') ORDER BY 1;
+SELECT (data).id, window_start::timestamp, window_end::timestamp
+  FROM ptf.hop(NULL::spring, 'ts', '1 hour', '2 hours') WHERE (data).id = 1 ORDER BY 2;
+SELECT (data).id, window_start::timestamp, window_end::timestamp
+  FROM ptf.tumble(NULL::fall, 'ts', '1 hour') ORDER BY 1;
+SELECT (data).id, window_start::timestamp, window_end::timestamp
+  FROM ptf.hop(NULL::fall, 'ts', '1 hour', '2 hours') WHERE (data).id = 5 ORDER BY 2;
+-- in UTC the bounds are Flink's (SliceAssigner's testDstSaving), as with a timestamp target
+SET TimeZone = 'UTC';
+SELECT (data).id, window_start::timestamp, window_end::timestamp
+  FROM ptf.tumble(NULL::spring, 'ts', '1 hour') ORDER BY 1;
+SELECT (data).id, window_start::timestamp, window_end::timestamp
+  FROM ptf.hop(NULL::spring, 'ts', '1 hour', '2 hours') WHERE (data).id = 1 ORDER BY 2;
+SELECT (data).id, window_start::timestamp, window_end::timestamp
+  FROM ptf.cumulate(NULL::spring, 'ts', '1 hour', '3 hours') WHERE (data).id = 2 ORDER BY 3;
+RESET TimeZone;
+DROP TABLE spring, fall;

@@ -177,10 +177,26 @@ ptf_time_to_datum(PtfTime t, Oid typid)
 }
 
 Datum
-ptf_time_to_datum_as(PtfTime t, Oid from, Oid to)
+ptf_time_to_datum_as(PtfTime t, Oid from, Oid to, bool *gap_warned)
 {
 	if (from == TIMESTAMPOID && to == TIMESTAMPTZOID)
-		return DirectFunctionCall1(timestamp_timestamptz, TimestampGetDatum(t));
+	{
+		Datum		tz = DirectFunctionCall1(timestamp_timestamptz, TimestampGetDatum(t));
+
+		if (gap_warned != NULL && !*gap_warned &&
+			DatumGetTimestamp(DirectFunctionCall1(timestamptz_timestamp, tz)) != t)
+		{
+			*gap_warned = true;
+			ereport(WARNING,
+					(errcode(ERRCODE_WARNING),
+					 errmsg("window bound %s does not exist in time zone \"%s\"",
+							DatumGetCString(DirectFunctionCall1(timestamp_out, TimestampGetDatum(t))),
+							pg_get_timezone_name(session_timezone)),
+					 errdetail("The window columns are timestamptz, and the clock skips this time of the timestamp column: PostgreSQL moves it, and windows either side of it may share a bound."),
+					 errhint("Run the query with SET TimeZone = 'UTC' (or any zone without daylight saving), use a timestamptz column, or window_aggregate with timestamp target columns.")));
+		}
+		return tz;
+	}
 	if (from == TIMESTAMPTZOID && to == TIMESTAMPOID)
 		return DirectFunctionCall1(timestamptz_timestamp, TimestampTzGetDatum(t));
 	return ptf_time_to_datum(t, to);

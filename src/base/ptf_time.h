@@ -32,9 +32,13 @@ extern Datum ptf_time_to_datum(PtfTime t, Oid typid);
  * A time of a column of type from as a value of type to: the same type
  * as it is; between timestamp and timestamptz as SQL's casts do (the
  * session's time zone); to or from bigint as epoch milliseconds of the
- * time taken as UTC.
+ * time taken as UTC.  A wall-clock time the session's clock skips (a
+ * daylight-saving gap) has no timestamptz: PostgreSQL's cast moves it,
+ * and bounds either side of the gap may come out equal.  Where gap_warned
+ * is given, the first such time of a call is warned of (01000) and
+ * *gap_warned set.
  */
-extern Datum ptf_time_to_datum_as(PtfTime t, Oid from, Oid to);
+extern Datum ptf_time_to_datum_as(PtfTime t, Oid from, Oid to, bool *gap_warned);
 
 /*
  * An interval in microseconds; errors (argname in the message) when it is

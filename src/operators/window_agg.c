@@ -447,13 +447,13 @@ winagg_emit_window(WinAggOp *wa, StateRecord *rec, PtfTime start, PtfTime end)
 		switch (wa->out_window[i])
 		{
 			case WCOL_START:
-				out->tts_values[i] = ptf_time_to_datum_as(start, wa->time_type, type);
+				out->tts_values[i] = ptf_time_to_datum_as(start, wa->time_type, type, &wa->gap_warned);
 				break;
 			case WCOL_END:
-				out->tts_values[i] = ptf_time_to_datum_as(end, wa->time_type, type);
+				out->tts_values[i] = ptf_time_to_datum_as(end, wa->time_type, type, &wa->gap_warned);
 				break;
 			case WCOL_TIME:
-				out->tts_values[i] = ptf_time_to_datum_as(end - MS, wa->time_type, type);
+				out->tts_values[i] = ptf_time_to_datum_as(end - MS, wa->time_type, type, &wa->gap_warned);
 				break;
 			case WCOL_NONE:
 				if (wa->out_agg[i] >= 0)

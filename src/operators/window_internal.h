@@ -83,6 +83,7 @@ typedef struct WinAggOp
 	PtfOperator base;
 	WindowSpec	spec;
 	Oid			time_type;
+	bool		gap_warned;		/* a bound in a daylight-saving gap was warned of */
 	bool		changelog;
 	bool		emit_only_on_update;
 	bool		cumulate_merge; /* CUMULATE: slices merge into the first one */

@@ -62,6 +62,7 @@ typedef struct WinRankOp
 	WindowSpec	spec;
 	bool		global;
 	Oid			time_type;
+	bool		gap_warned;		/* a bound in a daylight-saving gap was warned of */
 	TupleDesc	rowdesc;
 	int64		limit;
 	int			nsort;
@@ -366,13 +367,13 @@ emit_list(WinRankOp *wr, RankList *l, PtfTime end)
 					out->tts_isnull[c] = wr->scratch->tts_isnull[wr->out_attnos[c] - 1];
 					break;
 				case RCOL_START:
-					out->tts_values[c] = ptf_time_to_datum_as(start, wr->time_type, type);
+					out->tts_values[c] = ptf_time_to_datum_as(start, wr->time_type, type, &wr->gap_warned);
 					break;
 				case RCOL_END:
-					out->tts_values[c] = ptf_time_to_datum_as(end, wr->time_type, type);
+					out->tts_values[c] = ptf_time_to_datum_as(end, wr->time_type, type, &wr->gap_warned);
 					break;
 				case RCOL_TIME:
-					out->tts_values[c] = ptf_time_to_datum_as(end - MS, wr->time_type, type);
+					out->tts_values[c] = ptf_time_to_datum_as(end - MS, wr->time_type, type, &wr->gap_warned);
 					break;
 				case RCOL_ROWNUM:
 					out->tts_values[c] = Int64GetDatum((int64) i + 1);

@@ -117,6 +117,7 @@ typedef struct BoundCache
 	PtfTime		bound[BOUND_CACHE];
 	Datum		converted[BOUND_CACHE];
 	bool		valid[BOUND_CACHE];
+	bool		gap_warned;		/* a bound in a daylight-saving gap was warned of */
 } BoundCache;
 
 static BoundCache *
@@ -165,12 +166,12 @@ ptf_tumble_bound(PG_FUNCTION_ARGS)
 	else if (c->which == BOUND_TIME)
 		start += c->w.size - window_time_before_end();
 	if (c->type != TIMESTAMPOID)
-		PG_RETURN_DATUM(ptf_time_to_datum_as(start, c->type, TIMESTAMPTZOID));
+		PG_RETURN_DATUM(ptf_time_to_datum_as(start, c->type, TIMESTAMPTZOID, &c->gap_warned));
 	slot = (int) ((uint64) (start / c->w.size) % BOUND_CACHE);
 	if (!c->valid[slot] || c->bound[slot] != start)
 	{
 		c->bound[slot] = start;
-		c->converted[slot] = ptf_time_to_datum_as(start, c->type, TIMESTAMPTZOID);
+		c->converted[slot] = ptf_time_to_datum_as(start, c->type, TIMESTAMPTZOID, &c->gap_warned);
 		c->valid[slot] = true;
 	}
 	PG_RETURN_DATUM(c->converted[slot]);
@@ -195,6 +196,7 @@ typedef struct WindowsCall
 	int			n;				/* the row's windows, ends[0 .. n) */
 	int			next;			/* the next to return */
 	bool		active;			/* a row is being returned */
+	bool		gap_warned;		/* a bound in a daylight-saving gap was warned of */
 	ExprContext *econtext;		/* where the reset callback is registered */
 } WindowsCall;
 
@@ -287,9 +289,9 @@ ptf_tvf_windows(PG_FUNCTION_ARGS)
 		Datum		values[3];
 		bool		nulls[3] = {false, false, false};
 
-		values[0] = ptf_time_to_datum_as(window_start_of(&c->w, end), c->type, TIMESTAMPTZOID);
-		values[1] = ptf_time_to_datum_as(end, c->type, TIMESTAMPTZOID);
-		values[2] = ptf_time_to_datum_as(end - window_time_before_end(), c->type, TIMESTAMPTZOID);
+		values[0] = ptf_time_to_datum_as(window_start_of(&c->w, end), c->type, TIMESTAMPTZOID, &c->gap_warned);
+		values[1] = ptf_time_to_datum_as(end, c->type, TIMESTAMPTZOID, &c->gap_warned);
+		values[2] = ptf_time_to_datum_as(end - window_time_before_end(), c->type, TIMESTAMPTZOID, &c->gap_warned);
 		rsinfo->isDone = ExprMultipleResult;
 		PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(c->desc, values, nulls)));
 	}
