@@ -402,3 +402,32 @@ INSERT INTO live_bids VALUES ('2020-04-15 08:20:06', 1.00, 'H', 'supplier1');
 SELECT pg_temp.wait_for('SELECT count(*) FROM supplier_windows', 4) AS windows_written;
 SELECT * FROM supplier_windows ORDER BY window_start, supplier;
 SELECT ptf.drop_pipeline('supplier-windows');
+
+\echo
+\echo '=== (m) An upsert source: a table with a primary key under the default replica'
+\echo '===     identity logs only the key of an updated or deleted row. The stream keeps'
+\echo '===     the last row of each key (Flink''s ChangelogNormalize), so an update moves'
+\echo '===     its row between windows and a delete takes it out.'
+CREATE TABLE plays (id int PRIMARY KEY, song text, played_at timestamp);
+SELECT window_start, count(*) FROM ptf.tumble(NULL::plays, 'played_at', '1 hour',
+    changes => true, uid => 'plays', watermark_delay => '1 hour') GROUP BY 1;
+INSERT INTO plays VALUES (1, 'a', '2024-01-01 10:05'), (2, 'b', '2024-01-01 10:10'), (3, 'c', '2024-01-01 10:20');
+UPDATE plays SET played_at = '2024-01-01 11:30' WHERE id = 2;
+DELETE FROM plays WHERE id = 3;
+INSERT INTO plays VALUES (4, 'd', '2024-01-01 12:00');   -- the watermark passes 11:00
+SELECT window_start, count(*) FROM ptf.tumble(NULL::plays, 'played_at', '1 hour',
+    changes => true, uid => 'plays', watermark_delay => '1 hour') GROUP BY 1;
+SELECT uid, rows_in, rows_late, rows_skipped FROM ptf.state WHERE uid = 'plays';
+SELECT ptf.drop_state('plays');
+
+\echo
+\echo '=== (n) A parallel call: keep-first over a table PostgreSQL would scan in'
+\echo '===     parallel splits its blocks between workers; the answer is the serial one.'
+CREATE TABLE taps AS SELECT g AS seq, g % 1000 AS device FROM generate_series(1, 200000) g;
+ANALYZE taps;
+SET min_parallel_table_scan_size = 0;
+SET parallel_setup_cost = 0;
+SELECT count(*) AS devices FROM ptf.deduplicate_keep_first(NULL::taps, partition_by => '{device}');
+SELECT function, rows_in, rows_out, workers_planned, workers_launched FROM ptf.last_call_stats();
+RESET min_parallel_table_scan_size;
+RESET parallel_setup_cost;
