@@ -141,3 +141,14 @@ SELECT count(*) AS differences FROM (
     (TABLE sp_first EXCEPT ALL TABLE sp_expected) UNION ALL (TABLE sp_expected EXCEPT ALL TABLE sp_first)) d;
 
 DROP SCHEMA hs CASCADE;
+
+-- the nodes' internal functions of distributed pipelines take only tokens they made: a token
+-- names a table made as the extension's owner (refused before anything else is looked at)
+CREATE ROLE hs_mallory;
+SET ROLE hs_mallory;
+SELECT ptf._citus_handoff_send('p', 1, 'x; DROP TABLE ptf.uid_registry; --', 'ptf.t', 0);
+SELECT ptf._citus_handoff_receive('p', 1, '0123456789ABCDEF', '{}');
+SELECT ptf._citus_shard_forget('p', 1, '0123456789abcdef0');
+SELECT ptf._citus_shard_prepare('p', 'SELECT 1', 'ptf.s', 'append', 'zz', 1, false);
+RESET ROLE;
+DROP ROLE hs_mallory;

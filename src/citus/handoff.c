@@ -245,7 +245,7 @@ ptf_citus_handoff_receive(PG_FUNCTION_ARGS)
 {
 	char	   *dist_name = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	int64		shard = PG_GETARG_INT64(1);
-	char	   *token = text_to_cstring(PG_GETARG_TEXT_PP(2));
+	char	   *token = citus_token_arg(fcinfo, 2, false);
 	text	   *export = PG_GETARG_TEXT_PP(3);
 	ShardPipeline *sp;
 	DistPipeline d;
@@ -390,7 +390,7 @@ ptf_citus_handoff_send(PG_FUNCTION_ARGS)
 {
 	char	   *dist_name = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	int64		shard = PG_GETARG_INT64(1);
-	char	   *token = text_to_cstring(PG_GETARG_TEXT_PP(2));
+	char	   *token = citus_token_arg(fcinfo, 2, false);
 	int32		target_node = PG_GETARG_INT32(4);
 	ShardPipeline *sp;
 	char	   *table = handoff_table_name(token, shard);

@@ -611,6 +611,24 @@ citus_keep(const char *s)
 }
 
 char *
+citus_token_arg(FunctionCallInfo fcinfo, int argno, bool empty_ok)
+{
+	char	   *token = text_to_cstring(PG_GETARG_TEXT_PP(argno));
+	size_t		len = strlen(token);
+	bool		ok = (len == 16 || (len == 0 && empty_ok));
+	size_t		i;
+
+	for (i = 0; ok && i < len; i++)
+		ok = (token[i] >= '0' && token[i] <= '9') || (token[i] >= 'a' && token[i] <= 'f');
+	if (!ok)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid token \"%s\"", token),
+				 errdetail("Tokens are made by ptf.create_pipeline and shard moves: 16 hexadecimal digits.")));
+	return token;
+}
+
+char *
 citus_new_token(void)
 {
 	uint8		bytes[8];

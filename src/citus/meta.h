@@ -133,4 +133,11 @@ extern Datum citus_text_array(List *items);
 /* a random token naming one create_pipeline or move */
 extern char *citus_new_token(void);
 
+/*
+ * A token argument of the nodes' internal functions: what citus_new_token
+ * makes (16 hex digits), or '' where allowed.  Anything else is refused:
+ * tokens name tables made as the extension's owner.
+ */
+extern char *citus_token_arg(FunctionCallInfo fcinfo, int argno, bool empty_ok);
+
 #endif							/* PTF_CITUS_META_H */

@@ -559,7 +559,7 @@ ptf_citus_shard_prepare(PG_FUNCTION_ARGS)
 	char	   *query = text_to_cstring(PG_GETARG_TEXT_PP(1));
 	char	   *sink = text_to_cstring(PG_GETARG_TEXT_PP(2));
 	char	   *sink_mode = text_to_cstring(PG_GETARG_TEXT_PP(3));
-	char	   *token = text_to_cstring(PG_GETARG_TEXT_PP(4));
+	char	   *token = citus_token_arg(fcinfo, 4, false);
 	int64		shard = PG_GETARG_INT64(5);
 	bool		incoming = PG_GETARG_BOOL(6);
 	char	   *result;
@@ -599,7 +599,7 @@ ptf_citus_shard_forget(PG_FUNCTION_ARGS)
 {
 	char	   *dist_name = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	int64		shard = PG_GETARG_INT64(1);
-	char	   *token = text_to_cstring(PG_GETARG_TEXT_PP(2));
+	char	   *token = citus_token_arg(fcinfo, 2, true);
 	List	   *victims = NIL;
 	ListCell   *lc;
 	Oid			types[2] = {TEXTOID, TEXTOID};
