@@ -50,6 +50,8 @@ struct PtfUpsert
 	PtfFrame   *frame;			/* its own */
 	PtfFrameInput *handle;		/* of its frame */
 	uint64		truncations;	/* passed over, this call */
+	PtfRowSink	next;			/* the input's own adapter (a planned WHERE), or NULL */
+	void	   *next_arg;
 };
 
 PtfUpsert *
@@ -58,7 +60,7 @@ ptf_upsert_open(PtfCall *call, PtfCallInput *in, DurableState *ds)
 	PtfUpsert  *u = palloc0(sizeof(PtfUpsert));
 	DurableIdentity id;
 
-	Assert(in->upsert_keys != NULL && call->changes && in->adapter == NULL);
+	Assert(in->upsert_keys != NULL && call->changes);
 	u->call = call;
 	u->in = in;
 	u->keys = in->upsert_keys;
@@ -113,7 +115,11 @@ upsert_emit(void *arg, RowKind kind, TupleTableSlot *row)
 		/* an operator would keep or emit a value the WAL did not carry */
 		ptf_check_meta_complete(&meta);
 	}
-	frame_push(u->in->handle, kind, row, &meta);
+	/* a planned WHERE sees whole rows: the kept row's, for a key-only delete */
+	if (u->next != NULL)
+		u->next(u->next_arg, kind, row, &meta);
+	else
+		frame_push(u->in->handle, kind, row, &meta);
 }
 
 PtfOperator *
@@ -185,6 +191,9 @@ ptf_upsert_start(PtfUpsert *u)
 	u->handle = frame_add_input(u->frame, &spec);
 	frame_start(u->frame, op);
 	ptf_state_load_start(u->load, u->frame, PTF_TIME_MIN);
+	/* the input's adapter, if any, runs after normalizing: rows reach it whole */
+	u->next = u->in->adapter;
+	u->next_arg = u->in->adapter_arg;
 	u->in->adapter = upsert_push;
 	u->in->adapter_arg = u;
 }
