@@ -202,6 +202,26 @@ ptf_time_to_datum_as(PtfTime t, Oid from, Oid to, bool *gap_warned)
 	return ptf_time_to_datum(t, to);
 }
 
+Datum
+ptf_time_to_datum_cached(PtfTimeCache *cache, int64 period, PtfTime t, Oid from, Oid to,
+						 bool *gap_warned)
+{
+	int			slot;
+
+	Assert(period > 0);
+	/* only the zone's conversion is worth keeping (and its result is by value) */
+	if (from != TIMESTAMPOID || to != TIMESTAMPTZOID)
+		return ptf_time_to_datum_as(t, from, to, gap_warned);
+	slot = (int) ((uint64) (t / period) % PTF_TIME_CACHE_SLOTS);
+	if (!cache->valid[slot] || cache->bound[slot] != t)
+	{
+		cache->converted[slot] = ptf_time_to_datum_as(t, from, to, gap_warned);
+		cache->bound[slot] = t;
+		cache->valid[slot] = true;
+	}
+	return cache->converted[slot];
+}
+
 int64
 ptf_interval_to_us(Datum d, const char *argname)
 {

@@ -41,6 +41,25 @@ extern Datum ptf_time_to_datum(PtfTime t, Oid typid);
 extern Datum ptf_time_to_datum_as(PtfTime t, Oid from, Oid to, bool *gap_warned);
 
 /*
+ * The last conversions of one column of window bounds, for operators that
+ * convert per row: a timestamp's to timestamptz costs time zone lookups
+ * (two with the gap check), and rows share few windows.  Direct-mapped by
+ * the bound over period (the windows' spacing); zeroed is empty.
+ */
+#define PTF_TIME_CACHE_SLOTS 64
+
+typedef struct PtfTimeCache
+{
+	PtfTime		bound[PTF_TIME_CACHE_SLOTS];
+	Datum		converted[PTF_TIME_CACHE_SLOTS];
+	bool		valid[PTF_TIME_CACHE_SLOTS];
+} PtfTimeCache;
+
+/* ptf_time_to_datum_as through cache (period > 0) */
+extern Datum ptf_time_to_datum_cached(PtfTimeCache *cache, int64 period, PtfTime t,
+									  Oid from, Oid to, bool *gap_warned);
+
+/*
  * An interval in microseconds; errors (argname in the message) when it is
  * negative or out of range.  A month counts 30 days.
  */

@@ -30,6 +30,7 @@ typedef struct WindowTvf
 	Oid			col_types[3];
 	uint64		skipped;
 	bool		gap_warned;		/* a bound in a daylight-saving gap was warned of */
+	PtfTimeCache bounds[3];		/* of window_start, window_end, window_time */
 } WindowTvf;
 
 static void
@@ -40,9 +41,12 @@ tvf_emit(WindowTvf *t, Datum data, PtfTime start, PtfTime end)
 	ExecClearTuple(out);
 	out->tts_values[0] = data;
 	out->tts_isnull[0] = false;
-	out->tts_values[1] = ptf_time_to_datum_as(start, t->time_type, t->col_types[0], &t->gap_warned);
-	out->tts_values[2] = ptf_time_to_datum_as(end, t->time_type, t->col_types[1], &t->gap_warned);
-	out->tts_values[3] = ptf_time_to_datum_as(end - MS, t->time_type, t->col_types[2], &t->gap_warned);
+	out->tts_values[1] = ptf_time_to_datum_cached(&t->bounds[0], t->spec.slice, start,
+												  t->time_type, t->col_types[0], &t->gap_warned);
+	out->tts_values[2] = ptf_time_to_datum_cached(&t->bounds[1], t->spec.slice, end,
+												  t->time_type, t->col_types[1], &t->gap_warned);
+	out->tts_values[3] = ptf_time_to_datum_cached(&t->bounds[2], t->spec.slice, end - MS,
+												  t->time_type, t->col_types[2], &t->gap_warned);
 	out->tts_isnull[1] = out->tts_isnull[2] = out->tts_isnull[3] = false;
 	ExecStoreVirtualTuple(out);
 	ptf_operator_emit(&t->base, ROWKIND_INSERT, out);

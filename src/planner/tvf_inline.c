@@ -197,6 +197,7 @@ typedef struct WindowsCall
 	int			next;			/* the next to return */
 	bool		active;			/* a row is being returned */
 	bool		gap_warned;		/* a bound in a daylight-saving gap was warned of */
+	PtfTimeCache bounds[3];		/* of window_start, window_end, window_time */
 	ExprContext *econtext;		/* where the reset callback is registered */
 } WindowsCall;
 
@@ -289,9 +290,13 @@ ptf_tvf_windows(PG_FUNCTION_ARGS)
 		Datum		values[3];
 		bool		nulls[3] = {false, false, false};
 
-		values[0] = ptf_time_to_datum_as(window_start_of(&c->w, end), c->type, TIMESTAMPTZOID, &c->gap_warned);
-		values[1] = ptf_time_to_datum_as(end, c->type, TIMESTAMPTZOID, &c->gap_warned);
-		values[2] = ptf_time_to_datum_as(end - window_time_before_end(), c->type, TIMESTAMPTZOID, &c->gap_warned);
+		values[0] = ptf_time_to_datum_cached(&c->bounds[0], c->w.slice, window_start_of(&c->w, end),
+											 c->type, TIMESTAMPTZOID, &c->gap_warned);
+		values[1] = ptf_time_to_datum_cached(&c->bounds[1], c->w.slice, end,
+											 c->type, TIMESTAMPTZOID, &c->gap_warned);
+		values[2] = ptf_time_to_datum_cached(&c->bounds[2], c->w.slice,
+											 end - window_time_before_end(),
+											 c->type, TIMESTAMPTZOID, &c->gap_warned);
 		rsinfo->isDone = ExprMultipleResult;
 		PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(c->desc, values, nulls)));
 	}
