@@ -180,11 +180,13 @@ INSERT INTO lim SELECT g FROM generate_series(1, 5) g;
 SELECT * FROM deduplicate_keep_first(NULL::lim, partition_by => '{k}', uid => 'lim') ORDER BY k LIMIT 2;
 SELECT keys FROM state WHERE uid = 'lim';
 SELECT * FROM (SELECT * FROM to_changelog(NULL::lim, uid => 'lim_cl') OFFSET 4) t;
--- no warning: no uid, a NULL uid, no LIMIT on the call's own level
+-- no warning: no uid, a NULL uid, no LIMIT on the call's own level, OFFSET 0, LIMIT ALL
 SELECT * FROM deduplicate_keep_first(NULL::lim, partition_by => '{k}') ORDER BY k LIMIT 1;
 SELECT * FROM deduplicate_keep_first(NULL::lim, partition_by => '{k}', uid => NULL) ORDER BY k LIMIT 1;
 SELECT count(*) FROM (SELECT * FROM deduplicate_keep_first(NULL::lim, partition_by => '{k}', uid => 'lim2')) t;
-SELECT drop_state('lim'), drop_state('lim_cl'), drop_state('lim2');
+SELECT count(*) FROM (SELECT * FROM deduplicate_keep_first(NULL::lim, partition_by => '{k}', uid => 'lim3') OFFSET 0) t;
+SELECT count(*) FROM (SELECT * FROM deduplicate_keep_first(NULL::lim, partition_by => '{k}', uid => 'lim4') LIMIT ALL) t;
+SELECT drop_state('lim'), drop_state('lim_cl'), drop_state('lim2'), drop_state('lim3'), drop_state('lim4');
 DROP TABLE lim;
 
 -- drop_state forgets everything, table included

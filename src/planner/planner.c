@@ -39,6 +39,7 @@
 #include "access/htup_details.h"
 #include "catalog/pg_language.h"
 #include "catalog/pg_proc.h"
+#include "catalog/pg_type.h"
 #include "catalog/namespace.h"
 #include "funcapi.h"
 #include "nodes/nodeFuncs.h"
@@ -134,12 +135,30 @@ uid_argument(Node *funcexpr)
  * pg_logical_slot_get_changes under a LIMIT.  Said where it can be seen,
  * when the query is planned; a cursor closed early cannot be seen.
  */
+/* LIMIT ALL and OFFSET 0 (an optimization fence) limit nothing */
+static bool
+limits_nothing(Node *limit, bool offset)
+{
+	Const	   *c;
+
+	if (limit == NULL)
+		return true;
+	/* "OFFSET 0" is a cast of an int4 constant until folded */
+	limit = eval_const_expressions(NULL, copyObject(limit));
+	if (!IsA(limit, Const))
+		return false;
+	c = (Const *) limit;
+	if (c->constisnull)
+		return true;
+	return offset && c->consttype == INT8OID && DatumGetInt64(c->constvalue) == 0;
+}
+
 static void
 warn_limited_uid_calls(Query *q)
 {
 	ListCell   *lc;
 
-	if (q->limitCount == NULL && q->limitOffset == NULL)
+	if (limits_nothing(q->limitCount, false) && limits_nothing(q->limitOffset, true))
 		return;
 	foreach(lc, q->rtable)
 	{
