@@ -161,5 +161,17 @@ SELECT * FROM (SELECT (data).id, row_number() OVER (PARTITION BY window_start, w
   FROM tumble(NULL::plain_clicks, 'ts', '1 hour', uid => 'plain_top', changes => true)) t WHERE rownum = 1;
 
 SELECT count(drop_state(uid)) FROM state;
-DROP TABLE clicks, plain_clicks, nokey_clicks, where_clicks;
+-- a planned uid's state is by column numbers: after a column is renamed, the query naming it
+-- anew goes on with the same state (as a pipeline's, printed again at the rename, does)
+CREATE TABLE rn (id int, ts timestamp, v int);
+ALTER TABLE rn REPLICA IDENTITY FULL;
+SELECT window_start, sum((data).v) FROM tumble(NULL::rn, 'ts', '1 hour', uid => 'rn', changes => true) GROUP BY 1;
+INSERT INTO rn VALUES (1, '2024-01-01 10:05', 1), (2, '2024-01-01 10:10', 2);
+ALTER TABLE rn RENAME COLUMN v TO val;
+INSERT INTO rn VALUES (3, '2024-01-01 10:50', 4), (4, '2024-01-01 11:00', 8);
+SELECT window_start, sum((data).val) FROM tumble(NULL::rn, 'ts', '1 hour', uid => 'rn', changes => true) GROUP BY 1;
+-- another aggregate is another state
+SELECT window_start, max((data).val) FROM tumble(NULL::rn, 'ts', '1 hour', uid => 'rn', changes => true) GROUP BY 1;
+SELECT drop_state('rn');
+DROP TABLE clicks, plain_clicks, nokey_clicks, where_clicks, rn;
 DROP TYPE per_user;

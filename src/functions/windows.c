@@ -38,6 +38,7 @@
 #include "common/int.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "common/md5.h"
 #include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
 #include "optimizer/cost.h"
@@ -286,6 +287,71 @@ window_kind_name(WindowKind kind)
 }
 
 /*
+ * An expression tree as a short digest of nodeToString's text without
+ * the parse locations (which the query's text decides): equal trees --
+ * columns by number, functions and operators by OID -- equal digests.
+ */
+static char *
+node_identity(Node *node)
+{
+	char		hex[33];
+	const char *err = NULL;
+	char	   *s = nodeToString(node);
+	char	   *in = s;
+	char	   *out = s;
+	static const char loc[] = " :location ";
+
+	while (*in != '\0')
+	{
+		if (strncmp(in, loc, sizeof(loc) - 1) == 0)
+		{
+			in += sizeof(loc) - 1;
+			if (*in == '-')
+				in++;
+			while (*in >= '0' && *in <= '9')
+				in++;
+			continue;
+		}
+		*out++ = *in++;
+	}
+	*out = '\0';
+	if (!pg_md5_hash(s, strlen(s), hex, &err))
+		elog(ERROR, "could not compute a digest: %s", err ? err : "out of memory");
+	hex[12] = '\0';
+	return psprintf("#%s", hex);
+}
+
+/*
+ * What a planned query's uid state depends on besides its inputs and keys,
+ * by column numbers and object OIDs, not by names: a pipeline's query is
+ * printed again when what it names is renamed (commands/renames.c), and
+ * its uid must go on.  (pw->describe, by names, is for people.)
+ */
+static char *
+planned_identity(const PtfPlannedWindow *pw)
+{
+	StringInfoData buf;
+	int			i;
+
+	initStringInfo(&buf);
+	appendStringInfoString(&buf, "keys");
+	for (i = 0; i < pw->nkeys; i++)
+		appendStringInfo(&buf, " %d", pw->key_attnos[i]);
+	if (pw->kind == PTF_PLANNED_AGGREGATE)
+		appendStringInfo(&buf, ", aggregates %s", node_identity((Node *) pw->aggs));
+	else
+	{
+		appendStringInfo(&buf, ", top %lld by", (long long) pw->rank.limit);
+		for (i = 0; i < pw->rank.nsort; i++)
+			appendStringInfo(&buf, " %d %u %u %d", pw->rank.sort_attnos[i], pw->rank.sort_ops[i],
+							 pw->rank.sort_colls[i], (int) pw->rank.sort_nulls_first[i]);
+	}
+	if (pw->filter != NIL)
+		appendStringInfo(&buf, ", where %s", node_identity((Node *) pw->filter));
+	return buf.data;
+}
+
+/*
  * The input is planned.  As the TVF: a (kind, data) query is refused.  A
  * window aggregate over a change stream retracts updated and deleted rows
  * as window_aggregate does (whole old rows, or the last row of each key
@@ -406,7 +472,7 @@ run_planned(PlannedCall *pc, PtfCallInput *in)
 	/* what the state depends on besides the inputs and keys */
 	call->options = psprintf("planned %s windows of %lld/%lld us offset %lld: %s",
 							 window_kind_name(w->kind), (long long) w->size,
-							 (long long) w->step, (long long) w->offset, pw->describe);
+							 (long long) w->step, (long long) w->offset, planned_identity(pw));
 	call->prepared = planned_prepared;
 	call->build = build_planned;
 	call->skipped = planned_skipped;
