@@ -277,6 +277,27 @@ like(error_of($coord, "SELECT citus_move_shard_placement($shard, '127.0.0.1', " 
       . ", '127.0.0.1', " . $to->port . ", 'block_writes')"),
     qr/^55000 cannot move shard \d+ while pipeline "log" over it is paused/, 'a move of a paused pipeline\'s group is refused');
 $coord->safe_psql('postgres', q{SELECT ptf.resume_pipeline('log')});
+# a window aggregate over an upsert source (a key, REPLICA IDENTITY DEFAULT) keeps the last
+# row of each key in a second table, which a move does not carry yet: refused
+$coord->safe_psql('postgres', q{
+    CREATE TABLE plays (user_id int, id bigint, ts timestamptz, PRIMARY KEY (user_id, id));
+    SELECT create_distributed_table('plays', 'user_id', colocate_with => 'events');
+    CREATE TABLE play_hours (user_id int, window_start timestamptz, window_end timestamptz, n bigint);
+    SELECT create_distributed_table('play_hours', 'user_id', colocate_with => 'events');
+    SELECT ptf.create_pipeline('upserts', $q$SELECT * FROM ptf.window_aggregate(NULL::plays, NULL::play_hours,
+        'tumble', 'ts', '1 hour', partition_by => '{user_id}', aggregates => 'count(*) AS n',
+        changes => true, uid => 'upserts')$q$, 'play_hours');
+});
+$coord->safe_psql('postgres', "INSERT INTO plays VALUES ($key_of_shard{$shard}, 1, '2024-01-01 10:00')");
+ok($c->wait_for(sub { $from->safe_psql('postgres', q{
+        SELECT count(*) FROM pg_class WHERE relname LIKE 'state\_%\_images'}) > 0 }),
+    'the upsert pipeline keeps its rows by key');
+like(error_of($coord, "SELECT citus_move_shard_placement($shard, '127.0.0.1', " . $from->port
+      . ", '127.0.0.1', " . $to->port . ", 'block_writes')"),
+    # (raised on the node: master_run_on_worker passes its message, not its SQLSTATE)
+    qr/cannot move shard \d+ while pipeline "upserts" keeps the last row of each key of it/,
+    'a move of a group whose pipeline keeps rows by key is refused');
+$coord->safe_psql('postgres', q{SELECT ptf.drop_pipeline('upserts')});
 check_all('after the refusals');
 
 # ---- a shard pipeline whose slot is gone (a promoted standby has no logical slots)
