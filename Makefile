@@ -23,6 +23,7 @@ OBJS = \
 	src/base/subxact.o \
 	src/catalog.o \
 	src/citus/create.o \
+	src/citus/ddl.o \
 	src/citus/drain.o \
 	src/citus/fence.o \
 	src/citus/handoff.o \

@@ -26,6 +26,7 @@
 #ifndef PTF_CITUS_H
 #define PTF_CITUS_H
 
+#include "nodes/nodes.h"
 #include "worker/worker.h"
 
 /* Is the citus extension installed in this database? */
@@ -66,6 +67,9 @@ extern void ptf_citus_check_slot_lost(const char *uid);
 
 /* DROP EXTENSION on the coordinator: the distributed catalog goes too */
 extern void ptf_citus_drop_extension(void);
+
+/* the commands room's utility check: DDL that would strand a distributed pipeline (ddl.c) */
+extern void citus_check_utility(Node *stmt);
 
 /* from _PG_init: the planner hook, and when preloading shared memory */
 extern void ptf_citus_init(void);

@@ -15,6 +15,7 @@
 #include "citus/citus.h"
 #include "citus/drain.h"
 #include "citus/move.h"
+#include "commands/drops.h"
 #include "functions/common.h"
 #include "functions/pipelines.h"
 #include "state/durable.h"
@@ -33,6 +34,7 @@ ptf_citus_init(void)
 	ptf_step_hooks.step_done = ptf_citus_step_done;
 	ptf_stream_table_hook = ptf_citus_check_stream_table;
 	ptf_stream_lost_hook = ptf_citus_check_slot_lost;
+	ptf_utility_check_hook = citus_check_utility;
 
 	citus_drain_define_gucs();
 	citus_move_init();

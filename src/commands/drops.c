@@ -68,6 +68,8 @@ PG_FUNCTION_INFO_V1(ptf_drop_streams);
 
 static ProcessUtility_hook_type prev_process_utility = NULL;
 
+ptf_utility_check_hook_type ptf_utility_check_hook = NULL;
+
 /*
  * DROP OWNED BY role: its uids and pipelines in this database go, as
  * ptf.drop_state and ptf.drop_pipeline drop them (DROP OWNED is per
@@ -536,8 +538,11 @@ ptf_process_utility(PlannedStmt *pstmt, const char *queryString,
 	volatile Oid dropped_db = InvalidOid;
 	volatile bool stopped = false;
 	/* pipelines' queries follow renames (commands/renames.c) */
-	void	   *renames = ptf_renames_before(stmt);
+	void	   *renames;
 
+	if (ptf_utility_check_hook != NULL)
+		ptf_utility_check_hook(stmt);
+	renames = ptf_renames_before(stmt);
 	if (IsA(stmt, DropRoleStmt))
 		refuse_dropping_stream_owners((DropRoleStmt *) stmt);
 	else if (IsA(stmt, ReassignOwnedStmt))

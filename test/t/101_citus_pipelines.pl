@@ -344,6 +344,23 @@ is($coord->safe_psql('postgres', 'SELECT count(*) FROM ptf.distributed_pipeline_
 like(error_of($coord, q{SET ROLE bob; SELECT ptf.drop_pipeline('firsts')}),
     qr/^42501 must be owner of pipeline "firsts"/, 'nor drops the pipeline');
 
+# ---- DDL that would strand a distributed pipeline (it names its tables and owner by name)
+like(error_of($coord, q{ALTER TABLE events RENAME TO events2}),
+    qr/^0A000 cannot rename table events: distributed pipeline .*firsts.* reads or writes it by name/,
+    'the source table is not renamed');
+like(error_of($coord, q{ALTER TABLE first_events RENAME COLUMN v TO w}),
+    qr/^0A000 cannot rename a column of table first_events: distributed pipeline firsts /,
+    'nor a column of the sink');
+like(error_of($coord, q{CREATE SCHEMA elsewhere; ALTER TABLE events SET SCHEMA elsewhere}),
+    qr/^0A000 cannot move table events: /, 'nor is the source moved to another schema');
+like(error_of($coord, q{ALTER SCHEMA public RENAME TO public2}),
+    qr/^0A000 cannot rename schema public: /, 'nor its schema renamed');
+like(error_of($coord, q{REASSIGN OWNED BY postgres TO bob}),
+    qr/^0A000 cannot reassign what is owned by role postgres: it owns distributed pipeline /,
+    'nor what its owner owns reassigned');
+$coord->safe_psql('postgres', q{CREATE TABLE unrelated (a int); ALTER TABLE unrelated RENAME TO unrelated2; DROP TABLE unrelated2});
+check_all('after the refused DDL');
+
 # ---- drop: nothing left on any node
 $coord->safe_psql('postgres', qq{SELECT ptf.drop_pipeline('$_')})
   for qw(firsts history sums priced checked);
