@@ -125,6 +125,9 @@ spill(ChangeBuffer *b)
 	MemoryContextReset(b->cxt);
 	b->first = b->last = NULL;
 	b->mem_used = 0;
+	/* it was in the memory just reset (a spill of an earlier round) */
+	b->buf = NULL;
+	b->buf_size = 0;
 }
 
 /* A record's room, to be written to the file (buf grows as needed). */
@@ -150,18 +153,30 @@ reserve(ChangeBuffer *b, Size size)
 	Chunk	   *c = b->last;
 	char	   *p;
 
+	/* a chunk of an earlier round, emptied by change_buffer_reset */
+	if (c != NULL && c->size - c->used < size && c->next != NULL && c->next->size >= size)
+	{
+		c = b->last = c->next;
+		Assert(c->used == 0);
+		b->mem_used += CHUNK_DATA_OFFSET + c->size;
+	}
 	if (c == NULL || c->size - c->used < size)
 	{
 		Size		csize = Max(CHUNK_SIZE, size);
 
 		c = MemoryContextAlloc(b->cxt, CHUNK_DATA_OFFSET + csize);
-		c->next = NULL;
 		c->used = 0;
 		c->size = csize;
 		if (b->last != NULL)
+		{
+			c->next = b->last->next;
 			b->last->next = c;
+		}
 		else
+		{
+			c->next = b->first;
 			b->first = c;
+		}
 		b->last = c;
 		b->mem_used += CHUNK_DATA_OFFSET + csize;
 	}
@@ -299,6 +314,32 @@ change_buffer_next(ChangeBuffer *b, TupleTableSlot **slots, HeapTupleData *tuple
 	else
 		ExecStoreAllNullTuple(slots[h->table]);
 	return true;
+}
+
+Size
+change_buffer_bytes(ChangeBuffer *b)
+{
+	return b->mem_used;
+}
+
+void
+change_buffer_reset(ChangeBuffer *b)
+{
+	Chunk	   *c;
+
+	if (b->file != NULL)
+	{
+		BufFileClose(b->file);
+		b->file = NULL;
+	}
+	/* the chunks are used again in order: their pages are the process's already */
+	for (c = b->first; c != NULL; c = c->next)
+		c->used = 0;
+	b->last = b->first;
+	b->mem_used = b->first != NULL ? CHUNK_DATA_OFFSET + b->first->size : 0;
+	b->reading = false;
+	b->read_chunk = NULL;
+	b->read_off = 0;
 }
 
 void

@@ -58,6 +58,15 @@ extern bool change_buffer_next(ChangeBuffer *b, TupleTableSlot **slots,
 							   RowKind *kind, PtfRowMeta *meta);
 
 /* Its file closed and its memory freed. */
+/* memory the changes put since the last reset take */
+extern Size change_buffer_bytes(ChangeBuffer *b);
+
+/*
+ * Empty the buffer after it was read, to be put into again: its memory is
+ * kept and used again (a round of a long read costs no new pages).
+ */
+extern void change_buffer_reset(ChangeBuffer *b);
+
 extern void change_buffer_free(ChangeBuffer *b);
 
 #endif							/* PTF_CHANGE_BUFFER_H */

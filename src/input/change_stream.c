@@ -108,6 +108,7 @@ struct PtfChangeStream
 	bool		txn_handed_over;	/* the transaction being read gave rows */
 	XLogRecPtr	last_productive;	/* end of the last transaction that did */
 	ChangeBuffer *buffer;		/* what was decoded, until it is handed over */
+	MemoryContext row_cxt;		/* a change's, while its sink runs */
 
 	/* the transaction being read */
 	bool		skip_txn;
@@ -743,9 +744,22 @@ write_refused(LogicalDecodingContext *ctx, XLogRecPtr lsn, TransactionId xid,
 }
 
 /*
+ * A long read is handed over in rounds of about this much decoded memory,
+ * between WAL records -- at transaction boundaries, as decoding replays a
+ * transaction whole within one record -- rather than all at the end: a
+ * buffer of the whole read would take new memory (and pages) for every
+ * change, or go to a temporary file.  Round by round the buffer's memory
+ * is used again.
+ */
+#define ROUND_BYTES ((Size) 8 * 1024 * 1024)
+
+static void hand_over(PtfChangeStream *cs);
+static void hand_over_round(PtfChangeStream *cs);
+
+/*
  * Decode the slot into the buffer: every transaction ending after
  * resume_after, up to about ptf.max_changes_per_call rows, stopping at a
- * transaction's end.
+ * transaction's end; handed over in rounds on the way (ROUND_BYTES).
  */
 static void
 decode(PtfChangeStream *cs, XLogRecPtr resume_after, bool resume_committed,
@@ -845,6 +859,8 @@ decode(PtfChangeStream *cs, XLogRecPtr resume_after, bool resume_committed,
 			CurrentResourceOwner = cs->outer_owner;
 			MemoryContextSwitchTo(cs->outer_cxt);
 			CHECK_FOR_INTERRUPTS();
+			if (change_buffer_bytes(cs->buffer) >= ROUND_BYTES)
+				hand_over_round(cs);
 		}
 		ptf_decoding_set_sink(ctx, NULL);
 
@@ -891,6 +907,22 @@ decode(PtfChangeStream *cs, XLogRecPtr resume_after, bool resume_committed,
 	PG_END_TRY();
 }
 
+
+/*
+ * The operators run between two WAL records as they run after decoding
+ * (hand_over), with the caches cleared of what decoding's historic
+ * lookups left in them, and cleared again of the present before decoding
+ * goes on (as before the first record).
+ */
+static void
+hand_over_round(PtfChangeStream *cs)
+{
+	InvalidateSystemCaches();
+	hand_over(cs);
+	change_buffer_reset(cs->buffer);
+	InvalidateSystemCaches();
+}
+
 /* Hand what was decoded to the tables' sinks, in the order decoded. */
 static void
 hand_over(PtfChangeStream *cs)
@@ -909,8 +941,12 @@ hand_over(PtfChangeStream *cs)
 	while (change_buffer_next(cs->buffer, slots, tuples, &table, &kind, &cs->meta))
 	{
 		StreamTable *st = &cs->tables[table];
+		MemoryContext old = MemoryContextSwitchTo(cs->row_cxt);
 
+		/* what a change leaves behind goes with it, as decoding's own memory did */
 		st->t.sink(st->t.sink_arg, kind, st->slot, &cs->meta);
+		MemoryContextSwitchTo(old);
+		MemoryContextReset(cs->row_cxt);
 		ExecClearTuple(st->slot);
 		CHECK_FOR_INTERRUPTS();
 	}
@@ -929,11 +965,15 @@ change_stream_run(PtfChangeStream *cs, XLogRecPtr resume_after, bool resume_comm
 	cs->last_productive = InvalidXLogRecPtr;
 	cs->buffer = change_buffer_create((Size) logical_decoding_work_mem * 1024,
 									  CurrentResourceOwner);
+	cs->row_cxt = AllocSetContextCreate(CurrentMemoryContext, "ptf change",
+										ALLOCSET_DEFAULT_SIZES);
 
 	decode(cs, resume_after, resume_committed, kept);
 	hand_over(cs);
 	change_buffer_free(cs->buffer);
 	cs->buffer = NULL;
+	MemoryContextDelete(cs->row_cxt);
+	cs->row_cxt = NULL;
 }
 
 void
