@@ -29,6 +29,7 @@
 #include "utils/typcache.h"
 
 #include "base/ptf_time.h"
+#include "catalog.h"
 #include "functions/common.h"
 #include "engine/state_load.h"
 
@@ -356,4 +357,16 @@ ptf_replica_identity_keys(Oid relid, TupleDesc rowdesc, char *replident)
 	}
 	relation_close(rel, AccessShareLock);
 	return keys;
+}
+
+void
+ptf_input_watermark(PtfFrameInputSpec *frame, Oid relid, const char *on_time, int64 delay,
+					bool stream)
+{
+	if (delay < 0)
+		delay = ptf_declared_watermark_delay(relid, on_time);
+	if (delay < 0 && stream)
+		delay = 0;
+	frame->has_delay = (delay >= 0);
+	frame->delay_us = Max(delay, 0);
 }

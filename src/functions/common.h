@@ -82,4 +82,12 @@ extern KeySpec *ptf_replica_identity_keys(Oid relid, TupleDesc rowdesc, char *re
 typedef void (*ptf_stream_table_hook_type) (Oid relid);
 extern ptf_stream_table_hook_type ptf_stream_table_hook;
 
+/*
+ * An input's watermark: delay as given (>= 0), else the one declared on
+ * the table (ptf.set_watermark), else none -- but a stream (uid) needs
+ * one, and without a delay it is max(event time).
+ */
+extern void ptf_input_watermark(PtfFrameInputSpec *frame, Oid relid, const char *on_time,
+								int64 delay, bool stream);
+
 #endif							/* PTF_FUNCTIONS_COMMON_H */

@@ -64,7 +64,6 @@ dedup_prepared(PtfCall *call)
 {
 	DedupCall  *dc = (DedupCall *) call;
 	PtfCallInput *in = &call->inputs[0];
-	int64		delay = dc->delay;
 
 	if (!dc->opts.event_time)
 	{
@@ -80,14 +79,7 @@ dedup_prepared(PtfCall *call)
 				 errdetail("The query returns (kind, data) rows, a changelog."),
 				 errhint("A watermark finalizes event times that an update could change afterwards; drop on_time to keep the first arrival instead.")));
 
-	/* the watermark: given, else declared on the table, else none */
-	if (delay < 0)
-		delay = ptf_declared_watermark_delay(in->arg.relid, call->on_time);
-	/* a stream (uid) needs a watermark; without a delay it is max(event time) */
-	if (delay < 0 && call->uid != NULL)
-		delay = 0;
-	in->frame.has_delay = (delay >= 0);
-	in->frame.delay_us = Max(delay, 0);
+	ptf_input_watermark(&in->frame, in->arg.relid, call->on_time, dc->delay, call->uid != NULL);
 	dc->opts.live_timers = in->frame.has_delay;
 	/* without a watermark before the end no row is late: arrival order matters only in ties */
 	if (!in->frame.has_delay && dc->opts.ttl_us == 0)

@@ -343,16 +343,10 @@ temporal_join_prepared(PtfCall *call)
 	for (i = 0; i < call->ninputs; i++)
 	{
 		PtfCallInput *in = &call->inputs[i];
-		int64		delay = tc->delay;
 
-		/* given for both sides, else declared on each table, else none */
-		if (delay < 0)
-			delay = ptf_declared_watermark_delay(in->arg.relid, tc->time_names[i]);
-		/* a stream (uid) needs watermarks; without a delay, max(event time) */
-		if (delay < 0 && call->uid != NULL)
-			delay = 0;
-		in->frame.has_delay = (delay >= 0);
-		in->frame.delay_us = Max(delay, 0);
+		/* given for both sides, else declared on each table */
+		ptf_input_watermark(&in->frame, in->arg.relid, tc->time_names[i], tc->delay,
+							call->uid != NULL);
 		if (in->frame.has_delay)
 			tc->opts.live = true;
 	}

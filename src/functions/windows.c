@@ -364,7 +364,6 @@ planned_prepared(PtfCall *call)
 {
 	PlannedCall *pc = (PlannedCall *) call;
 	PtfCallInput *in = &call->inputs[0];
-	int64		delay = pc->delay;
 
 	tvf_prepared(call);
 	if (pc->pw->kind == PTF_PLANNED_AGGREGATE)
@@ -374,12 +373,7 @@ planned_prepared(PtfCall *call)
 		if (in->frame.changelog)
 			call->options = psprintf("%s, updating input", call->options);
 	}
-	if (delay < 0)
-		delay = ptf_declared_watermark_delay(in->arg.relid, call->on_time);
-	if (delay < 0 && call->uid != NULL)
-		delay = 0;
-	in->frame.has_delay = (delay >= 0);
-	in->frame.delay_us = Max(delay, 0);
+	ptf_input_watermark(&in->frame, in->arg.relid, call->on_time, pc->delay, call->uid != NULL);
 }
 
 static PtfOperator *
@@ -923,20 +917,13 @@ window_agg_prepared(PtfCall *call)
 {
 	WaCall	   *wc = (WaCall *) call;
 	PtfCallInput *in = &call->inputs[0];
-	int64		delay = wc->delay;
 
 	if (call->changes)
 		choose_old_rows(call, in);
 	/* states of updating input are of other modes: part of what a uid's state is */
 	if (in->frame.changelog)
 		call->options = psprintf("%s, updating input", call->options);
-	if (delay < 0)
-		delay = ptf_declared_watermark_delay(in->arg.relid, call->on_time);
-	/* a stream (uid) needs a watermark; without a delay it is max(event time) */
-	if (delay < 0 && call->uid != NULL)
-		delay = 0;
-	in->frame.has_delay = (delay >= 0);
-	in->frame.delay_us = Max(delay, 0);
+	ptf_input_watermark(&in->frame, in->arg.relid, call->on_time, wc->delay, call->uid != NULL);
 
 	/*
 	 * Bounded, without a watermark before the end, over insert-only rows:

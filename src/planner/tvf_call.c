@@ -247,6 +247,38 @@ ptf_tvf_key_equality_ok(Oid type, Oid eqop)
 	return OidIsValid(tce->hash_proc) && OidIsValid(tce->eq_opr) && tce->eq_opr == eqop;
 }
 
+bool
+ptf_tvf_group_columns(Query *q, List *clauses, Index rti, const PtfTvf *tvf,
+					  int *window_cols, List **key_attnos, List **key_exprs)
+{
+	ListCell   *lc;
+
+	foreach(lc, clauses)
+	{
+		SortGroupClause *sgc = lfirst_node(SortGroupClause, lc);
+		Node	   *expr = get_sortgroupclause_expr(sgc, q->targetList);
+		int			wcol;
+		AttrNumber	attno;
+
+		if ((wcol = ptf_tvf_window_column(expr, rti)) != 0)
+			*window_cols |= 1 << wcol;
+		else if ((attno = ptf_tvf_data_column(expr, rti, tvf)) != 0)
+		{
+			if (!ptf_tvf_key_equality_ok(exprType(expr), sgc->eqop))
+				return false;
+			if (!list_member_int(*key_attnos, attno))
+			{
+				*key_attnos = lappend_int(*key_attnos, attno);
+				if (key_exprs != NULL)
+					*key_exprs = lappend(*key_exprs, copyObject(expr));
+			}
+		}
+		else
+			return false;
+	}
+	return true;
+}
+
 /* ---- expressions over the input row ---- */
 
 typedef struct ToInputContext

@@ -90,4 +90,14 @@ extern bool ptf_tvf_window_determined(const PtfTvf *tvf, int window_cols);
  */
 extern bool ptf_tvf_key_equality_ok(Oid type, Oid eqop);
 
+/*
+ * Grouping or partitioning clauses (SortGroupClauses of q) over the TVF's
+ * rows, as window columns (TVF_COL_* bits or'ed into *window_cols) and key
+ * columns of the input (attnos appended to *key_attnos, each once, with
+ * the expressions naming them to *key_exprs unless it is NULL); false if a
+ * clause is neither, or a key's equality is not the keyed state's.
+ */
+extern bool ptf_tvf_group_columns(Query *q, List *clauses, Index rti, const PtfTvf *tvf,
+								  int *window_cols, List **key_attnos, List **key_exprs);
+
 #endif							/* PTF_PLANNER_TVF_CALL_H */

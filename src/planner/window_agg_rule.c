@@ -109,33 +109,11 @@ window_rule_split_quals(List *quals, Index rti, const PtfTvf *tvf, List **filter
 static bool
 shape_groups(Query *q, Index rti, const PtfTvf *tvf, AggShape *s)
 {
-	ListCell   *lc;
-
 	if (q->groupClause == NIL || q->groupingSets != NIL)
 		return false;
-	foreach(lc, q->groupClause)
-	{
-		SortGroupClause *sgc = lfirst_node(SortGroupClause, lc);
-		Node	   *expr = get_sortgroupclause_expr(sgc, q->targetList);
-		int			wcol;
-		AttrNumber	attno;
-
-		if ((wcol = ptf_tvf_window_column(expr, rti)) != 0)
-			s->window_cols |= 1 << wcol;
-		else if ((attno = ptf_tvf_data_column(expr, rti, tvf)) != 0)
-		{
-			if (!ptf_tvf_key_equality_ok(exprType(expr), sgc->eqop))
-				return false;
-			if (!list_member_int(s->key_attnos, attno))
-			{
-				s->key_attnos = lappend_int(s->key_attnos, attno);
-				s->key_exprs = lappend(s->key_exprs, copyObject(expr));
-			}
-		}
-		else
-			return false;
-	}
-	return ptf_tvf_window_determined(tvf, s->window_cols);
+	return ptf_tvf_group_columns(q, q->groupClause, rti, tvf, &s->window_cols,
+								 &s->key_attnos, &s->key_exprs) &&
+		ptf_tvf_window_determined(tvf, s->window_cols);
 }
 
 static bool

@@ -121,26 +121,9 @@ shape_rank(Query *q, Index rti, const PtfTvf *tvf, RankShape *s)
 	if ((s->wfunc = window_rule_row_number(q, s->wc)) == NULL)
 		return false;
 
-	foreach(lc, s->wc->partitionClause)
-	{
-		SortGroupClause *sgc = lfirst_node(SortGroupClause, lc);
-		Node	   *expr = get_sortgroupclause_expr(sgc, q->targetList);
-		int			wcol;
-		AttrNumber	attno;
-
-		if ((wcol = ptf_tvf_window_column(expr, rti)) != 0)
-			s->window_cols |= 1 << wcol;
-		else if ((attno = ptf_tvf_data_column(expr, rti, tvf)) != 0)
-		{
-			if (!ptf_tvf_key_equality_ok(exprType(expr), sgc->eqop))
-				return false;
-			if (!list_member_int(s->key_attnos, attno))
-				s->key_attnos = lappend_int(s->key_attnos, attno);
-		}
-		else
-			return false;
-	}
-	if (!ptf_tvf_window_determined(tvf, s->window_cols))
+	if (!ptf_tvf_group_columns(q, s->wc->partitionClause, rti, tvf, &s->window_cols,
+							   &s->key_attnos, NULL) ||
+		!ptf_tvf_window_determined(tvf, s->window_cols))
 		return false;
 
 	foreach(lc, s->wc->orderClause)
