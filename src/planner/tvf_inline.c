@@ -106,17 +106,13 @@ enum
  * of window bounds to timestamptz -- a time zone lookup each, and the rows
  * of a scan share few windows.
  */
-#define BOUND_CACHE 64
-
 typedef struct BoundCache
 {
 	Oid			type;
 	WindowSpec	w;
 	int32		which;
 	char	   *column;
-	PtfTime		bound[BOUND_CACHE];
-	Datum		converted[BOUND_CACHE];
-	bool		valid[BOUND_CACHE];
+	PtfTimeCache converted;		/* the last bounds as timestamptz */
 	bool		gap_warned;		/* a bound in a daylight-saving gap was warned of */
 } BoundCache;
 
@@ -153,7 +149,6 @@ ptf_tumble_bound(PG_FUNCTION_ARGS)
 {
 	BoundCache *c = bound_cache(fcinfo);
 	PtfTime		start;
-	int			slot;
 
 	if (PG_ARGISNULL(0))
 		ereport(ERROR,
@@ -165,16 +160,8 @@ ptf_tumble_bound(PG_FUNCTION_ARGS)
 		start += c->w.size;
 	else if (c->which == BOUND_TIME)
 		start += c->w.size - window_time_before_end();
-	if (c->type != TIMESTAMPOID)
-		PG_RETURN_DATUM(ptf_time_to_datum_as(start, c->type, TIMESTAMPTZOID, &c->gap_warned));
-	slot = (int) ((uint64) (start / c->w.size) % BOUND_CACHE);
-	if (!c->valid[slot] || c->bound[slot] != start)
-	{
-		c->bound[slot] = start;
-		c->converted[slot] = ptf_time_to_datum_as(start, c->type, TIMESTAMPTZOID, &c->gap_warned);
-		c->valid[slot] = true;
-	}
-	PG_RETURN_DATUM(c->converted[slot]);
+	PG_RETURN_DATUM(ptf_time_to_datum_cached(&c->converted, c->w.size, start, c->type,
+											 TIMESTAMPTZOID, &c->gap_warned));
 }
 
 /* ---- the windows of a HOP or CUMULATE row, for the subquery ---- */
