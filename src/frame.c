@@ -115,9 +115,14 @@ typedef struct SpillFile
  * state each one needs can be prefetched while the batch fills: the
  * lookups of a batch then overlap their cache misses instead of paying
  * them one after the other.  Order and semantics are unchanged.  Only
- * one-input frames whose operator can prefetch batch.
+ * one-input frames whose operator can prefetch batch.  A prefetch in
+ * stages follows a chain of pointers, a miss per stage: the longer the
+ * batch, the more of the previous stage's lines have arrived when the
+ * next one reads them (measured: Window Top-N 30% faster at 32 rows than
+ * at 16); a single stage gains nothing from more than 16.
  */
-#define FRAME_BATCH		16
+#define FRAME_BATCH		32
+#define FRAME_BATCH_ONE_STAGE	16	/* for a prefetch of one stage */
 
 typedef struct BatchEntry
 {
@@ -182,6 +187,7 @@ struct PtfFrame
 	uint32		batch_check;	/* rows until batching is looked at again */
 	BatchEntry	batch[FRAME_BATCH];
 	int			nbatch;
+	int			batch_size;		/* rows a batch takes: up to FRAME_BATCH */
 
 	/* loading state a buffer at a time */
 	PtfFrameLoader loader;
@@ -270,7 +276,9 @@ frame_start(PtfFrame *frame, PtfOperator *op)
 	frame->batch_check = 0;
 	if (frame->can_batch)
 	{
-		for (i = 0; i < FRAME_BATCH; i++)
+		frame->batch_size = op->methods->prefetch_stages > 1 ? FRAME_BATCH :
+			FRAME_BATCH_ONE_STAGE;
+		for (i = 0; i < frame->batch_size; i++)
 		{
 			frame->batch[i].slot = MakeSingleTupleTableSlot(frame->inputs[0]->spec.rowdesc,
 															&TTSOpsHeapTuple);
@@ -620,7 +628,7 @@ pass_row(PtfFrameInput *input, RowKind kind, TupleTableSlot *row, const PtfRowMe
 		return;
 	}
 	batch_add(frame, kind, row, meta);
-	if (frame->nbatch == FRAME_BATCH)
+	if (frame->nbatch == frame->batch_size)
 		frame_drain(frame);
 }
 

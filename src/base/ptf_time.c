@@ -15,6 +15,7 @@
 #include "catalog/pg_type.h"
 #include "common/int.h"
 #include "datatype/timestamp.h"
+#include "pgtime.h"
 #include "utils/datetime.h"
 #include "utils/fmgrprotos.h"
 #include "utils/guc.h"
@@ -176,9 +177,47 @@ ptf_time_to_datum(PtfTime t, Oid typid)
 	return Int64GetDatum(t + UNIX_EPOCH_US_FROM_PG_EPOCH / 1000);
 }
 
+/*
+ * The session's zone's offset from UTC (seconds east), when it has only
+ * one (UTC, fixed offsets): casts between timestamp and timestamptz are
+ * then a shift, with no gap, instead of a calendar computation per value.
+ * Zones are cached for the life of the backend, so their address is
+ * theirs.
+ */
+static bool
+session_fixed_offset(long *gmtoff)
+{
+	static const pg_tz *zone = NULL;
+	static bool fixed = false;
+	static long offset = 0;
+
+	if (session_timezone != zone)
+	{
+		fixed = pg_get_timezone_offset(session_timezone, &offset);
+		zone = session_timezone;
+	}
+	*gmtoff = offset;
+	return fixed;
+}
+
 Datum
 ptf_time_to_datum_as(PtfTime t, Oid from, Oid to, bool *gap_warned)
 {
+	long		gmtoff;
+
+	if ((from == TIMESTAMPOID && to == TIMESTAMPTZOID) ||
+		(from == TIMESTAMPTZOID && to == TIMESTAMPOID))
+	{
+		/* as timestamp2timestamptz / timestamptz2timestamp, in a fixed zone */
+		if (!TIMESTAMP_NOT_FINITE(t) && session_fixed_offset(&gmtoff))
+		{
+			int64		shift = (int64) gmtoff * USECS_PER_SEC;
+			PtfTime		r = from == TIMESTAMPOID ? t - shift : t + shift;
+
+			if (IS_VALID_TIMESTAMP(r))
+				return TimestampGetDatum(r);
+		}
+	}
 	if (from == TIMESTAMPOID && to == TIMESTAMPTZOID)
 	{
 		Datum		tz = DirectFunctionCall1(timestamp_timestamptz, TimestampGetDatum(t));

@@ -460,9 +460,51 @@ window_rank_restore(void *arg, const StateRef *ref, int space, int64 ns, void *n
 	timer_register(wr->base.timers, PTF_EVENT_TIME, ns - MS, ref->rec, ns, TIMER_WINDOW);
 }
 
+/*
+ * A batch of rows asks for their keys' records and the list of their first
+ * window (keyed_state_prefetch_stage), then for the list's sort values, the
+ * first thing a row is compared with, before the first of them is
+ * processed: rows of many keys in no order otherwise wait for each of those
+ * cache misses in turn.  Rows of several windows (HOP, CUMULATE) prefetch
+ * their first window's only.
+ */
+static void
+window_rank_prefetch(PtfOperator *op, TupleTableSlot *row, const PtfRowContext *ctx,
+					 int stage, uint64 *scratch)
+{
+	WinRankOp  *wr = (WinRankOp *) op;
+	PtfTime		end = PTF_TIME_MIN;
+
+	/* the row's first window's end, found once: scratch[2], PTF_TIME_MIN for none */
+	if (stage == 0)
+	{
+		if (wr->global)
+			end = PTF_TIME_MAX;
+		else if (window_assign(&wr->spec, ctx->event_time, &end, 1) == 0)
+			end = PTF_TIME_MIN;
+		scratch[2] = (uint64) end;
+	}
+	end = (PtfTime) scratch[2];
+	if (stage < KEYED_PREFETCH_STAGES)
+		keyed_state_prefetch_stage(op->state, ctx->keys, row, stage,
+								   end == PTF_TIME_MIN ? -1 : SPACE_WINDOWS, end, scratch);
+	else if (end != PTF_TIME_MIN && scratch[1] != 0)
+	{
+		RankList   *l = keyed_state_prefetch_ns_value(op->state, scratch, SPACE_WINDOWS, end);
+
+		if (l != NULL && l->n > 0)
+		{
+			__builtin_prefetch(&l->vals[(l->n - 1) * wr->nsort]);
+			__builtin_prefetch(&l->nulls[(l->n - 1) * wr->nsort]);
+		}
+	}
+}
+
 static const PtfOperatorMethods window_rank_methods = {
 	.name = "window top-n",
 	.on_row = window_rank_on_row,
+	.prefetch = window_rank_prefetch,
+	.prefetch_stages = KEYED_PREFETCH_STAGES + 1,
 	.on_timer = window_rank_on_timer,
 };
 

@@ -410,8 +410,9 @@ record_lookup(KeyedState *ks, KeySpec *probe, TupleTableSlot *row, PtfTime now,
  * Position of the first entry >= ns among the sorted ones.  Namespaces
  * are mostly times on a grid (slice ends, a key's versions) and mostly
  * arrive at the end: the last entry is looked at first, then the entry
- * where ns would sit if they were evenly spread, and bisection goes on
- * from there -- on a large set, one or two cache lines instead of a dozen.
+ * where ns would sit if they were evenly spread, then its neighbours at
+ * doubling distances, and bisection ends in the range they bound -- on a
+ * large set, one or two cache lines instead of a dozen.
  */
 static int
 ns_search(NsSet *set, int64 ns)
@@ -430,16 +431,37 @@ ns_search(NsSet *set, int64 ns)
 		/* entries[0].ns < ns < entries[hi - 1].ns */
 		double		span = (double) set->entries[hi - 1].ns - (double) set->entries[0].ns;
 		int			guess = (int) (((double) ns - (double) set->entries[0].ns) / span * (hi - 1));
+		int			p;
+		int			step = 1;
 
 		guess = Max(1, Min(guess, hi - 2));
+
+		/*
+		 * Gallop from the guess to a range around ns, then bisect it: the
+		 * answer is mostly next to the guess, in the line it is on.  Below,
+		 * the answer is in [lo, hi] and entries[hi].ns >= ns.
+		 */
 		if (set->entries[guess].ns < ns)
+		{
+			/* in [guess + 1, hi - 1]: entries[hi - 1].ns > ns */
 			lo = guess + 1;
+			hi = hi - 1;
+			for (p = lo; p < hi && set->entries[p].ns < ns; p += step, step <<= 1)
+				lo = p + 1;
+			if (p < hi)
+				hi = p;
+		}
 		else
 		{
-			hi = guess + 1;
-			if (set->entries[guess - 1].ns < ns)
-				return guess;
+			/* in [1, guess]: entries[0].ns < ns */
+			lo = 1;
+			hi = guess;
+			for (p = guess - 1; p > lo && set->entries[p].ns >= ns; p -= step, step <<= 1)
+				hi = p;
+			if (p > lo)
+				lo = p + 1;
 		}
+		Assert(lo <= hi && set->entries[hi].ns >= ns && set->entries[lo - 1].ns < ns);
 	}
 	while (lo < hi)
 	{
@@ -1013,6 +1035,25 @@ keyed_state_prefetch_stage(KeyedState *ks, KeySpec *probe, TupleTableSlot *row, 
 			}
 			return;
 	}
+}
+
+/*
+ * After the stages: the value of ns in the record the staged prefetch
+ * found (a record of the key's hash, maybe another key's: what an operator
+ * reads of it may only be prefetched), or NULL.
+ */
+void *
+keyed_state_prefetch_ns_value(KeyedState *ks, const uint64 *scratch, int space, int64 ns)
+{
+	StateRecord *rec = (StateRecord *) (uintptr_t) scratch[1];
+	NsSet	   *set;
+	int			i;
+
+	if (ks->is_inline || rec == NULL || space < 0 || space >= ks->nspaces)
+		return NULL;
+	set = ks_ns_set(ks, rec, space);
+	i = ns_index(set, ns);
+	return i >= 0 ? set->entries[i].value : NULL;
 }
 
 /* Processing-time TTL starts (again) now. */

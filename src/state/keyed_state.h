@@ -129,6 +129,8 @@ extern bool keyed_state_can_prefetch(KeyedState *ks);
 #define KEYED_PREFETCH_STAGES 5
 extern void keyed_state_prefetch_stage(KeyedState *ks, KeySpec *probe, TupleTableSlot *row,
 									   int stage, int space, int64 ns, uint64 *scratch);
+extern void *keyed_state_prefetch_ns_value(KeyedState *ks, const uint64 *scratch, int space,
+										   int64 ns);
 extern void keyed_state_prefetch(KeyedState *ks, KeySpec *probe, TupleTableSlot *row);
 extern void keyed_state_touch(KeyedState *ks, StateRecord *rec, PtfTime now);
 extern void keyed_state_pin(KeyedState *ks, StateRecord *rec);
