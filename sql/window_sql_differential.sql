@@ -99,13 +99,20 @@ INSERT INTO queries VALUES
 -- Top-N of the window aggregate's groups
 (12, $$SELECT * FROM (SELECT window_start, window_end, (data).k, sum((data).v) AS total,
              row_number() OVER (PARTITION BY window_start, window_end ORDER BY sum((data).v) DESC NULLS LAST, (data).k) AS rownum
-        FROM ptf.hop(NULL::sql_diff.ev, 'ts', '1 hour', '3 hours') GROUP BY 1, 2, 3) t WHERE rownum <= 3$$);
+        FROM ptf.hop(NULL::sql_diff.ev, 'ts', '1 hour', '3 hours') GROUP BY 1, 2, 3) t WHERE rownum <= 3$$),
+-- the aggregates whose support functions run inline (count, sum of int2/int4, min/max of
+-- int4/int8), NULL inputs among them, combined across HOP's slices
+(13, $$SELECT window_start, window_end, (data).k, count((data).v), sum((data).v::int2), sum((data).v),
+             min((data).v), max((data).v), min((data).id::bigint * 1000000007),
+             max((data).v::bigint - (data).id)
+        FROM ptf.hop(NULL::sql_diff.ev, 'ts', '10 minutes', '1 hour') WHERE (data).k < 300
+       GROUP BY 1, 2, 3$$);
 
 SELECT n, same(q) FROM queries ORDER BY n;
 
 -- spilled: a work_mem of 64kB holds a few hundred keys
 SET work_mem = '64kB';
-SELECT n, same(q) FROM queries WHERE n IN (1, 3, 5, 6, 8, 9) ORDER BY n;
+SELECT n, same(q) FROM queries WHERE n IN (1, 3, 5, 6, 8, 9, 13) ORDER BY n;
 -- the window aggregate did spill
 SELECT count(*) > 0 AS rows FROM (SELECT window_start, (data).k, count(*)
   FROM ptf.tumble(NULL::sql_diff.ev, 'ts', '1 hour') GROUP BY 1, 2) x;

@@ -31,6 +31,7 @@
 #include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
 #include "common/hashfn.h"
+#include "common/int.h"
 #include "executor/executor.h"
 #include "executor/nodeAgg.h"
 #include "miscadmin.h"
@@ -43,6 +44,7 @@
 #include "utils/builtins.h"
 #include "utils/datum.h"
 #include "utils/expandeddatum.h"
+#include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/regproc.h"
@@ -55,6 +57,33 @@
 
 /* ---- compiling ---- */
 
+static AggFastFn
+fast_fn(Oid oid)
+{
+	switch (oid)
+	{
+		case F_INT8INC:
+		case F_INT8INC_ANY:
+			return AGG_FAST_INT8INC;
+		case F_INT8PL:
+			return AGG_FAST_INT8PL;
+		case F_INT4_SUM:
+			return AGG_FAST_INT4_SUM;
+		case F_INT2_SUM:
+			return AGG_FAST_INT2_SUM;
+		case F_INT4LARGER:
+			return AGG_FAST_INT4_LARGER;
+		case F_INT4SMALLER:
+			return AGG_FAST_INT4_SMALLER;
+		case F_INT8LARGER:
+			return AGG_FAST_INT8_LARGER;
+		case F_INT8SMALLER:
+			return AGG_FAST_INT8_SMALLER;
+		default:
+			return AGG_FAST_NONE;
+	}
+}
+
 static void
 fn_init(AggFn *fn, Oid oid, Expr *expr, int nargs, Oid collation, AggSet *set)
 {
@@ -63,6 +92,7 @@ fn_init(AggFn *fn, Oid oid, Expr *expr, int nargs, Oid collation, AggSet *set)
 	if (!OidIsValid(oid))
 		return;
 	fmgr_info_cxt(oid, &fn->flinfo, set->cxt);
+	fn->fast = fast_fn(oid);
 	if (expr)
 		fmgr_info_set_expr((Node *) expr, &fn->flinfo);
 	fn->fcinfo = MemoryContextAllocZero(set->cxt, SizeForFunctionCallInfo(nargs + 1));
@@ -700,6 +730,77 @@ adopt(AggDef *d, AggAcc *acc, AggMemory *mem, Datum newval, bool newnull)
 	acc->notrans = false;
 }
 
+static pg_noinline void
+bigint_out_of_range(void)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+			 errmsg("bigint out of range")));
+}
+
+/*
+ * fn's fast form on a by-value state: what int8inc, int8pl, int4_sum ...
+ * return, strict ones' NULLs already handled by the caller.
+ */
+static inline void
+call_fast(AggFn *fn, AggAcc *acc, const Datum *args, const bool *argnulls)
+{
+	int64		state = DatumGetInt64(acc->value);
+	int64		r = 0;
+
+	switch (fn->fast)
+	{
+		case AGG_FAST_NONE:
+			Assert(false);
+			return;
+		case AGG_FAST_INT8INC:
+			if (unlikely(pg_add_s64_overflow(state, 1, &r)))
+				bigint_out_of_range();
+			break;
+		case AGG_FAST_INT8PL:
+			if (unlikely(pg_add_s64_overflow(state, DatumGetInt64(args[0]), &r)))
+				bigint_out_of_range();
+			break;
+		case AGG_FAST_INT4_SUM:
+		case AGG_FAST_INT2_SUM:
+			{
+				int64		v;
+
+				/* int4_sum: the first non-NULL input starts the sum */
+				if (argnulls[0])
+				{
+					acc->notrans = false;
+					return;
+				}
+				v = fn->fast == AGG_FAST_INT4_SUM ? (int64) DatumGetInt32(args[0]) :
+					(int64) DatumGetInt16(args[0]);
+				r = acc->isnull ? v : state + v;
+				break;
+			}
+		case AGG_FAST_INT4_LARGER:
+			r = Max(DatumGetInt32(acc->value), DatumGetInt32(args[0]));
+			acc->value = Int32GetDatum((int32) r);
+			acc->isnull = false;
+			acc->notrans = false;
+			return;
+		case AGG_FAST_INT4_SMALLER:
+			r = Min(DatumGetInt32(acc->value), DatumGetInt32(args[0]));
+			acc->value = Int32GetDatum((int32) r);
+			acc->isnull = false;
+			acc->notrans = false;
+			return;
+		case AGG_FAST_INT8_LARGER:
+			r = Max(state, DatumGetInt64(args[0]));
+			break;
+		case AGG_FAST_INT8_SMALLER:
+			r = Min(state, DatumGetInt64(args[0]));
+			break;
+	}
+	acc->value = Int64GetDatum(r);
+	acc->isnull = false;
+	acc->notrans = false;
+}
+
 /* Call fn (transition, inverse or combine) with the state and nargs inputs. */
 static bool
 call_transition(AggSet *set, AggDef *d, AggFn *fn, AggAcc *acc, AggMemory *mem,
@@ -728,6 +829,12 @@ call_transition(AggSet *set, AggDef *d, AggFn *fn, AggAcc *acc, AggMemory *mem,
 		}
 		if (acc->isnull)
 			return !inverse;	/* a NULL state stays NULL */
+	}
+	if (fn->fast != AGG_FAST_NONE)
+	{
+		Assert(!inverse && d->transbyval);
+		call_fast(fn, acc, args, argnulls);
+		return true;
 	}
 	set->aggstate->curaggcontext = &mem->econtext;
 	set->aggstate->curpertrans = &d->pertrans;
