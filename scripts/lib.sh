@@ -332,3 +332,5 @@ ptf_bench_median() {
 
 # ptf_bench_ratio A B: "A/Bx" with two decimals.
 ptf_bench_ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2fx", a / b }'; }
+# ptf_bench_above MS FLOOR_MS ROWS: the cost above the floor, in ns per row.
+ptf_bench_above() { awk -v t="$1" -v f="$2" -v n="$3" 'BEGIN { printf "%.0f", (t - f) * 1e6 / n }'; }
