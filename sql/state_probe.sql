@@ -282,7 +282,10 @@ SELECT * FROM compare('TABLE out_probe', 'TABLE out_full');
 SELECT keys_agree('su-probe');
 
 -- auto: a small state is read whole; a large one key by key, until a call
--- asks for more than an eighth of its keys: then the rest is read by a scan
+-- asks for more than an eighth of its keys (or the keys of its first buffers,
+-- projected over the rows the planner expects, would): then the rest is read
+-- by a scan; a call expected to read as many rows as the state has keys
+-- reads it whole from the start
 RESET ptf.state_load;
 CREATE TABLE big AS SELECT i AS k, i AS v FROM generate_series(1, 200000) i;
 SELECT count(*) FROM deduplicate_keep_first(NULL::big, partition_by => '{k}', uid => 'auto',
@@ -291,9 +294,18 @@ SELECT state_load, keys_probed FROM last_call_stats();
 SELECT count(*) FROM deduplicate_keep_first(NULL::big, partition_by => '{k}', uid => 'auto',
     query => 'SELECT k + 199990, v FROM sp.big WHERE k <= 100');
 SELECT state_load, keys_probed, keys_loaded FROM last_call_stats();
+-- 60000 rows expected, each a stored key: the switch after the first buffer
 SELECT count(*) FROM deduplicate_keep_first(NULL::big, partition_by => '{k}', uid => 'auto',
     query => 'SELECT k + 100000, v FROM sp.big WHERE k <= 60000');
+SELECT state_load, keys_probed, keys_loaded FROM last_call_stats();
+-- a misestimate (the planner expects 1000 rows of 100000): once an eighth is probed
+SELECT count(*) FROM deduplicate_keep_first(NULL::big, partition_by => '{k}', uid => 'auto',
+    query => 'SELECT k + 10, v FROM sp.big WHERE k % 2 = 0');
 SELECT state_load, keys_probed >= 25000 AS probed_an_eighth, keys_loaded FROM last_call_stats();
+-- as many rows expected as stored keys: a scan from the start, nothing probed
+SELECT count(*) FROM deduplicate_keep_first(NULL::big, partition_by => '{k}', uid => 'auto',
+    query => 'SELECT k + 7, v FROM sp.big, (VALUES (1), (2)) twice(n)');
+SELECT state_load, keys_probed, keys_loaded FROM last_call_stats();
 SELECT keys_agree('auto');
 SELECT count(*) FROM deduplicate_keep_first(NULL::big, partition_by => '{k}', uid => 'small',
     query => 'SELECT * FROM sp.big WHERE k <= 10');

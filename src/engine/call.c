@@ -766,7 +766,9 @@ ptf_call_run(PtfCall *call)
 		load = ptf_state_load_begin(ds, op, kept, complete, call->probe_ok,
 									keys, call->ninputs,
 									call->changes && ptf_max_changes_per_call > 0 ?
-									(uint64) ptf_max_changes_per_call : 0);
+									(uint64) ptf_max_changes_per_call : 0,
+									!call->changes && call->ninputs == 1 ?
+									sql_input_estimate_rows(&call->inputs[0].sql) : 0);
 		/* a stream starting with a snapshot: read by its first reading call */
 		if (call->snapshot && progress.created)
 		{

@@ -35,11 +35,13 @@ extern void ptf_state_load_init(void);	/* GUCs, from _PG_init */
  * timers only through the layout's timer_field).  max_new_keys: the most
  * keys the call can add (its stream's row limit; 0: not known) -- a kept
  * state the call could grow past ptf.state_memory_limit evicts first.
+ * expected_rows: the rows the planner expects the call to read (one input;
+ * 0: not known), which may make reading the state whole the cheaper way.
  */
 extern PtfStateLoad *ptf_state_load_begin(DurableState *ds, PtfOperator *op,
 										  bool kept, bool complete, bool probe_ok,
 										  KeySpec **input_keys, int ninputs,
-										  uint64 max_new_keys);
+										  uint64 max_new_keys, double expected_rows);
 extern void ptf_state_load_start(PtfStateLoad *sl, PtfFrame *frame, PtfTime watermark);
 
 /* After the state was stored: evict past the limit; false: still past it */

@@ -60,6 +60,9 @@ extern void sql_input_prepare(PtfSqlInput *in);
  */
 extern uint64 sql_input_estimate_distinct(Oid relid, AttrNumber attno);
 
+/* The rows the planner expects a prepared input to return; 0 when unknown. */
+extern double sql_input_estimate_rows(PtfSqlInput *in);
+
 /* Run it, handing every row to sink. */
 extern void sql_input_run(PtfSqlInput *in, PtfRowSink sink, void *arg);
 

@@ -286,3 +286,25 @@ sql_input_estimate_distinct(Oid relid, AttrNumber attno)
 	ndistinct = Min(ndistinct, reltuples);
 	return ndistinct >= 1 ? (uint64) ndistinct : 0;
 }
+
+double
+sql_input_estimate_rows(PtfSqlInput *in)
+{
+	CachedPlan *cp;
+	double		rows = 0;
+
+	if (in->plan == NULL)
+		return 0;
+	cp = SPI_plan_get_cached_plan(in->plan);
+	if (cp == NULL)
+		return 0;
+	if (list_length(cp->stmt_list) == 1)
+	{
+		PlannedStmt *ps = linitial_node(PlannedStmt, cp->stmt_list);
+
+		if (ps->planTree != NULL)
+			rows = ps->planTree->plan_rows;
+	}
+	ReleaseCachedPlan(cp, NULL);
+	return rows;
+}
