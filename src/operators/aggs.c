@@ -746,7 +746,8 @@ static inline void
 call_fast(AggFn *fn, AggAcc *acc, const Datum *args, const bool *argnulls)
 {
 	int64		state = DatumGetInt64(acc->value);
-	int64		r = 0;
+	int64		r;
+	Datum		result = (Datum) 0;
 
 	switch (fn->fast)
 	{
@@ -756,47 +757,39 @@ call_fast(AggFn *fn, AggAcc *acc, const Datum *args, const bool *argnulls)
 		case AGG_FAST_INT8INC:
 			if (unlikely(pg_add_s64_overflow(state, 1, &r)))
 				bigint_out_of_range();
+			result = Int64GetDatum(r);
 			break;
 		case AGG_FAST_INT8PL:
 			if (unlikely(pg_add_s64_overflow(state, DatumGetInt64(args[0]), &r)))
 				bigint_out_of_range();
+			result = Int64GetDatum(r);
 			break;
 		case AGG_FAST_INT4_SUM:
 		case AGG_FAST_INT2_SUM:
+			/* int4_sum: a NULL input leaves the state; the first other starts it */
+			if (argnulls[0])
 			{
-				int64		v;
-
-				/* int4_sum: the first non-NULL input starts the sum */
-				if (argnulls[0])
-				{
-					acc->notrans = false;
-					return;
-				}
-				v = fn->fast == AGG_FAST_INT4_SUM ? (int64) DatumGetInt32(args[0]) :
-					(int64) DatumGetInt16(args[0]);
-				r = acc->isnull ? v : state + v;
-				break;
+				acc->notrans = false;
+				return;
 			}
+			r = fn->fast == AGG_FAST_INT4_SUM ? (int64) DatumGetInt32(args[0]) :
+				(int64) DatumGetInt16(args[0]);
+			result = Int64GetDatum(acc->isnull ? r : state + r);
+			break;
 		case AGG_FAST_INT4_LARGER:
-			r = Max(DatumGetInt32(acc->value), DatumGetInt32(args[0]));
-			acc->value = Int32GetDatum((int32) r);
-			acc->isnull = false;
-			acc->notrans = false;
-			return;
+			result = Int32GetDatum(Max(DatumGetInt32(acc->value), DatumGetInt32(args[0])));
+			break;
 		case AGG_FAST_INT4_SMALLER:
-			r = Min(DatumGetInt32(acc->value), DatumGetInt32(args[0]));
-			acc->value = Int32GetDatum((int32) r);
-			acc->isnull = false;
-			acc->notrans = false;
-			return;
+			result = Int32GetDatum(Min(DatumGetInt32(acc->value), DatumGetInt32(args[0])));
+			break;
 		case AGG_FAST_INT8_LARGER:
-			r = Max(state, DatumGetInt64(args[0]));
+			result = Int64GetDatum(Max(state, DatumGetInt64(args[0])));
 			break;
 		case AGG_FAST_INT8_SMALLER:
-			r = Min(state, DatumGetInt64(args[0]));
+			result = Int64GetDatum(Min(state, DatumGetInt64(args[0])));
 			break;
 	}
-	acc->value = Int64GetDatum(r);
+	acc->value = result;
 	acc->isnull = false;
 	acc->notrans = false;
 }
