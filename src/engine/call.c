@@ -768,7 +768,7 @@ ptf_call_run(PtfCall *call)
 									call->changes && ptf_max_changes_per_call > 0 ?
 									(uint64) ptf_max_changes_per_call : 0,
 									!call->changes && call->ninputs == 1 ?
-									sql_input_estimate_rows(&call->inputs[0].sql) : 0);
+									&call->inputs[0].sql : NULL);
 		/* a stream starting with a snapshot: read by its first reading call */
 		if (call->snapshot && progress.created)
 		{

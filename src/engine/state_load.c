@@ -85,7 +85,8 @@ struct PtfStateLoad
 	bool		complete;		/* memory holds every key */
 	bool		may_switch;		/* auto: the rest may be loaded by a scan */
 	bool		switched;
-	double		expected_rows;	/* the planner's, for the input; 0: unknown */
+	PtfSqlInput *rows_from;		/* the input the planner estimates, or NULL */
+	double		expected_rows;	/* its estimate, once asked; 0: unknown */
 	uint64		rows_seen;		/* rows of the buffers loaded so far */
 	bool		kept;
 	PtfTime		timers_upto;	/* keys with timers up to here are in memory */
@@ -136,7 +137,7 @@ outgrows_limit(PtfOperator *op, uint64 max_new_keys)
 }
 
 static bool
-choose_probe(DurableState *ds, bool probe_ok, double expected_rows)
+choose_probe(PtfStateLoad *sl, DurableState *ds, bool probe_ok)
 {
 	DurableStats st;
 
@@ -147,6 +148,9 @@ choose_probe(DurableState *ds, bool probe_ok, double expected_rows)
 	durable_stats(ds, &st);
 	if (st.table_bytes <= PROBE_MIN_BYTES)
 		return false;
+	/* planned again for its estimate only here, where it can matter */
+	if (sl->rows_from != NULL)
+		sl->expected_rows = sql_input_estimate_rows(sl->rows_from);
 
 	/*
 	 * A call expected to read at least as many rows as the state has keys
@@ -154,14 +158,14 @@ choose_probe(DurableState *ds, bool probe_ok, double expected_rows)
 	 * what reading the rows does, where probing would make the key index
 	 * (once) and search it for every key the rows bring.
 	 */
-	return !(expected_rows >= (double) st.stored_keys &&
+	return !(sl->expected_rows >= (double) st.stored_keys &&
 			 st.table_bytes <= ptf_state_memory_limit());
 }
 
 PtfStateLoad *
 ptf_state_load_begin(DurableState *ds, PtfOperator *op, bool kept, bool complete,
 					 bool probe_ok, KeySpec **input_keys, int ninputs, uint64 max_new_keys,
-					 double expected_rows)
+					 PtfSqlInput *rows_from)
 {
 	PtfStateLoad *sl = palloc0(sizeof(PtfStateLoad));
 	int			i;
@@ -172,7 +176,7 @@ ptf_state_load_begin(DurableState *ds, PtfOperator *op, bool kept, bool complete
 	for (i = 0; i < ninputs; i++)
 		sl->keys[i] = input_keys[i];
 	sl->nkeys = input_keys[0]->ncols;
-	sl->expected_rows = expected_rows;
+	sl->rows_from = rows_from;
 	durable_attach(ds, op->state, &op->codec);
 	if (complete && kept && probe_ok && outgrows_limit(op, max_new_keys) &&
 		durable_can_probe(ds) && state_load_mode != STATE_LOAD_FULL)
@@ -191,7 +195,7 @@ ptf_state_load_begin(DurableState *ds, PtfOperator *op, bool kept, bool complete
 	}
 	if (complete)
 		sl->complete = true;
-	else if (!choose_probe(ds, probe_ok, expected_rows))
+	else if (!choose_probe(sl, ds, probe_ok))
 	{
 		durable_read_all(ds);
 		sl->complete = true;

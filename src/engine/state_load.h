@@ -10,6 +10,7 @@
 #define PTF_STATE_LOAD_H
 
 #include "frame.h"
+#include "input/input.h"
 #include "operators/operator.h"
 #include "state/durable.h"
 
@@ -35,13 +36,13 @@ extern void ptf_state_load_init(void);	/* GUCs, from _PG_init */
  * timers only through the layout's timer_field).  max_new_keys: the most
  * keys the call can add (its stream's row limit; 0: not known) -- a kept
  * state the call could grow past ptf.state_memory_limit evicts first.
- * expected_rows: the rows the planner expects the call to read (one input;
- * 0: not known), which may make reading the state whole the cheaper way.
+ * rows_from: the call's one input, whose rows the planner's estimate may
+ * make reading the state whole the cheaper way (NULL: not known).
  */
 extern PtfStateLoad *ptf_state_load_begin(DurableState *ds, PtfOperator *op,
 										  bool kept, bool complete, bool probe_ok,
 										  KeySpec **input_keys, int ninputs,
-										  uint64 max_new_keys, double expected_rows);
+										  uint64 max_new_keys, PtfSqlInput *rows_from);
 extern void ptf_state_load_start(PtfStateLoad *sl, PtfFrame *frame, PtfTime watermark);
 
 /* After the state was stored: evict past the limit; false: still past it */

@@ -172,7 +172,7 @@ ptf_upsert_begin(PtfUpsert *u, PtfOperator *op, bool kept, bool complete)
 	/* a stream's call reads at most ptf.max_changes_per_call rows (0: any) */
 	u->load = ptf_state_load_begin(u->ds, op, kept, complete, true, keys, 1,
 								   ptf_max_changes_per_call > 0 ?
-								   (uint64) ptf_max_changes_per_call : 0, 0);
+								   (uint64) ptf_max_changes_per_call : 0, NULL);
 }
 
 void

@@ -1025,12 +1025,12 @@ keyed_state_prefetch_stage(KeyedState *ks, KeySpec *probe, TupleTableSlot *row, 
 			}
 			else
 			{
-				int			i = ns_index(set, ns);
+				void	   *v = keyed_state_prefetch_ns_value(ks, scratch, space, ns);
 
-				if (i >= 0)
+				if (v != NULL)
 				{
-					prefetch_line(set->entries[i].value);
-					prefetch_line((char *) set->entries[i].value + 64);
+					prefetch_line(v);
+					prefetch_line((char *) v + 64);
 				}
 			}
 			return;
