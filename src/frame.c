@@ -53,7 +53,9 @@
  * misses to hide, and batching then only costs (a copy of each row, the
  * stages): rows are batched only while the operator's keyed state is
  * larger than FRAME_PREFETCH_MIN_BYTES, looked at every FRAME_BATCH_CHECK
- * rows.
+ * rows.  Of a frame of several inputs only one input's rows are batched
+ * (methods.prefetch_input: the temporal join's probes, which read the
+ * versions); a row of another input first drains the batch.
  *
  * Spilling follows hash aggregation (nodeAgg.c): once the state's memory
  * budget is spent, a row whose key is not in memory is written, with its
@@ -114,8 +116,7 @@ typedef struct SpillFile
  * Rows wait in a small batch before the operator sees them, so that the
  * state each one needs can be prefetched while the batch fills: the
  * lookups of a batch then overlap their cache misses instead of paying
- * them one after the other.  Order and semantics are unchanged.  Only
- * one-input frames whose operator can prefetch batch.  A prefetch in
+ * them one after the other.  Order and semantics are unchanged.  A prefetch in
  * stages follows a chain of pointers, a miss per stage: the longer the
  * batch, the more of the previous stage's lines have arrived when the
  * next one reads them (measured: Window Top-N 30% faster at 32 rows than
@@ -183,6 +184,7 @@ struct PtfFrame
 
 	/* batching, when the operator can prefetch and its state is large */
 	bool		can_batch;
+	int			batch_input;	/* the input whose rows are batched */
 	bool		batching;
 	uint32		batch_check;	/* rows until batching is looked at again */
 	BatchEntry	batch[FRAME_BATCH];
@@ -271,7 +273,9 @@ frame_start(PtfFrame *frame, PtfOperator *op)
 	Assert(frame->ninputs > 0 && frame->op == NULL);
 	frame->op = frame->main_op = op;
 	frame->watermark = combined_watermark(frame);
-	frame->can_batch = (frame->ninputs == 1 && op->methods->prefetch != NULL);
+	frame->batch_input = op->methods->prefetch_input;
+	Assert(frame->batch_input >= 0 && frame->batch_input < frame->ninputs);
+	frame->can_batch = (op->methods->prefetch != NULL);
 	frame->batching = false;
 	frame->batch_check = 0;
 	if (frame->can_batch)
@@ -280,8 +284,9 @@ frame_start(PtfFrame *frame, PtfOperator *op)
 			FRAME_BATCH_ONE_STAGE;
 		for (i = 0; i < frame->batch_size; i++)
 		{
-			frame->batch[i].slot = MakeSingleTupleTableSlot(frame->inputs[0]->spec.rowdesc,
-															&TTSOpsHeapTuple);
+			frame->batch[i].slot =
+				MakeSingleTupleTableSlot(frame->inputs[frame->batch_input]->spec.rowdesc,
+										 &TTSOpsHeapTuple);
 			frame->batch[i].cap = 256;
 			frame->batch[i].buf = palloc(frame->batch[i].cap);
 		}
@@ -534,7 +539,8 @@ batch_prefetch(PtfFrame *frame, BatchEntry *e, int stage)
 	PtfRowContext ctx;
 
 	memset(&ctx, 0, sizeof(ctx));
-	ctx.keys = frame->inputs[0]->spec.keys;
+	ctx.input = frame->batch_input;
+	ctx.keys = frame->inputs[frame->batch_input]->spec.keys;
 	ctx.event_time = e->event_time;
 	ctx.watermark = frame->watermark;
 	frame->op->methods->prefetch(frame->op, e->slot, &ctx, stage, e->scratch);
@@ -555,7 +561,7 @@ frame_drain(PtfFrame *frame)
 	{
 		BatchEntry *e = &frame->batch[i];
 
-		frame_process(frame->inputs[0], e->kind, e->slot, &e->meta);
+		frame_process(frame->inputs[frame->batch_input], e->kind, e->slot, &e->meta);
 		ExecClearTuple(e->slot);
 	}
 	frame->nbatch = 0;
@@ -567,7 +573,7 @@ batch_add(PtfFrame *frame, RowKind kind, TupleTableSlot *row,
 		  const PtfRowMeta *meta)
 {
 	BatchEntry *e = &frame->batch[frame->nbatch++];
-	PtfFrameInput *input = frame->inputs[0];
+	PtfFrameInput *input = frame->inputs[frame->batch_input];
 	bool		should_free;
 	HeapTuple	src = ExecFetchSlotHeapTuple(row, false, &should_free);
 
@@ -611,6 +617,14 @@ pass_row(PtfFrameInput *input, RowKind kind, TupleTableSlot *row, const PtfRowMe
 {
 	PtfFrame   *frame = input->frame;
 
+	if (input->index != frame->batch_input)
+	{
+		/* another input's row: the batched rows came first */
+		if (frame->nbatch > 0)
+			frame_drain(frame);
+		frame_process(input, kind, row, meta);
+		return;
+	}
 	if (frame->can_batch && frame->batch_check-- == 0)
 	{
 		bool		large = (frame->op->state != NULL &&

@@ -77,6 +77,7 @@ typedef struct PtfOperatorMethods
 	void		(*prefetch) (PtfOperator *op, TupleTableSlot *row,
 							 const PtfRowContext *ctx, int stage, uint64 *scratch);
 	int			prefetch_stages;	/* 0 counts as 1 */
+	int			prefetch_input; /* whose rows are prefetched: 0 for one input */
 	/* optional: the watermark moved (before its due timers fire) */
 	void		(*on_watermark) (PtfOperator *op, PtfTime watermark,
 								 PtfTime proc_time);

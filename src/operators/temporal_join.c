@@ -891,9 +891,56 @@ temporal_join_unknown_deletes(PtfOperator *op)
 	return ((TjOperator *) op)->unknown_deletes;
 }
 
+/*
+ * Probe rows come in batches (the frame's prefetch_input): each row's key
+ * record and the search of its versions (keyed_state_prefetch_stage), then
+ * the version at or below its time and that version's image, which the
+ * output copies -- four cache misses a probe of many keys otherwise waits
+ * for one after the other.  A live join buffers its probes: only the
+ * record is asked for.
+ */
+#define TJ_PREFETCH_STAGES	(KEYED_PREFETCH_STAGES + 1)
+
+static void
+tj_prefetch(PtfOperator *op, TupleTableSlot *row, const PtfRowContext *ctx, int stage,
+			uint64 *scratch)
+{
+	TjOperator *j = (TjOperator *) op;
+	bool		versions = (!j->opts.live && ctx->event_time != PTF_TIME_MIN);
+
+	Assert(ctx->input == TJ_INPUT_PROBE);
+	if (stage < KEYED_PREFETCH_STAGES - 1)
+		keyed_state_prefetch_stage(op->state, ctx->keys, row, stage,
+								   versions ? TJ_SPACE_VERSIONS : -1, ctx->event_time, scratch);
+	else if (!versions || scratch[1] == 0)
+		return;
+	else if (stage == KEYED_PREFETCH_STAGES - 1)
+	{
+		TjVersion  *v = keyed_state_prefetch_ns_floor(op->state, scratch, TJ_SPACE_VERSIONS,
+													 ctx->event_time);
+
+		scratch[2] = (uint64) (uintptr_t) v;
+		if (v != NULL)
+			__builtin_prefetch(v);
+	}
+	else
+	{
+		TjVersion  *v = (TjVersion *) (uintptr_t) scratch[2];
+
+		if (v != NULL && v->image.tuple != NULL)
+		{
+			__builtin_prefetch(v->image.tuple);
+			__builtin_prefetch((char *) v->image.tuple + 64);
+		}
+	}
+}
+
 static const PtfOperatorMethods tj_methods = {
 	.name = "temporal_join",
 	.on_row = tj_on_row,
+	.prefetch = tj_prefetch,
+	.prefetch_stages = TJ_PREFETCH_STAGES,
+	.prefetch_input = TJ_INPUT_PROBE,
 	.evict = tj_evict,
 	.on_timer = tj_on_timer,
 };

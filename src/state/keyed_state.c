@@ -1056,6 +1056,26 @@ keyed_state_prefetch_ns_value(KeyedState *ks, const uint64 *scratch, int space, 
 	return i >= 0 ? set->entries[i].value : NULL;
 }
 
+/*
+ * The same for the greatest ns at or below the given one, of the sorted
+ * entries (an unsorted tail is not searched: a prefetch may miss).
+ */
+void *
+keyed_state_prefetch_ns_floor(KeyedState *ks, const uint64 *scratch, int space, int64 ns)
+{
+	StateRecord *rec = (StateRecord *) (uintptr_t) scratch[1];
+	NsSet	   *set;
+	int			i;
+
+	if (ks->is_inline || rec == NULL || space < 0 || space >= ks->nspaces)
+		return NULL;
+	set = ks_ns_set(ks, rec, space);
+	i = ns_search(set, ns);
+	if (i < set->n - set->tail && set->entries[i].ns == ns)
+		return set->entries[i].value;
+	return i > 0 ? set->entries[i - 1].value : NULL;
+}
+
 /* Processing-time TTL starts (again) now. */
 void
 keyed_state_touch(KeyedState *ks, StateRecord *rec, PtfTime now)

@@ -131,6 +131,8 @@ extern void keyed_state_prefetch_stage(KeyedState *ks, KeySpec *probe, TupleTabl
 									   int stage, int space, int64 ns, uint64 *scratch);
 extern void *keyed_state_prefetch_ns_value(KeyedState *ks, const uint64 *scratch, int space,
 										   int64 ns);
+extern void *keyed_state_prefetch_ns_floor(KeyedState *ks, const uint64 *scratch, int space,
+										   int64 ns);
 extern void keyed_state_prefetch(KeyedState *ks, KeySpec *probe, TupleTableSlot *row);
 extern void keyed_state_touch(KeyedState *ks, StateRecord *rec, PtfTime now);
 extern void keyed_state_pin(KeyedState *ks, StateRecord *rec);
