@@ -24,7 +24,8 @@
 # changes (default 5M) are written in transactions of BACKLOG_TXN rows
 # (default 100k), and the pipeline is resumed: the time until a marker
 # written last is in the sink gives changes/s (the writer is not the
-# limit).  The floor beside it: the same WAL read by a slot advanced with
+# limit; the session that resumed it looks at the sink each time a step
+# has committed, not in a loop of scans that take CPU from the worker).  The floor beside it: the same WAL read by a slot advanced with
 # pg_replication_slot_advance (WAL reading, no decoding into changes) and
 # decoded by test_decoding, counted; and the worker's CPU time (from /proc)
 # during the catch-up, which a shared machine disturbs less than the
@@ -185,7 +186,7 @@ timed_sql() {
 # DONE_SQL says t; one table row.
 backlog() {
     local name=$1 setup=$2 query=$3 sink=$4 write=$5 marker=$6 done_sql=$7 label=$8
-    local batches=$((BACKLOG / BACKLOG_TXN)) target t_adv t_td start end secs rate pid cpu0 cpu1 cpu
+    local batches=$((BACKLOG / BACKLOG_TXN)) target t_adv t_td secs rate pid cpu0 cpu1 cpu
     ptf_log "bench: backlog, $label: $BACKLOG changes"
     ptf_psql -X -q -v ON_ERROR_STOP=1 -c "$setup" >/dev/null
     ptf_psql -X -q -v ON_ERROR_STOP=1 -c "SELECT ptf.create_pipeline('$name', \$q\$$query\$q\$, '$sink')" \
@@ -207,17 +208,40 @@ backlog() {
     # the worker's CPU time too: on a shared machine it says more than the clock
     pid=$(ptf_psql -X -At -c "SELECT pid FROM ptf.pipeline_status WHERE name = '$name'")
     cpu0=$(proc_cpu "$pid")
-    start=$(date +%s.%N)
-    ptf_psql -X -q -c "SELECT ptf.resume_pipeline('$name')" >/dev/null
-    until [ "$(ptf_psql -X -At -c "$done_sql")" = t ]; do
-        sleep 0.05
-    done
-    end=$(date +%s.%N)
+    # resumed and watched from one session: the sink is looked at only
+    # after a step commits (the pipeline's count of changes read, shared
+    # memory, moves then), not scanned again and again while the worker runs
+    secs=$(ptf_psql -X -q -At -v ON_ERROR_STOP=1 <<SQL
+SELECT extract(epoch FROM clock_timestamp()) AS t0 \gset
+SELECT ptf.resume_pipeline('$name') \g /dev/null
+DO \$\$
+DECLARE
+    seen bigint := -1;
+    n bigint;
+    done boolean := false;
+BEGIN
+    WHILE NOT done LOOP
+        SELECT rows_in, last_error IS NOT NULL INTO n, done
+          FROM ptf.pipeline_status WHERE name = '$name';
+        IF done THEN
+            RAISE EXCEPTION 'pipeline $name failed';
+        END IF;
+        IF n IS DISTINCT FROM seen THEN
+            EXECUTE \$d\$$done_sql\$d\$ INTO done;
+        ELSE
+            PERFORM pg_sleep(0.01);
+        END IF;
+        seen := n;
+    END LOOP;
+END
+\$\$;
+SELECT round((extract(epoch FROM clock_timestamp()) - :t0)::numeric, 2);
+SQL
+)
     cpu1=$(proc_cpu "$pid")
     cpu=$(awk -v a="$cpu0" -v b="$cpu1" 'BEGIN { printf "%.2f", b - a }')
     ptf_psql -X -At -c "SELECT state, last_error FROM ptf.pipeline_status WHERE name = '$name'" >"$dir/status.txt"
     ptf_psql -X -q -c "SELECT ptf.drop_pipeline('$name')" >/dev/null
-    secs=$(awk -v s="$start" -v e="$end" 'BEGIN { printf "%.2f", e - s }')
     rate=$(awk -v n="$BACKLOG" -v t="$secs" 'BEGIN { printf "%.0f", n / t }')
     backlog_rows+=("| $label | $BACKLOG | $secs | **$rate** | $t_adv | $t_td | $(awk -v a="$secs" -v f="$t_adv" -v n="$BACKLOG" 'BEGIN { printf "%.0f", (a - f) * 1e9 / n }') | $cpu | $(awk -v c="$cpu" -v n="$BACKLOG" 'BEGIN { printf "%.0f", c * 1e9 / n }') | $9 |")
 }
