@@ -129,7 +129,7 @@ typedef struct BatchEntry
 {
 	RowKind		kind;
 	PtfTime		event_time;		/* for the prefetch: PTF_TIME_MIN if unknown */
-	uint64		scratch[3];		/* the operator's, between prefetch stages */
+	uint64		scratch[PTF_PREFETCH_WORDS];	/* the operator's prefetch stages' */
 	PtfRowMeta	meta;
 	TupleTableSlot *slot;		/* a heap-tuple slot over buf */
 	HeapTupleData tuple;
@@ -476,7 +476,7 @@ process_row(PtfFrameInput *input, RowKind kind, TupleTableSlot *row,
 
 static void
 frame_process(PtfFrameInput *input, RowKind kind, TupleTableSlot *row,
-			  const PtfRowMeta *meta)
+			  const PtfRowMeta *meta, const uint64 *prefetched)
 {
 	PtfFrame   *frame = input->frame;
 	PtfRowContext ctx;
@@ -489,6 +489,7 @@ frame_process(PtfFrameInput *input, RowKind kind, TupleTableSlot *row,
 	ctx.input = input->index;
 	ctx.keys = input->spec.keys;
 	ctx.meta = meta;
+	ctx.prefetched = prefetched;
 	ctx.event_time = 0;
 	ctx.proc_time = 0;
 	if (timed)
@@ -561,7 +562,7 @@ frame_drain(PtfFrame *frame)
 	{
 		BatchEntry *e = &frame->batch[i];
 
-		frame_process(frame->inputs[frame->batch_input], e->kind, e->slot, &e->meta);
+		frame_process(frame->inputs[frame->batch_input], e->kind, e->slot, &e->meta, e->scratch);
 		ExecClearTuple(e->slot);
 	}
 	frame->nbatch = 0;
@@ -622,7 +623,7 @@ pass_row(PtfFrameInput *input, RowKind kind, TupleTableSlot *row, const PtfRowMe
 		/* another input's row: the batched rows came first */
 		if (frame->nbatch > 0)
 			frame_drain(frame);
-		frame_process(input, kind, row, meta);
+		frame_process(input, kind, row, meta, NULL);
 		return;
 	}
 	if (frame->can_batch && frame->batch_check-- == 0)
@@ -638,7 +639,7 @@ pass_row(PtfFrameInput *input, RowKind kind, TupleTableSlot *row, const PtfRowMe
 	}
 	if (!frame->batching)
 	{
-		frame_process(input, kind, row, meta);
+		frame_process(input, kind, row, meta, NULL);
 		return;
 	}
 	batch_add(frame, kind, row, meta);

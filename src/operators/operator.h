@@ -58,7 +58,11 @@ typedef struct PtfRowContext
 	PtfTime		event_time;		/* 0 without on_time */
 	PtfTime		proc_time;		/* 0 when no processing time is needed */
 	PtfTime		watermark;		/* the operator's: the least of the inputs' */
+	/* a batched row's prefetch scratch (methods.prefetch), else NULL */
+	const uint64 *prefetched;
 } PtfRowContext;
+
+#define PTF_PREFETCH_WORDS 4
 
 typedef struct PtfOperator PtfOperator;
 
@@ -71,8 +75,9 @@ typedef struct PtfOperatorMethods
 	 * optional: start fetching the state a row will need, in stages 0 ..
 	 * prefetch_stages - 1 over a batch of rows (each stage of all rows
 	 * before the next, all before the first row is processed); scratch is
-	 * the row's, three words carried from stage to stage (keyed state's
-	 * staged prefetch takes the first two)
+	 * the row's, PTF_PREFETCH_WORDS words carried from stage to stage and
+	 * then to on_row as ctx->prefetched (keyed state's staged prefetch
+	 * takes the first three, the operator the last)
 	 */
 	void		(*prefetch) (PtfOperator *op, TupleTableSlot *row,
 							 const PtfRowContext *ctx, int stage, uint64 *scratch);

@@ -919,13 +919,13 @@ tj_prefetch(PtfOperator *op, TupleTableSlot *row, const PtfRowContext *ctx, int 
 		TjVersion  *v = keyed_state_prefetch_ns_floor(op->state, scratch, TJ_SPACE_VERSIONS,
 													 ctx->event_time);
 
-		scratch[2] = (uint64) (uintptr_t) v;
+		scratch[3] = (uint64) (uintptr_t) v;
 		if (v != NULL)
 			__builtin_prefetch(v);
 	}
 	else
 	{
-		TjVersion  *v = (TjVersion *) (uintptr_t) scratch[2];
+		TjVersion  *v = (TjVersion *) (uintptr_t) scratch[3];
 
 		if (v != NULL && v->image.tuple != NULL)
 		{

@@ -156,10 +156,11 @@ shared_release(WinAggOp *wa, int space, int64 ns)
 /* -- slices and windows of a key -- */
 
 static SliceValue *
-slice_get(WinAggOp *wa, StateRecord *rec, PtfTime end)
+slice_get(WinAggOp *wa, StateRecord *rec, PtfTime end, const uint64 *prefetched)
 {
 	bool		created;
-	SliceValue *sv = keyed_state_ns_get(wa->base.state, rec, SPACE_SLICES, end, &created);
+	SliceValue *sv = keyed_state_ns_get_prefetched(wa->base.state, rec, SPACE_SLICES, end,
+												   prefetched, &created);
 
 	if (created)
 	{
@@ -217,7 +218,7 @@ window_remove(WinAggOp *wa, StateRecord *rec, PtfTime end)
 SliceValue *
 winagg_slice_get(WinAggOp *wa, StateRecord *rec, PtfTime end)
 {
-	return slice_get(wa, rec, end);
+	return slice_get(wa, rec, end, NULL);
 }
 
 /* (Re)arm the key's timer for its window ending at end, if earlier than its next. */
@@ -343,7 +344,7 @@ aligned_on_row(WinAggOp *wa, RowKind kind, TupleTableSlot *row, const PtfRowCont
 		wa->skipped++;			/* a retraction of a row never added */
 		return PTF_ROW_DONE;
 	}
-	sv = slice_get(wa, ref.rec, s);
+	sv = slice_get(wa, ref.rec, s, ctx->prefetched);
 	if (aggs_keeps_rows(wa->aggs) && !aggs_rows_apply(wa->aggs, &sv->rows, sv->mem, weight))
 	{
 		wa->skipped++;
@@ -522,7 +523,7 @@ cumulate_window(WinAggOp *wa, StateRecord *rec, PtfTime start, PtfTime e)
 	if (src == NULL)
 		return target;			/* no row in the last step */
 	if (target == NULL)
-		target = slice_get(wa, rec, target_end);	/* values never move */
+		target = slice_get(wa, rec, target_end, NULL);	/* values never move */
 	aggs_merge_into(wa->aggs, target->accs, &target->rows, target->mem, src->accs, &src->rows);
 	target->nrows += src->nrows;
 	keyed_state_ns_mark_changed(ks, rec, SPACE_SLICES, target_end);
@@ -934,12 +935,12 @@ window_agg_prefetch(PtfOperator *op, TupleTableSlot *row, const PtfRowContext *c
 	WinAggOp  *wa = (WinAggOp *) op;
 	PtfTime		s = 0;
 
-	/* the row's slice, found once: scratch[2], PTF_TIME_MIN for none */
+	/* the row's slice, found once: scratch[3], PTF_TIME_MIN for none */
 	if (stage == 0)
-		scratch[2] = (uint64) ((wa->spec.kind != WINDOW_SESSION && ctx->event_time != PTF_TIME_MIN &&
+		scratch[3] = (uint64) ((wa->spec.kind != WINDOW_SESSION && ctx->event_time != PTF_TIME_MIN &&
 								ctx->event_time != PTF_TIME_MAX &&
 								window_slice_end(&wa->spec, ctx->event_time, &s)) ? s : PTF_TIME_MIN);
-	s = (PtfTime) scratch[2];
+	s = (PtfTime) scratch[3];
 	keyed_state_prefetch_stage(op->state, ctx->keys, row, stage,
 							   s == PTF_TIME_MIN ? -1 : SPACE_SLICES, s, scratch);
 }

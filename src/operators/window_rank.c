@@ -255,10 +255,11 @@ list_offer(WinRankOp *wr, RankList *l, TupleTableSlot *row, MinimalTuple *copy)
 /* -- rows -- */
 
 static RankList *
-window_list(WinRankOp *wr, StateRecord *rec, PtfTime end)
+window_list(WinRankOp *wr, StateRecord *rec, PtfTime end, const uint64 *prefetched)
 {
 	bool		created;
-	RankList   *l = keyed_state_ns_get(wr->base.state, rec, SPACE_WINDOWS, end, &created);
+	RankList   *l = keyed_state_ns_get_prefetched(wr->base.state, rec, SPACE_WINDOWS, end,
+												 prefetched, &created);
 
 	if (created)
 		timer_register(wr->base.timers, PTF_EVENT_TIME, end - MS, rec, end, TIMER_WINDOW);
@@ -325,7 +326,7 @@ window_rank_on_row(PtfOperator *op, RowKind kind, TupleTableSlot *row, const Ptf
 
 		if (fired(wr->ends[i], ctx->watermark))
 			continue;			/* counts in the windows not fired yet */
-		l = window_list(wr, ref.rec, wr->ends[i]);
+		l = window_list(wr, ref.rec, wr->ends[i], ctx->prefetched);
 		if (list_offer(wr, l, row, &copy))
 			keyed_state_ns_mark_changed(ks, ref.rec, SPACE_WINDOWS, wr->ends[i]);
 	}
@@ -475,16 +476,16 @@ window_rank_prefetch(PtfOperator *op, TupleTableSlot *row, const PtfRowContext *
 	WinRankOp  *wr = (WinRankOp *) op;
 	PtfTime		end = PTF_TIME_MIN;
 
-	/* the row's first window's end, found once: scratch[2], PTF_TIME_MIN for none */
+	/* the row's first window's end, found once: scratch[3], PTF_TIME_MIN for none */
 	if (stage == 0)
 	{
 		if (wr->global)
 			end = PTF_TIME_MAX;
 		else if (window_assign(&wr->spec, ctx->event_time, &end, 1) == 0)
 			end = PTF_TIME_MIN;
-		scratch[2] = (uint64) end;
+		scratch[3] = (uint64) end;
 	}
-	end = (PtfTime) scratch[2];
+	end = (PtfTime) scratch[3];
 	if (stage < KEYED_PREFETCH_STAGES)
 		keyed_state_prefetch_stage(op->state, ctx->keys, row, stage,
 								   end == PTF_TIME_MIN ? -1 : SPACE_WINDOWS, end, scratch);

@@ -939,8 +939,10 @@ keyed_state_prefetch(KeyedState *ks, KeySpec *probe, TupleTableSlot *row)
  * and asks for it and its namespace sets; 2 asks for the entries the
  * search for ns reads first (the last and the first), 3 for the one it
  * interpolates from them; 4 finds ns and asks for its value.  Nothing is changed: a wrong guess
- * costs a useless prefetch.  scratch[2] carries hash and record between
- * the stages.
+ * costs a useless prefetch.  scratch[0..2] carry hash, record and the
+ * position of ns found (-1: none) between the stages, and to the row's
+ * processing: keyed_state_ns_get_prefetched() takes ns from there when
+ * it is still there, instead of searching again.
  */
 void
 keyed_state_prefetch_stage(KeyedState *ks, KeySpec *probe, TupleTableSlot *row, int stage,
@@ -949,6 +951,11 @@ keyed_state_prefetch_stage(KeyedState *ks, KeySpec *probe, TupleTableSlot *row, 
 	StateRecord *rec;
 	NsSet	   *set;
 
+	if (stage == 0)
+	{
+		scratch[1] = 0;
+		scratch[2] = (uint64) -1;
+	}
 	if (ks->is_inline)
 	{
 		if (stage == 0 && keyed_state_can_prefetch(ks))
@@ -962,7 +969,6 @@ keyed_state_prefetch_stage(KeyedState *ks, KeySpec *probe, TupleTableSlot *row, 
 				uint32		hash = key_probe(probe, row);
 
 				scratch[0] = hash;
-				scratch[1] = 0;
 				prefetch_line(&ks->hash->data[hash & ks->hash->sizemask]);
 				return;
 			}
@@ -1025,16 +1031,52 @@ keyed_state_prefetch_stage(KeyedState *ks, KeySpec *probe, TupleTableSlot *row, 
 			}
 			else
 			{
-				void	   *v = keyed_state_prefetch_ns_value(ks, scratch, space, ns);
+				int			i = ns_index(set, ns);
 
-				if (v != NULL)
+				scratch[2] = (uint64) (int64) i;
+				if (i >= 0)
 				{
-					prefetch_line(v);
-					prefetch_line((char *) v + 64);
+					prefetch_line(set->entries[i].value);
+					prefetch_line((char *) set->entries[i].value + 64);
 				}
 			}
 			return;
 	}
+}
+
+/* The position stage 4 found ns at in rec's set, if it is still there. */
+static inline int
+prefetched_index(NsSet *set, StateRecord *rec, int64 ns, const uint64 *scratch)
+{
+	int64		i;
+
+	if (scratch == NULL || (StateRecord *) (uintptr_t) scratch[1] != rec)
+		return -1;
+	i = (int64) scratch[2];
+	if (i < 0 || i >= set->n || set->entries[i].ns != ns)
+		return -1;
+	return (int) i;
+}
+
+/*
+ * keyed_state_ns_get() for a row whose staged prefetch looked for ns
+ * (prefetched: its scratch, or NULL): the position found then is taken
+ * when it still holds ns -- rows of the batch before may have moved it.
+ */
+void *
+keyed_state_ns_get_prefetched(KeyedState *ks, StateRecord *rec, int space, int64 ns,
+							  const uint64 *prefetched, bool *created)
+{
+	NsSet	   *set = ks_ns_set(ks, rec, space);
+	int			i = prefetched_index(set, rec, ns, prefetched);
+
+	if (i >= 0)
+	{
+		Assert(i == ns_index(set, ns));
+		*created = false;
+		return set->entries[i].value;
+	}
+	return keyed_state_ns_get(ks, rec, space, ns, created);
 }
 
 /*
@@ -1052,7 +1094,9 @@ keyed_state_prefetch_ns_value(KeyedState *ks, const uint64 *scratch, int space, 
 	if (ks->is_inline || rec == NULL || space < 0 || space >= ks->nspaces)
 		return NULL;
 	set = ks_ns_set(ks, rec, space);
-	i = ns_index(set, ns);
+	i = prefetched_index(set, rec, ns, scratch);
+	if (i < 0)
+		i = ns_index(set, ns);
 	return i >= 0 ? set->entries[i].value : NULL;
 }
 

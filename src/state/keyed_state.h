@@ -133,6 +133,8 @@ extern void *keyed_state_prefetch_ns_value(KeyedState *ks, const uint64 *scratch
 										   int64 ns);
 extern void *keyed_state_prefetch_ns_floor(KeyedState *ks, const uint64 *scratch, int space,
 										   int64 ns);
+extern void *keyed_state_ns_get_prefetched(KeyedState *ks, StateRecord *rec, int space,
+										   int64 ns, const uint64 *prefetched, bool *created);
 extern void keyed_state_prefetch(KeyedState *ks, KeySpec *probe, TupleTableSlot *row);
 extern void keyed_state_touch(KeyedState *ks, StateRecord *rec, PtfTime now);
 extern void keyed_state_pin(KeyedState *ks, StateRecord *rec);
