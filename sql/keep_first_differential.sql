@@ -114,3 +114,19 @@ SELECT * FROM compare($$TABLE kf_diff.incremental$$,
     $$SELECT DISTINCT ON (k) * FROM kf_diff.gen ORDER BY k, seq % 10, seq$$);
 SELECT keys, rows_in FROM state WHERE uid = 'diff-arrival';
 SELECT drop_state('diff-arrival');
+
+-- many keys by event time, rows in no order: the state outgrows the caches,
+-- so rows come in batches whose keys and earlier candidates are prefetched
+-- (the candidate a row replaces, before it is overwritten)
+CREATE TABLE many AS
+SELECT i AS seq, hashint4(i) & 65535 AS k,
+       timestamptz '2024-01-01 00:00+00' + (hashint4(i * 7) & 1023) * interval '1 minute' AS ts,
+       md5(i::text) AS payload
+  FROM generate_series(1, 300000) i;
+SET work_mem = '64MB';
+SELECT * FROM compare(
+    $$SELECT * FROM ptf.deduplicate_keep_first(NULL::kf_diff.many, partition_by => '{k}', on_time => 'ts',
+        query => 'SELECT * FROM kf_diff.many ORDER BY seq')$$,
+    $$SELECT DISTINCT ON (k) * FROM kf_diff.many ORDER BY k, ts, seq$$);
+SELECT keys, rows_spilled, state_bytes > 4 * 1024 * 1024 AS beyond_the_caches FROM last_call_stats();
+RESET work_mem;

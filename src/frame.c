@@ -116,11 +116,13 @@ typedef struct SpillFile
  * Rows wait in a small batch before the operator sees them, so that the
  * state each one needs can be prefetched while the batch fills: the
  * lookups of a batch then overlap their cache misses instead of paying
- * them one after the other.  Order and semantics are unchanged.  A prefetch in
- * stages follows a chain of pointers, a miss per stage: the longer the
- * batch, the more of the previous stage's lines have arrived when the
- * next one reads them (measured: Window Top-N 30% faster at 32 rows than
- * at 16); a single stage gains nothing from more than 16.
+ * them one after the other.  Order and semantics are unchanged.  A
+ * prefetch in stages follows a chain of pointers, a miss per stage: the
+ * longer the batch, the more of the previous stage's lines have arrived
+ * when the next one reads them (measured: Window Top-N 30% faster at 32
+ * rows than at 16); a single stage gains nothing from more than 16.  What
+ * the last stage found goes on to the row's processing
+ * (PtfRowContext.prefetched), which need not search for it again.
  */
 #define FRAME_BATCH		32
 #define FRAME_BATCH_ONE_STAGE	16	/* for a prefetch of one stage */

@@ -380,6 +380,35 @@ dedup_prefetch(PtfOperator *op, TupleTableSlot *row, const PtfRowContext *ctx, i
 }
 
 /*
+ * By event time a row earlier than its key's candidate is copied over the
+ * candidate's image, a line of the pool no lookup touched: once the map's
+ * lines are in (stage 1), that image is asked for, to be written.
+ */
+static void
+dedup_prefetch_event(PtfOperator *op, TupleTableSlot *row, const PtfRowContext *ctx,
+					 int stage, uint64 *scratch)
+{
+	void	   *value;
+	void	   *cold;
+	MinimalTuple cand;
+
+	if (stage == 0)
+	{
+		keyed_state_prefetch(op->state, ctx->keys, row);
+		return;
+	}
+	if (ctx->event_time == PTF_TIME_MIN ||
+		!keyed_state_prefetch_peek(op->state, ctx->keys, row, &value, &cold))
+		return;
+	cand = ((DedupCold *) cold)->cand.tuple;
+	if (cand != NULL && ctx->event_time < ((DedupHot *) value)->time)
+	{
+		__builtin_prefetch(cand, 1);
+		__builtin_prefetch((char *) cand + 64, 1);
+	}
+}
+
+/*
  * A key leaves memory, unless its candidate is pending (its timer must
  * fire from memory); a seen key holds nothing else.
  */
@@ -413,6 +442,19 @@ static const PtfOperatorMethods dedup_prefetching_methods = {
 	.on_resync = dedup_on_resync,
 };
 
+/* and by event time, the candidate's image too */
+static const PtfOperatorMethods dedup_prefetching_event_methods = {
+	.name = "deduplicate_keep_first",
+	.on_row = dedup_on_row,
+	.evict = dedup_evict,
+	.prefetch = dedup_prefetch_event,
+	.prefetch_stages = 2,
+	.on_watermark = dedup_on_watermark,
+	.on_timer = dedup_on_timer,
+	.on_start = dedup_on_start,
+	.on_resync = dedup_on_resync,
+};
+
 PtfOperator *
 dedup_create(const DedupOptions *opts, const PtfOperatorEnv *env)
 {
@@ -438,7 +480,8 @@ dedup_create(const DedupOptions *opts, const PtfOperatorEnv *env)
 	old = MemoryContextSwitchTo(d->base.cxt);
 	d->base.state = keyed_state_create(&spec, d->base.cxt);
 	if (keyed_state_can_prefetch(d->base.state))
-		d->base.methods = &dedup_prefetching_methods;
+		d->base.methods = opts->event_time ? &dedup_prefetching_event_methods :
+			&dedup_prefetching_methods;
 	d->base.codec.layout = &dedup_layout;
 	d->base.codec.arg = d;
 	d->base.codec.save = dedup_save;

@@ -932,6 +932,40 @@ keyed_state_prefetch(KeyedState *ks, KeySpec *probe, TupleTableSlot *row)
 }
 
 /*
+ * After keyed_state_prefetch() of the row, the lines it asked for have
+ * come: where its key's value and cold part are, if the key is in the
+ * inline map (found as a lookup finds it, nothing marked), for a prefetch
+ * of what they point at.  false for a key that is not there, NULL or not
+ * a map key.
+ */
+bool
+keyed_state_prefetch_peek(KeyedState *ks, KeySpec *probe, TupleTableSlot *row,
+						  void **value, void **cold)
+{
+	InlineMap  *map = &ks->map;
+	bool		isnull;
+	Datum		d = slot_getattr(row, probe->cols[0].attno, &isnull);
+	uint64		i;
+
+	Assert(keyed_state_can_prefetch(ks));
+	if (isnull || d == INLINE_EMPTY)
+		return false;
+	for (i = mix64(d) & map->mask;; i = (i + 1) & map->mask)
+	{
+		Datum		key = SLOT_KEY(map, i);
+
+		if (key == d)
+		{
+			*value = SLOT_VALUE(map, i);
+			*cold = ks->cold_size > 0 ? SLOT_COLD(ks, i) : NULL;
+			return true;
+		}
+		if (key == INLINE_EMPTY)
+			return false;
+	}
+}
+
+/*
  * The records layout, in stages over a batch of rows: each stage touches
  * only lines the one before asked for, so that the misses of the whole
  * batch overlap.  Stage 0 hashes the key and asks for its hash bucket;

@@ -136,6 +136,8 @@ extern void *keyed_state_prefetch_ns_floor(KeyedState *ks, const uint64 *scratch
 extern void *keyed_state_ns_get_prefetched(KeyedState *ks, StateRecord *rec, int space,
 										   int64 ns, const uint64 *prefetched, bool *created);
 extern void keyed_state_prefetch(KeyedState *ks, KeySpec *probe, TupleTableSlot *row);
+extern bool keyed_state_prefetch_peek(KeyedState *ks, KeySpec *probe, TupleTableSlot *row,
+									  void **value, void **cold);
 extern void keyed_state_touch(KeyedState *ks, StateRecord *rec, PtfTime now);
 extern void keyed_state_pin(KeyedState *ks, StateRecord *rec);
 extern void keyed_state_mark_changed(KeyedState *ks, StateRecord *rec);
