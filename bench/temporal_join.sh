@@ -60,6 +60,7 @@ lateral_left|SELECT count(*) FROM bench_probes p LEFT JOIN LATERAL (SELECT * FRO
 tj_rows|SELECT sum((probe).id + (build).rate) FROM ptf.temporal_join(NULL::bench_probes, NULL::bench_versions, 'ts', 'ts', '{k}')
 lateral_rows|SELECT sum(p.id + v.rate) FROM bench_probes p JOIN LATERAL (SELECT * FROM bench_versions v WHERE v.k = p.k AND v.ts <= p.ts ORDER BY v.ts DESC LIMIT 1) v ON true
 tj_live|SELECT count(*) FROM ptf.temporal_join(NULL::bench_probes, NULL::bench_versions, 'ts', 'ts', '{k}', watermark_delay => '1 hour', probe_query => 'SELECT * FROM bench_probes ORDER BY ts')
+floor|SELECT (SELECT count(*) FROM bench_probes) + (SELECT count(*) FROM bench_versions)
 LIST
 }
 
@@ -82,9 +83,12 @@ for wm in $WORK_MEMS; do
     ptf_bench_times "$dir/out.txt" >"$dir/times.txt"
     m() { ptf_bench_median "$dir/times.txt" "$1"; }
     ti=$(m tj_inner); li=$(m lateral_inner); tl=$(m tj_left); ll=$(m lateral_left)
-    tr=$(m tj_rows); lr=$(m lateral_rows); tv=$(m tj_live)
+    tr=$(m tj_rows); lr=$(m lateral_rows); tv=$(m tj_live); f=$(m floor)
     echo
     echo "### $PROBES probes x $VERSIONS versions, $KEYS keys, work_mem = $wm (median of $REPS, ms)"
+    echo
+    echo "The floor: \`SELECT count(*)\` over both tables, $f ms; the cost above it in ns per probe row:"
+    echo "temporal join (INNER, count) $(ptf_bench_above "$ti" "$f" "$PROBES"), the LATERAL anchor $(ptf_bench_above "$li" "$f" "$PROBES")."
     echo
     echo "| work | ptf | anchor | anchor ms | ratio | target |"
     echo "|---|---:|---|---:|---:|---:|"

@@ -76,6 +76,7 @@ statements() {
 to_changelog|SELECT count(*) FROM ptf.to_changelog(NULL::bench_cdc, changes => true, uid => 'bench')
 test_decoding|SELECT count(*) FROM pg_logical_slot_peek_changes('td', NULL, NULL)
 plugin_json|SELECT count(*) FROM pg_logical_slot_peek_changes('json', NULL, NULL)
+floor|DO $$BEGIN PERFORM pg_copy_logical_replication_slot('td', 'floor'); PERFORM pg_replication_slot_advance('floor', pg_current_wal_insert_lsn()); PERFORM pg_drop_replication_slot('floor'); END$$
 LIST
     if [[ $plugins == *wal2json* ]]; then
         echo "wal2json|SELECT count(*) FROM pg_logical_slot_peek_changes('w2j', NULL, NULL, 'format-version', '2')"
@@ -103,13 +104,17 @@ ptf_log "bench: $REPS rounds (and one warm-up)"
 ptf_psql -X -q -v ON_ERROR_STOP=1 -f "$script" >"$dir/out.txt"
 ptf_bench_times "$dir/out.txt" >"$dir/times.txt"
 m() { ptf_bench_median "$dir/times.txt" "$1"; }
-t=$(m to_changelog); td=$(m test_decoding); pj=$(m plugin_json); wj=$(m wal2json)
+t=$(m to_changelog); td=$(m test_decoding); pj=$(m plugin_json); wj=$(m wal2json); f=$(m floor)
 rows=$(ptf_psql -X -q -At -c "BEGIN" -c "SET ptf.max_changes_per_call = 0" \
     -c "SELECT count(*) FROM ptf.to_changelog(NULL::bench_cdc, changes => true, uid => 'bench')" -c "ROLLBACK")
 changes=$((INSERTS + UPDATES))
 
 echo
 echo "### $changes changes ($INSERTS inserts + $UPDATES updates, REPLICA IDENTITY FULL), median of $REPS, ms"
+echo
+echo "The floor: a copy of the anchor's slot advanced over the same WAL (\`pg_replication_slot_advance\`:"
+echo "the WAL read, no changes decoded), $f ms; the cost above it in ns per change: to_changelog"
+echo "$(ptf_bench_above "$t" "$f" "$changes"), test_decoding $(ptf_bench_above "$td" "$f" "$changes")."
 echo
 echo "| work | ptf | anchor | anchor ms | ratio | target |"
 echo "|---|---:|---|---:|---:|---:|"
