@@ -257,34 +257,20 @@ emit_pair(TjOperator *j, TupleTableSlot *probe, MinimalTuple probe_image,
 	MemoryContextReset(j->emit_cxt);
 }
 
-/* The position of the greatest version at or below t, -1 when none. */
-static int
-version_at(KeyedState *ks, StateRecord *rec, PtfTime t)
-{
-	int			n = keyed_state_ns_count(ks, rec, TJ_SPACE_VERSIONS);
-	int			i = keyed_state_ns_lower_bound(ks, rec, TJ_SPACE_VERSIONS, t);
-	int64		ns;
-
-	if (i < n)
-	{
-		keyed_state_ns_at(ks, rec, TJ_SPACE_VERSIONS, i, &ns);
-		if (ns == t)
-			return i;
-	}
-	return i - 1;
-}
-
 /*
  * Join one probe row (in probe, or as probe_image) of time t with the key
- * rec (NULL: no state, or a key with NULL parts, which never matches).
- * Only the chosen version is tried: no fallback to an older one.
+ * rec (NULL: no state, or a key with NULL parts, which never matches),
+ * its version found by the row's prefetch when it came in a batch
+ * (prefetched, see tj_prefetch).  Only the chosen version is tried: no
+ * fallback to an older one.
  */
 static void
 join_probe(TjOperator *j, StateRecord *rec, TupleTableSlot *probe,
-		   MinimalTuple probe_image, PtfTime t)
+		   MinimalTuple probe_image, PtfTime t, const uint64 *prefetched)
 {
 	KeyedState *ks = j->base.state;
-	int			i = rec ? version_at(ks, rec, t) : -1;
+	int			i = rec ? keyed_state_ns_floor_prefetched(ks, rec, TJ_SPACE_VERSIONS, t,
+														  prefetched) : -1;
 
 	if (i >= 0)
 	{
@@ -553,7 +539,7 @@ on_probe_now(TjOperator *j, TupleTableSlot *row, const PtfRowContext *ctx)
 
 	if (key_has_nulls(ctx->keys, row))
 	{
-		join_probe(j, NULL, row, NULL, ctx->event_time);
+		join_probe(j, NULL, row, NULL, ctx->event_time, NULL);
 		return PTF_ROW_DONE;
 	}
 	switch (keyed_state_lookup(j->base.state, ctx->keys, row, ctx->proc_time, false, &ref))
@@ -562,10 +548,10 @@ on_probe_now(TjOperator *j, TupleTableSlot *row, const PtfRowContext *ctx)
 			/* the key may be spilled with its versions: its partition decides */
 			return PTF_ROW_SPILL;
 		case KS_FOUND:
-			join_probe(j, ref.rec, row, NULL, ctx->event_time);
+			join_probe(j, ref.rec, row, NULL, ctx->event_time, ctx->prefetched);
 			break;
 		default:
-			join_probe(j, NULL, row, NULL, ctx->event_time);
+			join_probe(j, NULL, row, NULL, ctx->event_time, NULL);
 			break;
 	}
 	return PTF_ROW_DONE;
@@ -629,7 +615,7 @@ emit_due(TjOperator *j, StateRecord *rec, PtfTime wm)
 	if (ndue > 1)
 		qsort(due, ndue, sizeof(TjDue), due_cmp);
 	for (i = 0; i < ndue; i++)
-		join_probe(j, rec, NULL, due[i].image, due[i].time);
+		join_probe(j, rec, NULL, due[i].image, due[i].time, NULL);
 	pfree(due);
 	drop_range(j, rec, TJ_SPACE_PROBES, 0, upto);
 }
@@ -896,8 +882,9 @@ temporal_join_unknown_deletes(PtfOperator *op)
  * record and the search of its versions (keyed_state_prefetch_stage), then
  * the version at or below its time and that version's image, which the
  * output copies -- four cache misses a probe of many keys otherwise waits
- * for one after the other.  A live join buffers its probes: only the
- * record is asked for.
+ * for one after the other.  The version's position found goes on to
+ * join_probe.  A live join buffers its probes: only the record is asked
+ * for.
  */
 #define TJ_PREFETCH_STAGES	(KEYED_PREFETCH_STAGES + 1)
 

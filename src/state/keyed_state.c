@@ -1136,22 +1136,58 @@ keyed_state_prefetch_ns_value(KeyedState *ks, const uint64 *scratch, int space, 
 
 /*
  * The same for the greatest ns at or below the given one, of the sorted
- * entries (an unsorted tail is not searched: a prefetch may miss).
+ * entries (an unsorted tail is not searched: a prefetch may miss); its
+ * position goes to scratch[2], for keyed_state_ns_floor_prefetched().
  */
 void *
-keyed_state_prefetch_ns_floor(KeyedState *ks, const uint64 *scratch, int space, int64 ns)
+keyed_state_prefetch_ns_floor(KeyedState *ks, uint64 *scratch, int space, int64 ns)
 {
 	StateRecord *rec = (StateRecord *) (uintptr_t) scratch[1];
 	NsSet	   *set;
 	int			i;
 
+	scratch[2] = (uint64) -1;
 	if (ks->is_inline || rec == NULL || space < 0 || space >= ks->nspaces)
 		return NULL;
 	set = ks_ns_set(ks, rec, space);
 	i = ns_search(set, ns);
-	if (i < set->n - set->tail && set->entries[i].ns == ns)
-		return set->entries[i].value;
-	return i > 0 ? set->entries[i - 1].value : NULL;
+	if (!(i < set->n - set->tail && set->entries[i].ns == ns))
+		i--;
+	scratch[2] = (uint64) (int64) i;
+	return i >= 0 ? set->entries[i].value : NULL;
+}
+
+/*
+ * The position of the greatest ns at or below the given one in rec's set
+ * of space, -1 for none; from the prefetch of the row (prefetched: its
+ * scratch, or NULL) when that position still answers.
+ */
+int
+keyed_state_ns_floor_prefetched(KeyedState *ks, StateRecord *rec, int space, int64 ns,
+								const uint64 *prefetched)
+{
+	NsSet	   *set = ks_ns_set(ks, rec, space);
+	int			i;
+
+	if (prefetched != NULL && (StateRecord *) (uintptr_t) prefetched[1] == rec &&
+		set->tail == 0)
+	{
+		int64		p = (int64) prefetched[2];
+
+		if (p >= -1 && p < set->n &&
+			(p < 0 || set->entries[p].ns <= ns) &&
+			(p + 1 == set->n || set->entries[p + 1].ns > ns))
+		{
+			Assert(p + 1 == ns_search(set, ns + (ns < PG_INT64_MAX ? 1 : 0)) ||
+				   ns == PG_INT64_MAX);
+			return (int) p;
+		}
+	}
+	ns_settle(set);
+	i = ns_search(set, ns);
+	if (i < set->n && set->entries[i].ns == ns)
+		return i;
+	return i - 1;
 }
 
 /* Processing-time TTL starts (again) now. */

@@ -131,8 +131,10 @@ extern void keyed_state_prefetch_stage(KeyedState *ks, KeySpec *probe, TupleTabl
 									   int stage, int space, int64 ns, uint64 *scratch);
 extern void *keyed_state_prefetch_ns_value(KeyedState *ks, const uint64 *scratch, int space,
 										   int64 ns);
-extern void *keyed_state_prefetch_ns_floor(KeyedState *ks, const uint64 *scratch, int space,
+extern void *keyed_state_prefetch_ns_floor(KeyedState *ks, uint64 *scratch, int space,
 										   int64 ns);
+extern int	keyed_state_ns_floor_prefetched(KeyedState *ks, StateRecord *rec, int space,
+											int64 ns, const uint64 *prefetched);
 extern void *keyed_state_ns_get_prefetched(KeyedState *ks, StateRecord *rec, int space,
 										   int64 ns, const uint64 *prefetched, bool *created);
 extern void keyed_state_prefetch(KeyedState *ks, KeySpec *probe, TupleTableSlot *row);
