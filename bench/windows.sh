@@ -8,7 +8,7 @@
 #   bash bench/windows.sh        (as root: installs what is missing, builds)
 #
 # Data: ROWS rows (default 5M) over KEYS keys (default 10k), times spread
-# over a day, in random order (the worst case for per-key state: every row
+# over SPAN_HOURS hours (default 24), in random order (the worst case for per-key state: every row
 # a different key and slice than the last), and the same rows in time
 # order (an event table as it is written).  Windows: TUMBLE 1 hour; HOP 1 hour sliding
 # by 5 minutes (size = 12 slides); CUMULATE 1 hour in 5-minute steps.
@@ -34,6 +34,7 @@ PTF_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 ROWS=${ROWS:-5000000}
 KEYS=${KEYS:-10000}
+SPAN_HOURS=${SPAN_HOURS:-24}
 REPS=${REPS:-3}
 RUNS=${RUNS:-"random:256MB random:16MB time:256MB"}
 PIPE_ROWS=${PIPE_ROWS:-1000000}
@@ -47,7 +48,7 @@ ptf_psql -X -q -v ON_ERROR_STOP=1 <<SQL
 CREATE EXTENSION deduplicate_keep_first;
 CREATE TABLE bench_events AS
 SELECT (hashint8(i) & 2147483647) % $KEYS AS k,
-       timestamp '2024-01-01' + ((hashint8(i * 31) & 2147483647) % 86400000) * interval '1 millisecond' AS ts,
+       timestamp '2024-01-01' + ((hashint8(i * 31) & 2147483647) % ($SPAN_HOURS * 3600000)) * interval '1 millisecond' AS ts,
        (hashint8(i * 7) & 2147483647) % 1000 AS v
   FROM generate_series(1, $ROWS) i;
 CREATE TABLE bench_events_by_time AS SELECT * FROM bench_events ORDER BY ts;
@@ -111,7 +112,7 @@ for run in $RUNS; do
     f=$(m floor)
     ab() { ptf_bench_above "$1" "$f" "$ROWS"; }
     echo
-    echo "### $ROWS rows, $KEYS keys, one day, rows in $order order, work_mem = $wm (median of $REPS, ms)"
+    echo "### $ROWS rows, $KEYS keys, $SPAN_HOURS hours, rows in $order order, work_mem = $wm (median of $REPS, ms)"
     echo
     echo "The floor: \`SELECT count(*)\` over the same table, $f ms; the cost above it in ns per input row:"
     echo "window_aggregate TUMBLE $(ab "$wt"), HOP $(ab "$wh"), CUMULATE $(ab "$wc"); planned HOP $(ab "$sh"), Window Top-N $(ab "$tn")."
