@@ -70,6 +70,9 @@ over_budget(KeyedState *ks, Size more)
 
 /* ---- inline layout ---- */
 
+/* stage 4's answer for an ns not in the set: lb, where it would go */
+#define PREFETCHED_ABSENT(lb)	((int64) -2 - (int64) (lb))
+
 #if defined(__GNUC__) || defined(__clang__)
 #define prefetch_line(p)	__builtin_prefetch(p)
 #else
@@ -974,9 +977,10 @@ keyed_state_prefetch_peek(KeyedState *ks, KeySpec *probe, TupleTableSlot *row,
  * search for ns reads first (the last and the first), 3 for the one it
  * interpolates from them; 4 finds ns and asks for its value.  Nothing is changed: a wrong guess
  * costs a useless prefetch.  scratch[0..2] carry hash, record and the
- * position of ns found (-1: none) between the stages, and to the row's
- * processing: keyed_state_ns_get_prefetched() takes ns from there when
- * it is still there, instead of searching again.
+ * position of ns found between the stages (-1: not known;
+ * PREFETCHED_ABSENT: not there, and where it would go), and to the row's
+ * processing: keyed_state_ns_get_prefetched() takes ns from there, or
+ * inserts it, when that still holds, instead of searching again.
  */
 void
 keyed_state_prefetch_stage(KeyedState *ks, KeySpec *probe, TupleTableSlot *row, int stage,
@@ -1039,7 +1043,11 @@ keyed_state_prefetch_stage(KeyedState *ks, KeySpec *probe, TupleTableSlot *row, 
 				return;
 			set = ks_ns_set(ks, rec, space);
 			if (set->n == 0)
+			{
+				if (stage == 4)
+					scratch[2] = (uint64) PREFETCHED_ABSENT(0);
 				return;
+			}
 			if (stage == 2)
 			{
 				/* where the search starts */
@@ -1065,9 +1073,14 @@ keyed_state_prefetch_stage(KeyedState *ks, KeySpec *probe, TupleTableSlot *row, 
 			}
 			else
 			{
-				int			i = ns_index(set, ns);
+				int			sorted = set->n - set->tail;
+				int			lb = ns_search(set, ns);
+				int			i = (lb < sorted && set->entries[lb].ns == ns) ? lb : -1;
 
-				scratch[2] = (uint64) (int64) i;
+				for (int k = sorted; i < 0 && k < set->n; k++)
+					if (set->entries[k].ns == ns)
+						i = k;
+				scratch[2] = (uint64) (i >= 0 ? (int64) i : PREFETCHED_ABSENT(lb));
 				if (i >= 0)
 				{
 					prefetch_line(set->entries[i].value);
@@ -1078,18 +1091,38 @@ keyed_state_prefetch_stage(KeyedState *ks, KeySpec *probe, TupleTableSlot *row, 
 	}
 }
 
-/* The position stage 4 found ns at in rec's set, if it is still there. */
+/*
+ * The position stage 4 found ns at in rec's set, if it is still there;
+ * -1 if not known.  *absent: ns is not in the set (stage 4 found where it
+ * would go among the sorted entries, still so, and the tail lacks it).
+ */
 static inline int
-prefetched_index(NsSet *set, StateRecord *rec, int64 ns, const uint64 *scratch)
+prefetched_index(NsSet *set, StateRecord *rec, int64 ns, const uint64 *scratch,
+				 bool *absent)
 {
 	int64		i;
 
+	*absent = false;
 	if (scratch == NULL || (StateRecord *) (uintptr_t) scratch[1] != rec)
 		return -1;
 	i = (int64) scratch[2];
-	if (i < 0 || i >= set->n || set->entries[i].ns != ns)
-		return -1;
-	return (int) i;
+	if (i >= 0)
+		return (i < set->n && set->entries[i].ns == ns) ? (int) i : -1;
+	if (i <= PREFETCHED_ABSENT(0))
+	{
+		int			lb = (int) (PREFETCHED_ABSENT(0) - i);
+		int			sorted = set->n - set->tail;
+		int			k;
+
+		if (lb > sorted || (lb > 0 && set->entries[lb - 1].ns >= ns) ||
+			(lb < sorted && set->entries[lb].ns <= ns))
+			return -1;
+		for (k = sorted; k < set->n; k++)
+			if (set->entries[k].ns == ns)
+				return k;
+		*absent = true;
+	}
+	return -1;
 }
 
 /*
@@ -1102,13 +1135,19 @@ keyed_state_ns_get_prefetched(KeyedState *ks, StateRecord *rec, int space, int64
 							  const uint64 *prefetched, bool *created)
 {
 	NsSet	   *set = ks_ns_set(ks, rec, space);
-	int			i = prefetched_index(set, rec, ns, prefetched);
+	bool		absent;
+	int			i = prefetched_index(set, rec, ns, prefetched, &absent);
 
 	if (i >= 0)
 	{
 		Assert(i == ns_index(set, ns));
 		*created = false;
 		return set->entries[i].value;
+	}
+	if (absent)
+	{
+		*created = true;
+		return ks_ns_insert(ks, rec, space, ns)->value;
 	}
 	return keyed_state_ns_get(ks, rec, space, ns, created);
 }
@@ -1123,13 +1162,14 @@ keyed_state_prefetch_ns_value(KeyedState *ks, const uint64 *scratch, int space, 
 {
 	StateRecord *rec = (StateRecord *) (uintptr_t) scratch[1];
 	NsSet	   *set;
+	bool		absent;
 	int			i;
 
 	if (ks->is_inline || rec == NULL || space < 0 || space >= ks->nspaces)
 		return NULL;
 	set = ks_ns_set(ks, rec, space);
-	i = prefetched_index(set, rec, ns, scratch);
-	if (i < 0)
+	i = prefetched_index(set, rec, ns, scratch, &absent);
+	if (i < 0 && !absent)
 		i = ns_index(set, ns);
 	return i >= 0 ? set->entries[i].value : NULL;
 }
