@@ -103,6 +103,11 @@ SELECT * FROM compare($$SELECT * FROM ptf.window_aggregate(NULL::par.gen, NULL::
 -- few groups: parallel
 SELECT * FROM compare($$SELECT * FROM ptf.window_aggregate(NULL::par.gen, NULL::par.wa_out, 'tumble', 'ts', '1 hour',
     partition_by => '{k2}', aggregates => 'count(*) AS n, sum(v) AS s, avg(v) AS a, min(v) AS lo')$$);
+-- keep-first the same way: as many keys as rows, by the statistics (workers would
+-- pass on every row), serial, by arrival and by event time; 3000 keys: parallel
+SELECT * FROM compare($$SELECT * FROM ptf.deduplicate_keep_first(NULL::par.gen, partition_by => '{seq}')$$);
+SELECT * FROM compare($$SELECT * FROM ptf.deduplicate_keep_first(NULL::par.gen, partition_by => '{seq}', on_time => 'ts')$$);
+SELECT * FROM compare($$SELECT * FROM ptf.deduplicate_keep_first(NULL::par.gen, partition_by => '{k}', on_time => 'ts')$$);
 -- aggregates without a combine function, and parallel-unsafe ones: serial
 CREATE TYPE wa_arr AS (k2 int, window_start timestamptz, window_end timestamptz, a numeric[]);
 SELECT * FROM compare($$SELECT * FROM ptf.window_aggregate(NULL::par.gen, NULL::par.wa_arr, 'tumble', 'ts', '1 hour',

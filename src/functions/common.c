@@ -18,6 +18,7 @@
 #include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
 #include "funcapi.h"
+#include "optimizer/cost.h"
 #include "parser/parse_type.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
@@ -369,4 +370,39 @@ ptf_input_watermark(PtfFrameInputSpec *frame, Oid relid, const char *on_time, in
 		delay = 0;
 	frame->has_delay = (delay >= 0);
 	frame->delay_us = Max(delay, 0);
+}
+
+/*
+ * Whether a parallel call's partial results pay (engine/parallel.c): each
+ * participant passes on a row per group it met -- a key's first rows, a
+ * key's slices (per_key of them) -- which the leader then takes in once
+ * more.  The planner's statistics say how many keys (a table not analyzed
+ * is tried); as PostgreSQL's planner weighs partial aggregation, a call
+ * whose groups, times the participants, come near a quarter of its rows
+ * stays serial.
+ */
+bool
+ptf_partials_pay(Oid relid, KeySpec *keys, double per_key)
+{
+	HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	double		rows;
+	double		groups = 1;
+	int			i;
+
+	if (!HeapTupleIsValid(tup))
+		return true;
+	rows = ((Form_pg_class) GETSTRUCT(tup))->reltuples;
+	ReleaseSysCache(tup);
+	if (rows <= 0)
+		return true;
+	for (i = 0; i < keys->ncols; i++)
+	{
+		uint64		n = sql_input_estimate_distinct(relid, keys->cols[i].attno);
+
+		if (n == 0)
+			return true;
+		groups = Min(groups * n, rows);
+	}
+	groups = Min(groups * per_key, rows);
+	return groups * (max_parallel_workers_per_gather + 1) * 4 <= rows;
 }

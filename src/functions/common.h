@@ -90,4 +90,7 @@ extern ptf_stream_table_hook_type ptf_stream_table_hook;
 extern void ptf_input_watermark(PtfFrameInputSpec *frame, Oid relid, const char *on_time,
 								int64 delay, bool stream);
 
+/* a parallel call's partial results pay, by the statistics of relid's keys */
+extern bool ptf_partials_pay(Oid relid, KeySpec *keys, double per_key);
+
 #endif							/* PTF_FUNCTIONS_COMMON_H */

@@ -873,42 +873,18 @@ time_range(Oid relid, AttrNumber attno, Oid type, PtfTime *lo, PtfTime *hi)
 
 /*
  * Partial aggregation pays when each participant's rows fold into far
- * fewer (key, slice) groups than rows: every group a worker holds is
- * serialized, sent and combined once more by the leader.  The planner's
- * statistics say how many keys and over what time (a table not analyzed
- * is tried); as PostgreSQL's planner weighs partial aggregation, a call
- * whose groups, times the participants, come near a quarter of its rows
- * stays serial.
+ * fewer (key, slice) groups than rows (ptf_partials_pay): the statistics
+ * say over what time, hence how many slices a key has.
  */
 static bool
 partials_pay(PtfCallInput *in, const WindowSpec *spec)
 {
-	HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(in->arg.relid));
-	double		rows;
-	double		groups = 1;
 	PtfTime		lo;
 	PtfTime		hi;
-	int			i;
 
-	if (!HeapTupleIsValid(tup))
-		return true;
-	rows = ((Form_pg_class) GETSTRUCT(tup))->reltuples;
-	ReleaseSysCache(tup);
-	if (rows <= 0)
-		return true;
-	for (i = 0; i < in->frame.keys->ncols; i++)
-	{
-		uint64		n = sql_input_estimate_distinct(in->arg.relid,
-												   in->frame.keys->cols[i].attno);
-
-		if (n == 0)
-			return true;
-		groups = Min(groups * n, rows);
-	}
 	if (!time_range(in->arg.relid, in->frame.on_time_attno, in->frame.on_time_type, &lo, &hi))
 		return true;
-	groups = Min(groups * ((double) (hi - lo) / spec->slice + 1), rows);
-	return groups * (max_parallel_workers_per_gather + 1) * 4 <= rows;
+	return ptf_partials_pay(in->arg.relid, in->frame.keys, (double) (hi - lo) / spec->slice + 1);
 }
 
 /* The input is planned: its shape is known, and the watermark is decided. */
