@@ -310,10 +310,14 @@ cmp_ok($coord->safe_psql('postgres', 'SELECT count(*) FROM minute_sums'), '>', 5
 cmp_ok($coord->safe_psql('postgres', 'SELECT count(*) FROM priced'), '>', 500, 'orders were priced');
 
 # ---- status: one row per pipeline, one per shard group with its node
-is($coord->safe_psql('postgres', q{
+# (a group whose worker is stepping another group while WAL was written after
+# its own last read shows 'waiting' for that moment: wait until none does)
+my $shards_sql = q{
     SELECT string_agg(DISTINCT state, ',') || ' ' || count(*) || ' ' || count(DISTINCT port)
-      FROM ptf.distributed_pipeline_shards}),
-    'running 20 2', 'status: every shard group running, on both workers');
+      FROM ptf.distributed_pipeline_shards};
+ok($c->wait_for(sub { $coord->safe_psql('postgres', $shards_sql) eq 'running 20 2' },
+        'every shard group running', 60),
+    'status: every shard group running, on both workers');
 is($coord->safe_psql('postgres', q{
     SELECT rows_in = (SELECT count(*) FROM events) FROM ptf.distributed_pipeline_status WHERE pipeline = 'firsts'}),
     't', 'status: rows summed over the shard groups');
