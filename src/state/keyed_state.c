@@ -162,6 +162,24 @@ note_new_inline_key(KeyedState *ks, Datum d, bool isnull)
 	ks->nnew++;
 }
 
+/* The slot of key d in the map, or of the empty slot where it would go. */
+static inline bool
+inline_probe(InlineMap *map, Datum d, uint64 *pos)
+{
+	uint64		i;
+
+	for (i = mix64(d) & map->mask;; i = (i + 1) & map->mask)
+	{
+		Datum		key = SLOT_KEY(map, i);
+
+		*pos = i;
+		if (key == d)
+			return true;
+		if (key == INLINE_EMPTY)
+			return false;
+	}
+}
+
 /* Find or insert the key d (not a side key); true if it was there. */
 bool
 ks_inline_find_or_insert(KeyedState *ks, Datum d, bool create, uint64 *pos,
@@ -171,19 +189,12 @@ ks_inline_find_or_insert(KeyedState *ks, Datum d, bool create, uint64 *pos,
 	uint64		i;
 
 	*full = false;
-	for (i = mix64(d) & map->mask;; i = (i + 1) & map->mask)
+	if (inline_probe(map, d, &i))
 	{
-		Datum		key = SLOT_KEY(map, i);
-
-		if (key == d)
-		{
-			*pos = i;
-			if (map->hits != NULL)
-				map->hits[i] = 1;
-			return true;
-		}
-		if (key == INLINE_EMPTY)
-			break;
+		*pos = i;
+		if (map->hits != NULL)
+			map->hits[i] = 1;
+		return true;
 	}
 	if (!create || ks->full)
 	{
@@ -478,19 +489,42 @@ ns_search(NsSet *set, int64 ns)
 	return lo;
 }
 
-/* The position of ns, sorted or in the tail; -1 when it is not there. */
-static int
-ns_index(NsSet *set, int64 ns)
+/*
+ * The position of ns, sorted or in the tail; -1 when it is not there.
+ * *lb: where ns is or would go among the sorted entries.
+ */
+static inline int
+ns_locate(NsSet *set, int64 ns, int *lb)
 {
 	int			sorted = set->n - set->tail;
 	int			i = ns_search(set, ns);
 
+	*lb = i;
 	if (i < sorted && set->entries[i].ns == ns)
 		return i;
 	for (i = sorted; i < set->n; i++)
 		if (set->entries[i].ns == ns)
 			return i;
 	return -1;
+}
+
+static int
+ns_index(NsSet *set, int64 ns)
+{
+	int			lb;
+
+	return ns_locate(set, ns, &lb);
+}
+
+/* The greatest sorted entry at or below ns; -1 when none. */
+static inline int
+ns_floor(NsSet *set, int64 ns)
+{
+	int			i = ns_search(set, ns);
+
+	if (i < set->n - set->tail && set->entries[i].ns == ns)
+		return i;
+	return i - 1;
 }
 
 /*
@@ -951,21 +985,11 @@ keyed_state_prefetch_peek(KeyedState *ks, KeySpec *probe, TupleTableSlot *row,
 	uint64		i;
 
 	Assert(keyed_state_can_prefetch(ks));
-	if (isnull || d == INLINE_EMPTY)
+	if (isnull || d == INLINE_EMPTY || !inline_probe(map, d, &i))
 		return false;
-	for (i = mix64(d) & map->mask;; i = (i + 1) & map->mask)
-	{
-		Datum		key = SLOT_KEY(map, i);
-
-		if (key == d)
-		{
-			*value = SLOT_VALUE(map, i);
-			*cold = ks->cold_size > 0 ? SLOT_COLD(ks, i) : NULL;
-			return true;
-		}
-		if (key == INLINE_EMPTY)
-			return false;
-	}
+	*value = SLOT_VALUE(map, i);
+	*cold = ks->cold_size > 0 ? SLOT_COLD(ks, i) : NULL;
+	return true;
 }
 
 /*
@@ -1073,13 +1097,9 @@ keyed_state_prefetch_stage(KeyedState *ks, KeySpec *probe, TupleTableSlot *row, 
 			}
 			else
 			{
-				int			sorted = set->n - set->tail;
-				int			lb = ns_search(set, ns);
-				int			i = (lb < sorted && set->entries[lb].ns == ns) ? lb : -1;
+				int			lb;
+				int			i = ns_locate(set, ns, &lb);
 
-				for (int k = sorted; i < 0 && k < set->n; k++)
-					if (set->entries[k].ns == ns)
-						i = k;
 				scratch[2] = (uint64) (i >= 0 ? (int64) i : PREFETCHED_ABSENT(lb));
 				if (i >= 0)
 				{
@@ -1190,9 +1210,7 @@ keyed_state_prefetch_ns_floor(KeyedState *ks, uint64 *scratch, int space, int64 
 	if (ks->is_inline || rec == NULL || space < 0 || space >= ks->nspaces)
 		return NULL;
 	set = ks_ns_set(ks, rec, space);
-	i = ns_search(set, ns);
-	if (!(i < set->n - set->tail && set->entries[i].ns == ns))
-		i--;
+	i = ns_floor(set, ns);
 	scratch[2] = (uint64) (int64) i;
 	return i >= 0 ? set->entries[i].value : NULL;
 }
@@ -1207,7 +1225,6 @@ keyed_state_ns_floor_prefetched(KeyedState *ks, StateRecord *rec, int space, int
 								const uint64 *prefetched)
 {
 	NsSet	   *set = ks_ns_set(ks, rec, space);
-	int			i;
 
 	if (prefetched != NULL && (StateRecord *) (uintptr_t) prefetched[1] == rec &&
 		set->tail == 0)
@@ -1218,16 +1235,12 @@ keyed_state_ns_floor_prefetched(KeyedState *ks, StateRecord *rec, int space, int
 			(p < 0 || set->entries[p].ns <= ns) &&
 			(p + 1 == set->n || set->entries[p + 1].ns > ns))
 		{
-			Assert(p + 1 == ns_search(set, ns + (ns < PG_INT64_MAX ? 1 : 0)) ||
-				   ns == PG_INT64_MAX);
+			Assert(p == ns_floor(set, ns));
 			return (int) p;
 		}
 	}
 	ns_settle(set);
-	i = ns_search(set, ns);
-	if (i < set->n && set->entries[i].ns == ns)
-		return i;
-	return i - 1;
+	return ns_floor(set, ns);
 }
 
 /* Processing-time TTL starts (again) now. */
