@@ -29,6 +29,15 @@
  * key equality by the type's own operator, schema-qualified) and run as
  * the caller, nested inside whatever query produces the changes.
  *
+ * A batch holds one entry per key (per change where order matters): a
+ * key's later change takes its entry, and its row the entry's room when
+ * it fits there.  Rows are packed into large blocks, not palloc'd one by
+ * one: a palloc chunk rounds a 70-byte row up to 128 bytes and adds its
+ * header, which had a 1M-change backlog of 500k keys take two batches
+ * under work_mem = 64MB -- the second updating, through the statement,
+ * keys the first had just inserted.  Room a row outgrew stays unused
+ * until the batch is applied; it counts towards the batch's memory.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -64,6 +73,10 @@
 
 #define APPLY_BATCH_ROWS 1000000
 
+/* rows are packed into blocks of this size; larger ones are palloc'd */
+#define APPLY_BLOCK_SIZE (256 * 1024)
+#define APPLY_BLOCK_ROW_MAX (APPLY_BLOCK_SIZE / 16)
+
 struct ApplySink
 {
 	Oid			relid;
@@ -84,8 +97,12 @@ struct ApplySink
 	MemoryContext batch_cxt;
 	KeyedState *pending;		/* key -> index of its last change */
 	Datum	   *rows;
+	uint32	   *room;			/* bytes each entry's row may take */
+	char	   *block_free;		/* the rest of the current block */
+	Size		block_left;
 	char	   *action;			/* 'U' upsert, 'D' delete, 'd' delete of a
-								 * key added in the batch, 'X' superseded */
+								 * key added in the batch, 'X' superseded
+								 * (kept where order matters) */
 	char	   *step;			/* in order (order_matters): 'U' upsert, 'D'
 								 * delete, 'B' delete (a -U), 'F' a -U
 								 * folded into its +U */
@@ -360,6 +377,7 @@ apply_sink_create(Oid relid)
 										 ALLOCSET_DEFAULT_SIZES);
 	s->max = 1024;
 	s->rows = palloc(sizeof(Datum) * s->max);
+	s->room = palloc(sizeof(uint32) * s->max);
 	s->action = palloc(s->max);
 	s->step = palloc(s->max);
 	return s;
@@ -625,22 +643,82 @@ flush(ApplySink *s)
 		apply_batched(s);
 
 	MemoryContextReset(s->batch_cxt);
+	s->block_free = NULL;
+	s->block_left = 0;
 	s->pending = NULL;
 	s->n = 0;
 	s->batch_superseded = 0;
 }
 
+/*
+ * Room for a row of len bytes in the batch's memory, rounded up so that a
+ * key's next change, often a little longer, fits where its last one was.
+ */
+static char *
+batch_room(ApplySink *s, Size len, uint32 *room)
+{
+	Size		need = TYPEALIGN(16, len);
+	char	   *p;
+
+	if (need > APPLY_BLOCK_ROW_MAX)
+	{
+		*room = (uint32) need;
+		return MemoryContextAlloc(s->batch_cxt, need);
+	}
+	if (need > s->block_left)
+	{
+		s->block_free = MemoryContextAlloc(s->batch_cxt, APPLY_BLOCK_SIZE);
+		s->block_left = APPLY_BLOCK_SIZE;
+	}
+	p = s->block_free;
+	s->block_free += need;
+	s->block_left -= need;
+	*room = (uint32) need;
+	Assert(p == (char *) MAXALIGN(p));
+	return p;
+}
+
+/*
+ * The row as a datum of the table's row type, in entry i's room if it fits
+ * there (i >= 0), else in new room whose size goes to *room.  PostgreSQL
+ * makes the datum (its header, toasted values fetched: the row outlives
+ * the input's snapshot) in a chunk reused row after row; it is copied in.
+ */
+static Datum
+batch_row(ApplySink *s, HeapTuple tuple, int i, uint32 *room)
+{
+	MemoryContext old = MemoryContextSwitchTo(s->batch_cxt);
+	Datum		made = heap_copy_tuple_as_datum(tuple, s->rowdesc);
+	Size		len = VARSIZE(DatumGetPointer(made));
+	char	   *dst;
+
+	MemoryContextSwitchTo(old);
+	if (i >= 0 && len <= s->room[i])
+		dst = DatumGetPointer(s->rows[i]);
+	else
+	{
+		/* room outgrown stays unused, unless it was a chunk of its own */
+		if (i >= 0 && s->room[i] > APPLY_BLOCK_ROW_MAX)
+			pfree(DatumGetPointer(s->rows[i]));
+		dst = batch_room(s, len, room);
+	}
+	memcpy(dst, DatumGetPointer(made), len);
+	pfree(DatumGetPointer(made));
+	return PointerGetDatum(dst);
+}
+
 static void
-add_change(ApplySink *s, Datum row, char action, RowKind kind)
+add_change(ApplySink *s, HeapTuple tuple, char action, RowKind kind)
 {
 	if (s->n == s->max)
 	{
 		s->max *= 2;
 		s->rows = repalloc(s->rows, sizeof(Datum) * s->max);
+		s->room = repalloc(s->room, sizeof(uint32) * s->max);
 		s->action = repalloc(s->action, s->max);
 		s->step = repalloc(s->step, s->max);
 	}
-	s->rows[s->n] = row;
+	s->rows[s->n] = batch_row(s, tuple, -1, &s->room[s->n]);
 	s->step[s->n] = ROWKIND_IS_ADDITION(kind) ? 'U' :
 		(kind == ROWKIND_UPDATE_BEFORE ? 'B' : 'D');
 	s->action[s->n++] = action;
@@ -656,8 +734,7 @@ batch_full(ApplySink *s)
 void
 apply_sink_put(ApplySink *s, RowKind kind, TupleTableSlot *row)
 {
-	MemoryContext old;
-	Datum		datum;
+	HeapTuple	tuple;
 
 	s->counts.received[kind]++;
 
@@ -665,19 +742,20 @@ apply_sink_put(ApplySink *s, RowKind kind, TupleTableSlot *row)
 	if (s->keys == NULL && !ROWKIND_IS_ADDITION(kind))
 		flush(s);
 
-	old = MemoryContextSwitchTo(s->batch_cxt);
 	/* typed as the table's rows, whatever the slot's descriptor says */
-	datum = heap_copy_tuple_as_datum(ExecFetchSlotHeapTuple(row, false, NULL), s->rowdesc);
-	MemoryContextSwitchTo(old);
+	tuple = ExecFetchSlotHeapTuple(row, false, NULL);
 
 	if (s->keys == NULL)
 	{
 		if (ROWKIND_IS_ADDITION(kind))
 		{
-			add_change(s, datum, 'U', kind);
+			add_change(s, tuple, 'U', kind);
 		}
 		else
 		{
+			MemoryContext old;
+			Datum		datum;
+
 			if (s->delete_one_plan == NULL)
 			{
 				/* inside the query that feeds us: a connection of its own */
@@ -686,11 +764,17 @@ apply_sink_put(ApplySink *s, RowKind kind, TupleTableSlot *row)
 				s->delete_one_plan = prepare(s->delete_one_sql, s->rowtype);
 				SPI_finish();
 			}
+			Assert(s->n == 0);
+			old = MemoryContextSwitchTo(s->batch_cxt);
+			datum = heap_copy_tuple_as_datum(tuple, s->rowdesc);
+			MemoryContextSwitchTo(old);
 			if (execute(s->delete_one_plan, datum, NULL) > 0)
 				s->counts.deleted++;
 			else
 				s->counts.missing++;
 			MemoryContextReset(s->batch_cxt);
+			s->block_free = NULL;
+			s->block_left = 0;
 		}
 	}
 	else
@@ -711,20 +795,32 @@ apply_sink_put(ApplySink *s, RowKind kind, TupleTableSlot *row)
 		{
 			int32		prev = *(int32 *) ref.value;
 
+			Assert(prev >= 0 && prev < s->n);
 			if (action == 'D' && s->action[prev] == 'U')
 				action = 'd';
-			s->action[prev] = 'X';
-			/* an update's two halves, one after the other */
-			if (kind == ROWKIND_UPDATE_AFTER && prev == s->n - 1 && s->step[prev] == 'B')
-				s->step[prev] = 'F';
-			/* its memory goes to the changes that follow, unless kept for order */
-			if (!s->order_matters)
-				pfree(DatumGetPointer(s->rows[prev]));
 			s->counts.superseded++;
 			s->batch_superseded++;
+			if (!s->order_matters)
+			{
+				/* the key's entry, and its room if the row fits, now the last change's */
+				s->action[prev] = action;
+				s->rows[prev] = batch_row(s, tuple, prev, &s->room[prev]);
+			}
+			else
+			{
+				s->action[prev] = 'X';
+				/* an update's two halves, one after the other */
+				if (kind == ROWKIND_UPDATE_AFTER && prev == s->n - 1 && s->step[prev] == 'B')
+					s->step[prev] = 'F';
+				*(int32 *) ref.value = s->n;
+				add_change(s, tuple, action, kind);
+			}
 		}
-		*(int32 *) ref.value = s->n;
-		add_change(s, datum, action, kind);
+		else
+		{
+			*(int32 *) ref.value = s->n;
+			add_change(s, tuple, action, kind);
+		}
 	}
 	/* an update's halves stay in one batch: the -U alone would delete */
 	if (kind != ROWKIND_UPDATE_BEFORE && batch_full(s))
