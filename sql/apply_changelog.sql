@@ -262,5 +262,56 @@ SELECT * FROM sync();
 SELECT balance FROM mirror2 WHERE id = 1;
 SELECT drop_state('mirror2');
 
+-- ---- a bare call of from_changelog gives its changes straight to the
+-- table (said at DEBUG1), not through its materialized result; any other
+-- query around it runs as a query.  Both ways leave the same table and
+-- counts, over many small batches too.  Creates of 60 keys, updates with
+-- whole before images, deletes, some of keys never created
+CREATE TABLE cdc (seq int, op text, before jsonb, after jsonb);
+INSERT INTO cdc
+SELECT g, op,
+       CASE WHEN op <> 'c' THEN jsonb_build_object('id', k, 'name', 'n' || k, 'balance', g - 1) END,
+       CASE WHEN op <> 'd' THEN jsonb_build_object('id', k, 'name', 'n' || k, 'balance', g) END
+  FROM (SELECT g, CASE WHEN g <= 60 THEN 'c' WHEN g % 7 = 0 THEN 'd' ELSE 'u' END AS op,
+               CASE WHEN g <= 60 THEN g ELSE (g * 37) % 70 + 1 END AS k
+          FROM generate_series(1, 400) g) s;
+CREATE TABLE mirror_bare (id int PRIMARY KEY, name text, balance int);
+CREATE TABLE mirror_query (id int PRIMARY KEY, name text, balance int);
+CREATE TABLE mirror_scratch (id int PRIMARY KEY, name text, balance int);
+SET work_mem = '64kB';
+SET client_min_messages = debug1;
+SELECT * FROM apply_changelog('mirror_bare', $$SELECT kind, data FROM ptf.from_changelog(NULL::ac.cdc, NULL::ac.mirror_bare,
+    before => 'before', after => 'after', query => 'SELECT * FROM ac.cdc ORDER BY seq',
+    op_mapping => '{"c": "INSERT", "u": "UPDATE_BEFORE, UPDATE_AFTER", "d": "DELETE"}')$$);
+SELECT * FROM apply_changelog('mirror_query', $$SELECT kind, data FROM ptf.from_changelog(NULL::ac.cdc, NULL::ac.mirror_query,
+    before => 'before', after => 'after', query => 'SELECT * FROM ac.cdc ORDER BY seq',
+    op_mapping => '{"c": "INSERT", "u": "UPDATE_BEFORE, UPDATE_AFTER", "d": "DELETE"}') WHERE kind IS NOT NULL$$);
+SELECT count(*) AS rows, count(*) FILTER (WHERE m IS DISTINCT FROM q) AS differences
+  FROM mirror_bare m FULL JOIN mirror_query q USING (id);
+-- and the table is the last image of each key not deleted last
+CREATE TEMP VIEW cdc_final AS
+SELECT (jsonb_populate_record(NULL::ac.mirror_bare, after)).*
+  FROM (SELECT DISTINCT ON (coalesce(after, before)->>'id') op, after
+          FROM cdc ORDER BY coalesce(after, before)->>'id', seq DESC) l
+ WHERE op <> 'd';
+SELECT count(*) AS differences FROM (
+    (TABLE mirror_bare EXCEPT ALL TABLE cdc_final) UNION ALL (TABLE cdc_final EXCEPT ALL TABLE mirror_bare)) d;
+-- arguments computed when the query runs: a query too
+SELECT inserted FROM apply_changelog('mirror_scratch', $$SELECT kind, data FROM ptf.from_changelog(NULL::ac.cdc, NULL::ac.mirror_scratch,
+    before => 'before', after => 'after', query => 'SELECT * FROM ac.cdc WHERE seq <= ' || (random() * 0 + 1)::int,
+    op_mapping => '{"c": "INSERT", "u": "UPDATE_BEFORE, UPDATE_AFTER", "d": "DELETE"}')$$);
+RESET client_min_messages;
+RESET work_mem;
+-- the bare call runs as the caller, with the caller's right to execute it
+REVOKE EXECUTE ON FUNCTION ptf.from_changelog FROM PUBLIC;
+GRANT SELECT ON cdc TO regress_ptf_apply;
+GRANT SELECT, INSERT, UPDATE, DELETE ON mirror_bare TO regress_ptf_apply;
+SET ROLE regress_ptf_apply;
+SELECT inserted FROM apply_changelog('ac.mirror_bare', $$SELECT kind, data FROM ptf.from_changelog(NULL::ac.cdc, NULL::ac.mirror_bare,
+    before => 'before', after => 'after', query => 'SELECT * FROM ac.cdc ORDER BY seq',
+    op_mapping => '{"c": "INSERT", "u": "UPDATE_BEFORE, UPDATE_AFTER", "d": "DELETE"}')$$);
+RESET ROLE;
+GRANT EXECUTE ON FUNCTION ptf.from_changelog TO PUBLIC;
+
 DROP OWNED BY regress_ptf_apply;
 DROP ROLE regress_ptf_apply;

@@ -11,6 +11,11 @@
  * with consume_full_deletes => false the images of retractions come from
  * the last image kept per partition_by key (operators/normalize.c).
  *
+ * Called from SQL, the changes are the function's materialized result.
+ * apply_changelog over a bare call of it takes them as they come instead
+ * (from_changelog_run_into): a backlog's result would spill to a
+ * temporary file only to be read back row by row.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -28,6 +33,7 @@
 #include "base/op_mapping.h"
 #include "engine/call.h"
 #include "functions/common.h"
+#include "functions/from_changelog.h"
 #include "input/cdc_rows.h"
 #include "operators/normalize.h"
 
@@ -61,6 +67,8 @@ typedef struct FromChangelogCall
 	CdcRows    *cdc;
 	PtfOutput	out;
 	Datum		kind_text[ROWKIND_COUNT];
+	PtfRowSink	put;			/* from_changelog_run_into: the changes' sink */
+	void	   *put_arg;
 	uint64		cleanup;		/* deletes of landing rows passed over */
 	uint64		updated;		/* updates of landing rows passed over */
 	bool		skip_invalid;	/* invalid_op_handling => 'SKIP' */
@@ -76,6 +84,16 @@ emit_change(void *arg, RowKind kind, TupleTableSlot *row)
 	values[0] = fc->kind_text[kind];
 	values[1] = ExecFetchSlotHeapTupleDatum(row);
 	tuplestore_putvalues(fc->out.store, fc->out.desc, values, nulls);
+	fc->out.rows++;
+}
+
+/* the changes as they come, to the caller's sink */
+static void
+put_change(void *arg, RowKind kind, TupleTableSlot *row)
+{
+	FromChangelogCall *fc = (FromChangelogCall *) arg;
+
+	fc->put(fc->put_arg, kind, row, NULL);
 	fc->out.rows++;
 }
 
@@ -167,34 +185,33 @@ target_arg(FunctionCallInfo fcinfo)
 	return lookup_rowtype_tupdesc_copy(type, -1);
 }
 
-Datum
-ptf_from_changelog(PG_FUNCTION_ARGS)
+/* The call of the arguments in fcinfo, its output not yet said. */
+static void
+from_changelog_setup(FromChangelogCall *fcp, FunctionCallInfo fcinfo)
 {
-	FromChangelogCall fc;
-	PtfCall    *call = &fc.call;
+	PtfCall    *call = &fcp->call;
 	PtfCallInput *in;
 	CdcRowsSpec spec;
 	char	   *query;
 	char	   *handling;
 	bool		full_deletes;
 	KeySpec    *keys;
-	int			k;
 
-	memset(&fc, 0, sizeof(fc));
+	memset(fcp, 0, sizeof(*fcp));
 	memset(&spec, 0, sizeof(spec));
 	ptf_call_init(call, "from_changelog");
 
 	/* ---- arguments, before anything is read ---- */
-	ptf_input_arg(fcinfo, ARG_INPUT, "input", &fc.input);
-	fc.target = target_arg(fcinfo);
+	ptf_input_arg(fcinfo, ARG_INPUT, "input", &fcp->input);
+	fcp->target = target_arg(fcinfo);
 	if (PG_ARGISNULL(ARG_OP))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("op must not be NULL")));
 	if (PG_ARGISNULL(ARG_OP_MAPPING))
-		code_mapping_identity(&fc.mapping);
+		code_mapping_identity(&fcp->mapping);
 	else
-		code_mapping_from_jsonb(PG_GETARG_JSONB_P(ARG_OP_MAPPING), &fc.mapping,
+		code_mapping_from_jsonb(PG_GETARG_JSONB_P(ARG_OP_MAPPING), &fcp->mapping,
 								"op_mapping");
 	handling = ptf_text_arg(fcinfo, ARG_INVALID_OP_HANDLING);
 	if (handling == NULL)
@@ -205,18 +222,18 @@ ptf_from_changelog(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("invalid_op_handling must be 'FAIL' or 'SKIP', not '%s'", handling)));
-	keys = ptf_keys_arg(fcinfo, ARG_PARTITION_BY, fc.target, "partition_by");
+	keys = ptf_keys_arg(fcinfo, ARG_PARTITION_BY, fcp->target, "partition_by");
 	full_deletes = ptf_bool_arg(fcinfo, ARG_FULL_DELETES, "consume_full_deletes");
 	call->ttl_us = ptf_state_ttl_arg(fcinfo, ARG_STATE_TTL);
 	call->uid = ptf_uid_arg(fcinfo, ARG_UID);
 	query = ptf_text_arg(fcinfo, ARG_QUERY);
 	call->changes = ptf_bool_arg(fcinfo, ARG_CHANGES, "changes");
-	ptf_check_input_choice(&fc.input, query, call->changes, call->uid);
+	ptf_check_input_choice(&fcp->input, query, call->changes, call->uid);
 	call->snapshot = ptf_snapshot_arg(fcinfo, ARG_SNAPSHOT, call->changes, call->uid);
 
 	/* an upsert mapping (updates without their before half) needs its key */
-	if (fc.mapping.mapped[ROWKIND_UPDATE_AFTER] &&
-		!fc.mapping.mapped[ROWKIND_UPDATE_BEFORE] && keys->ncols == 0)
+	if (fcp->mapping.mapped[ROWKIND_UPDATE_AFTER] &&
+		!fcp->mapping.mapped[ROWKIND_UPDATE_BEFORE] && keys->ncols == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("op_mapping maps UPDATE_AFTER without UPDATE_BEFORE, which needs partition_by"),
@@ -227,30 +244,30 @@ ptf_from_changelog(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("consume_full_deletes => false needs partition_by"),
 				 errdetail("Deletes that carry only their key take the row from the last image kept per key.")));
-	fc.mode = full_deletes ? NORMALIZE_PASSTHROUGH : NORMALIZE_RETRACTIONS;
+	fcp->mode = full_deletes ? NORMALIZE_PASSTHROUGH : NORMALIZE_RETRACTIONS;
 	call->need_proc_time = !full_deletes && call->ttl_us > 0;
 	/* no processing-time timers; event-time ones are found by time */
 	call->probe_ok = true;
 
-	spec.indesc = fc.input.rowdesc;
-	spec.target = fc.target;
+	spec.indesc = fcp->input.rowdesc;
+	spec.target = fcp->target;
 	spec.op_column = text_to_cstring(PG_GETARG_TEXT_PP(ARG_OP));
 	spec.before = ptf_text_arg(fcinfo, ARG_BEFORE);
 	spec.after = ptf_text_arg(fcinfo, ARG_AFTER);
-	spec.mapping = &fc.mapping;
+	spec.mapping = &fcp->mapping;
 	spec.skip_invalid = (strcmp(handling, "SKIP") == 0);
 	spec.retractions_from_state = !full_deletes;
-	fc.cdc = cdc_rows_create(&spec);
+	fcp->cdc = cdc_rows_create(&spec);
 
 	/*
 	 * The input is the CDC records; the frame and the state see rows of the
 	 * target, keyed by partition_by.
 	 */
-	in = ptf_call_add_input(call, "input", &fc.input, query);
-	in->frame.rowdesc = fc.target;
+	in = ptf_call_add_input(call, "input", &fcp->input, query);
+	in->frame.rowdesc = fcp->target;
 	in->frame.keys = keys;
 	in->adapter = cdc_row;
-	in->adapter_arg = &fc;
+	in->adapter_arg = fcp;
 	/* truncating or updating the landing table is clean-up too */
 	in->on_truncate = TRUNCATE_SKIP;
 	in->inserts_only = true;
@@ -258,17 +275,40 @@ ptf_from_changelog(PG_FUNCTION_ARGS)
 	call->keeps_images = !full_deletes;
 	/* the records read, and whether images are kept, are the uid's */
 	call->options = psprintf("records of %s%s",
-							 format_type_extended(fc.input.rowtype, -1,
+							 format_type_extended(fcp->input.rowtype, -1,
 												  FORMAT_TYPE_FORCE_QUALIFY),
 							 full_deletes ? "" : ", an image kept per key");
 	call->prepared = from_changelog_prepared;
 	call->build = build_operator;
 	call->skipped = from_changelog_skipped;
+	call->finished = from_changelog_finished;
+	fcp->skip_invalid = spec.skip_invalid;
+}
 
-	ptf_call_output(call, fcinfo, &fc.out, emit_change, &fc);
+Datum
+ptf_from_changelog(PG_FUNCTION_ARGS)
+{
+	FromChangelogCall fc;
+	int			k;
+
+	from_changelog_setup(&fc, fcinfo);
+	ptf_call_output(&fc.call, fcinfo, &fc.out, emit_change, &fc);
 	for (k = 0; k < ROWKIND_COUNT; k++)
 		fc.kind_text[k] = CStringGetTextDatum(rowkind_short_name((RowKind) k));
-	fc.skip_invalid = spec.skip_invalid;
-	call->finished = from_changelog_finished;
-	return ptf_call_return(call);
+	return ptf_call_return(&fc.call);
+}
+
+void
+from_changelog_run_into(FunctionCallInfo fcinfo, PtfRowSink put, void *put_arg)
+{
+	FromChangelogCall fc;
+
+	from_changelog_setup(&fc, fcinfo);
+	fc.put = put;
+	fc.put_arg = put_arg;
+	fc.call.fcinfo = fcinfo;
+	fc.call.out = &fc.out;		/* its rows counted; no result to fill */
+	fc.call.emit = put_change;
+	fc.call.emit_arg = &fc;
+	(void) ptf_call_return(&fc.call);
 }
