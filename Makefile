@@ -83,6 +83,7 @@ OBJS = \
 	src/sink/append.o \
 	src/sink/apply.o \
 	src/sink/direct_insert.o \
+	src/state/dense_keys.o \
 	src/state/images_table.o \
 	src/state/key.o \
 	src/state/keyed_state.o \

@@ -130,3 +130,47 @@ SELECT * FROM compare(
     $$SELECT DISTINCT ON (k) * FROM kf_diff.many ORDER BY k, ts, seq$$);
 SELECT keys, rows_spilled, state_bytes > 4 * 1024 * 1024 AS beyond_the_caches FROM last_call_stats();
 RESET work_mem;
+
+-- integer keys the statistics say fill a range densely: a one-shot call by
+-- arrival over the table marks the range's keys in a bitmap.  Keys outside
+-- what ANALYZE saw (written after it, below and above) and NULL go to the
+-- map; int2, int4 and int8; in memory and with the map spilled.  Arrival
+-- is the order of the table's scan
+CREATE TABLE dense (seq int, k4 int, k2 smallint, k8 bigint, payload text);
+INSERT INTO dense
+SELECT i, (hashint4(i) & 8191) % 5001, (hashint4(i + 1) & 8191) % 301,
+       1000000000000 + (hashint4(i + 2) & 8191) % 5001, md5(i::text)
+  FROM generate_series(1, 50000) i;
+ANALYZE dense;
+INSERT INTO dense
+SELECT 50000 + i, k, k::smallint, 1000000000000 + k, md5(i::text)
+  FROM (SELECT i, CASE WHEN i % 10 = 0 THEN NULL
+                       WHEN i % 2 = 0 THEN -1 - (hashint4(i) & 16383)
+                       ELSE 5001 + (hashint4(i) & 16383) END AS k
+          FROM generate_series(1, 40000) i) s;
+SELECT * FROM compare(
+    $$SELECT * FROM ptf.deduplicate_keep_first(NULL::kf_diff.dense, partition_by => '{k4}')$$,
+    $$SELECT DISTINCT ON (k4) * FROM kf_diff.dense ORDER BY k4, ctid$$);
+SELECT keys, rows_spilled FROM last_call_stats();
+SELECT * FROM compare(
+    $$SELECT * FROM ptf.deduplicate_keep_first(NULL::kf_diff.dense, partition_by => '{k2}')$$,
+    $$SELECT DISTINCT ON (k2) * FROM kf_diff.dense ORDER BY k2, ctid$$);
+SELECT * FROM compare(
+    $$SELECT * FROM ptf.deduplicate_keep_first(NULL::kf_diff.dense, partition_by => '{k8}')$$,
+    $$SELECT DISTINCT ON (k8) * FROM kf_diff.dense ORDER BY k8, ctid$$);
+SET work_mem = '64kB';
+SELECT * FROM compare(
+    $$SELECT * FROM ptf.deduplicate_keep_first(NULL::kf_diff.dense, partition_by => '{k4}')$$,
+    $$SELECT DISTINCT ON (k4) * FROM kf_diff.dense ORDER BY k4, ctid$$);
+SELECT keys, rows_spilled > 0 AS spilled FROM last_call_stats();
+RESET work_mem;
+-- a bit a key: 50k keys in a few kB beside the map's 17 bytes or so a key
+-- (the same rows, never analyzed)
+CREATE TABLE dense_big AS
+SELECT i AS seq, (hashint4(i) & 65535) % 50000 AS k FROM generate_series(1, 200000) i;
+ANALYZE dense_big;
+CREATE TABLE dense_big_unanalyzed WITH (autovacuum_enabled = off) AS TABLE dense_big;
+SELECT count(*) FROM deduplicate_keep_first(NULL::dense_big, partition_by => '{k}');
+SELECT keys, state_bytes < 64 * 1024 AS under_64kb FROM last_call_stats();
+SELECT count(*) FROM deduplicate_keep_first(NULL::dense_big_unanalyzed, partition_by => '{k}');
+SELECT keys, state_bytes > 512 * 1024 AS over_512kb FROM last_call_stats();

@@ -252,15 +252,18 @@ copy_build(PtfCall *call, MemoryContext cxt, PtfCallBuild *b)
 
 static PtfOperator *
 build_operator(PtfCall *call, MemoryContext cxt, bool durable, Size mem_limit,
-			   uint64 expected_keys)
+			   uint64 expected_keys, const PtfKeyRange *key_range)
 {
 	PtfOperatorEnv env;
 	PtfCallBuild b;
 
+	memset(&env, 0, sizeof(env));
 	env.cxt = cxt;
 	env.durable = durable;
 	env.mem_limit = mem_limit;
 	env.expected_keys = expected_keys;
+	if (key_range != NULL)
+		env.key_range = *key_range;
 	env.emit = call->emit;
 	env.emit_arg = call->emit_arg;
 	copy_build(call, cxt, &b);
@@ -270,21 +273,28 @@ build_operator(PtfCall *call, MemoryContext cxt, bool durable, Size mem_limit,
 /*
  * The operator of a call without a uid, its state sized for the keys the
  * planner's statistics expect when the first input is a table keyed by
- * one column (partitions spilled later start small: spill_factory).
+ * one column, and told the range of its values when they are integers
+ * (partitions spilled later start small: spill_factory).
  */
 static PtfOperator *
 build_memory_operator(PtfCall *call)
 {
 	PtfCallInput *in = &call->inputs[0];
 	KeySpec    *keys = in->frame.keys;
+	PtfKeyRange range;
 
 	call->expected_keys = 0;
+	memset(&range, 0, sizeof(range));
 	if (!call->changes && in->query == NULL && OidIsValid(in->arg.relid) &&
 		keys != NULL && keys->ncols == 1 && in->adapter == NULL)
+	{
 		call->expected_keys = sql_input_estimate_distinct(in->arg.relid,
 														  keys->cols[0].attno);
+		range.valid = sql_input_estimate_range(in->arg.relid, keys->cols[0].attno,
+											   &range.lo, &range.hi);
+	}
 	return build_operator(call, call->cxt, false, get_hash_memory_limit(),
-						  call->expected_keys);
+						  call->expected_keys, &range);
 }
 
 /* A fresh operator over fresh memory state: spilled partitions start here. */
@@ -293,7 +303,8 @@ ptf_call_spill_factory(void *arg, bool unbounded)
 {
 	PtfCall    *call = (PtfCall *) arg;
 
-	return build_operator(call, call->cxt, false, unbounded ? 0 : get_hash_memory_limit(), 0);
+	return build_operator(call, call->cxt, false, unbounded ? 0 : get_hash_memory_limit(), 0,
+						  NULL);
 }
 
 /* The operator of a call without a uid, over memory state of work_mem's budget. */
@@ -349,7 +360,7 @@ durable_operator(PtfCall *call, DurableState *ds, PtfUpsert *upsert, bool *kept,
 			MemoryContextSwitchTo(old);
 		}
 	}
-	op = build_operator(call, k ? k->cxt : call->cxt, true, 0, 0);
+	op = build_operator(call, k ? k->cxt : call->cxt, true, 0, 0, NULL);
 	Assert(op->state != NULL && op->codec.layout == call->layout);
 	if (upsert != NULL)
 		front = ptf_upsert_build(upsert, k ? k->cxt : call->cxt);

@@ -60,6 +60,12 @@ extern void sql_input_prepare(PtfSqlInput *in);
  */
 extern uint64 sql_input_estimate_distinct(Oid relid, AttrNumber attno);
 
+/*
+ * The least and greatest value the statistics saw in an integer column
+ * (int2, int4, int8), false when they do not say; values outside may exist.
+ */
+extern bool sql_input_estimate_range(Oid relid, AttrNumber attno, int64 *lo, int64 *hi);
+
 /* The rows the planner expects a prepared input to return; 0 when unknown. */
 extern double sql_input_estimate_rows(PtfSqlInput *in);
 

@@ -287,6 +287,52 @@ sql_input_estimate_distinct(Oid relid, AttrNumber attno)
 	return ndistinct >= 1 ? (uint64) ndistinct : 0;
 }
 
+/*
+ * The least and greatest value of an integer column (int2, int4, int8) that
+ * the planner's statistics saw, in its most common values and its
+ * histogram's bounds; false when they do not say.  A sample, perhaps
+ * stale: the table may hold values outside.
+ */
+bool
+sql_input_estimate_range(Oid relid, AttrNumber attno, int64 *lo, int64 *hi)
+{
+	static const int kinds[] = {STATISTIC_KIND_MCV, STATISTIC_KIND_HISTOGRAM};
+	Oid			typid = get_atttype(relid, attno);
+	HeapTuple	tup;
+	bool		found = false;
+	int			k;
+
+	if (typid != INT2OID && typid != INT4OID && typid != INT8OID)
+		return false;
+	tup = SearchSysCache3(STATRELATTINH, ObjectIdGetDatum(relid), Int16GetDatum(attno),
+						  BoolGetDatum(false));
+	if (!HeapTupleIsValid(tup))
+		return false;
+	for (k = 0; k < (int) lengthof(kinds); k++)
+	{
+		AttStatsSlot sslot;
+		int			i;
+
+		if (!get_attstatsslot(&sslot, tup, kinds[k], InvalidOid, ATTSTATSSLOT_VALUES))
+			continue;
+		for (i = 0; i < sslot.nvalues; i++)
+		{
+			int64		v = typid == INT2OID ? DatumGetInt16(sslot.values[i]) :
+				typid == INT4OID ? DatumGetInt32(sslot.values[i]) :
+				DatumGetInt64(sslot.values[i]);
+
+			if (!found || v < *lo)
+				*lo = v;
+			if (!found || v > *hi)
+				*hi = v;
+			found = true;
+		}
+		free_attstatsslot(&sslot);
+	}
+	ReleaseSysCache(tup);
+	return found;
+}
+
 double
 sql_input_estimate_rows(PtfSqlInput *in)
 {

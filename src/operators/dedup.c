@@ -27,6 +27,12 @@
  * of the input (a bounded input without a delay) there are no timers at
  * all: the end sorts the candidates by time once.
  *
+ * A call without a uid or TTL, by arrival, over a table whose statistics
+ * say the key is an integer filling a range densely, marks the keys of
+ * that range in a bitmap (state/dense_keys.c) instead of the keyed state:
+ * a bit a key, in cache, where the map's lookups wait on memory.  Keys
+ * outside the range, and every key of a spilled partition, are the map's.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -68,6 +74,7 @@ typedef struct DedupOperator
 	TuplePool  *pool;			/* candidate rows, inside the state's context */
 	TupleTableSlot *emit_slot;
 	int64		next_seq;
+	DenseKeys  *dense;			/* keys seen in the range, by arrival, or NULL */
 } DedupOperator;
 
 enum
@@ -113,6 +120,15 @@ dedup_on_row_arrival(DedupOperator *d, RowKind kind, TupleTableSlot *row,
 {
 	KeyedState *ks = d->base.state;
 	StateRef	ref;
+	uint64		bit;
+
+	if (d->dense != NULL && dense_keys_covers(d->dense, row, &bit))
+	{
+		/* as below, without TTL: a retraction passes over either way */
+		if (ROWKIND_IS_ADDITION(kind) && !dense_keys_test_and_set(d->dense, bit))
+			ptf_operator_emit(&d->base, ROWKIND_INSERT, row);
+		return PTF_ROW_DONE;
+	}
 
 	if (!ROWKIND_IS_ADDITION(kind))
 	{
@@ -376,7 +392,20 @@ static void
 dedup_prefetch(PtfOperator *op, TupleTableSlot *row, const PtfRowContext *ctx, int stage,
 			   uint64 *scratch)
 {
-	keyed_state_prefetch(op->state, ctx->keys, row);
+	DedupOperator *d = (DedupOperator *) op;
+	uint64		bit;
+
+	if (d->dense == NULL || !dense_keys_covers(d->dense, row, &bit))
+		keyed_state_prefetch(op->state, ctx->keys, row);
+}
+
+/* the keys in memory: the map's and the range's */
+static uint64
+dedup_keys(PtfOperator *op)
+{
+	DedupOperator *d = (DedupOperator *) op;
+
+	return keyed_state_count(op->state) + (d->dense ? dense_keys_count(d->dense) : 0);
 }
 
 /*
@@ -424,6 +453,7 @@ static const PtfOperatorMethods dedup_methods = {
 	.name = "deduplicate_keep_first",
 	.on_row = dedup_on_row,
 	.evict = dedup_evict,
+	.keys = dedup_keys,
 	.on_watermark = dedup_on_watermark,
 	.on_timer = dedup_on_timer,
 	.on_start = dedup_on_start,
@@ -435,6 +465,7 @@ static const PtfOperatorMethods dedup_prefetching_methods = {
 	.name = "deduplicate_keep_first",
 	.on_row = dedup_on_row,
 	.evict = dedup_evict,
+	.keys = dedup_keys,
 	.prefetch = dedup_prefetch,
 	.on_watermark = dedup_on_watermark,
 	.on_timer = dedup_on_timer,
@@ -447,6 +478,7 @@ static const PtfOperatorMethods dedup_prefetching_event_methods = {
 	.name = "deduplicate_keep_first",
 	.on_row = dedup_on_row,
 	.evict = dedup_evict,
+	.keys = dedup_keys,
 	.prefetch = dedup_prefetch_event,
 	.prefetch_stages = 2,
 	.on_watermark = dedup_on_watermark,
@@ -464,6 +496,12 @@ dedup_create(const DedupOptions *opts, const PtfOperatorEnv *env)
 
 	memset(&spec, 0, sizeof(spec));
 	spec.keys = opts->keys;
+	d = (DedupOperator *) ptf_operator_alloc(sizeof(DedupOperator), &dedup_methods, env);
+	/* a bitmap of at most a quarter of the budget, taken from it */
+	if (!opts->event_time && !env->durable && opts->ttl_us == 0)
+		d->dense = dense_keys_create(opts->keys, &env->key_range, env->expected_keys,
+									 env->mem_limit > 0 ? env->mem_limit / 4 : MaxAllocSize / 4,
+									 d->base.cxt);
 	if (opts->event_time)
 	{
 		spec.hot = opts->live_timers ? sizeof(DedupHot) : DEDUP_HOT_NO_TIMER_SIZE;
@@ -471,12 +509,14 @@ dedup_create(const DedupOptions *opts, const PtfOperatorEnv *env)
 	}
 	spec.ttl_us = opts->ttl_us;
 	spec.mem_limit = env->mem_limit;
-	spec.expected_keys = env->expected_keys;
+	/* the map then holds only keys outside the range: it grows if it must */
+	spec.expected_keys = d->dense != NULL ? 0 : env->expected_keys;
+	if (d->dense != NULL && env->mem_limit > 0)
+		spec.mem_limit -= dense_keys_bytes(d->dense);
 	/* timers point at records: they must not move */
 	spec.flags = (env->durable ? KEYED_STATE_DURABLE : 0) |
 		(opts->live_timers ? KEYED_STATE_STABLE : 0);
 
-	d = (DedupOperator *) ptf_operator_alloc(sizeof(DedupOperator), &dedup_methods, env);
 	old = MemoryContextSwitchTo(d->base.cxt);
 	d->base.state = keyed_state_create(&spec, d->base.cxt);
 	if (keyed_state_can_prefetch(d->base.state))

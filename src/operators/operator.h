@@ -34,6 +34,7 @@
 #include "executor/tuptable.h"
 
 #include "base/base.h"
+#include "state/dense_keys.h"
 #include "state/keyed_state.h"
 #include "state/layout.h"
 #include "state/timers.h"
@@ -147,6 +148,7 @@ typedef struct PtfOperatorEnv
 	bool		durable;		/* its state is a uid's, written back */
 	Size		mem_limit;		/* state memory budget, 0: unbounded */
 	uint64		expected_keys;	/* the planner's estimate of the keys, 0: none */
+	PtfKeyRange key_range;		/* and of the values of a one-integer key */
 	PtfEmitFn	emit;
 	void	   *emit_arg;
 } PtfOperatorEnv;
