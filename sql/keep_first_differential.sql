@@ -131,19 +131,24 @@ SELECT * FROM compare(
 SELECT keys, rows_spilled, state_bytes > 4 * 1024 * 1024 AS beyond_the_caches FROM last_call_stats();
 RESET work_mem;
 
--- integer keys the statistics say fill a range densely: a one-shot call by
--- arrival over the table marks the range's keys in a bitmap.  Keys outside
--- what ANALYZE saw (written after it, below and above) and NULL go to the
--- map; int2, int4 and int8; in memory and with the map spilled.  Arrival
--- is the order of the table's scan
-CREATE TABLE dense (seq int, k4 int, k2 smallint, k8 bigint, payload text);
+-- integer keys the statistics say fill a range densely: a one-shot call
+-- over the table marks the range's keys in a bitmap (by event time with a
+-- slot each for the candidate).  Keys outside what ANALYZE saw (written
+-- after it, below and above) and NULL go to the map; int2, int4 and int8;
+-- in memory and with the map spilled.  Arrival is the order of the table's
+-- scan
+CREATE TABLE dense (seq int, k4 int, k2 smallint, k8 bigint, ts timestamptz, payload text);
 INSERT INTO dense
 SELECT i, (hashint4(i) & 8191) % 5001, (hashint4(i + 1) & 8191) % 301,
-       1000000000000 + (hashint4(i + 2) & 8191) % 5001, md5(i::text)
+       1000000000000 + (hashint4(i + 2) & 8191) % 5001,
+       timestamptz '2024-01-01 00:00+00' + (hashint4(i + 3) & 1023) * interval '1 minute',
+       md5(i::text)
   FROM generate_series(1, 50000) i;
 ANALYZE dense;
 INSERT INTO dense
-SELECT 50000 + i, k, k::smallint, 1000000000000 + k, md5(i::text)
+SELECT 50000 + i, k, k::smallint, 1000000000000 + k,
+       timestamptz '2024-01-01 00:00+00' + (hashint4(i + 3) & 1023) * interval '1 minute',
+       md5(i::text)
   FROM (SELECT i, CASE WHEN i % 10 = 0 THEN NULL
                        WHEN i % 2 = 0 THEN -1 - (hashint4(i) & 16383)
                        ELSE 5001 + (hashint4(i) & 16383) END AS k
@@ -162,6 +167,22 @@ SET work_mem = '64kB';
 SELECT * FROM compare(
     $$SELECT * FROM ptf.deduplicate_keep_first(NULL::kf_diff.dense, partition_by => '{k4}')$$,
     $$SELECT DISTINCT ON (k4) * FROM kf_diff.dense ORDER BY k4, ctid$$);
+SELECT keys, rows_spilled > 0 AS spilled FROM last_call_stats();
+RESET work_mem;
+-- by event time, ties by arrival: in memory; and at 256kB, where the
+-- candidates outgrow the budget while the range's keys still come, the
+-- later ones go to the map, which spills
+SELECT * FROM compare(
+    $$SELECT * FROM ptf.deduplicate_keep_first(NULL::kf_diff.dense, partition_by => '{k4}', on_time => 'ts')$$,
+    $$SELECT DISTINCT ON (k4) * FROM kf_diff.dense ORDER BY k4, ts, ctid$$);
+SELECT keys, rows_spilled FROM last_call_stats();
+SELECT * FROM compare(
+    $$SELECT * FROM ptf.deduplicate_keep_first(NULL::kf_diff.dense, partition_by => '{k8}', on_time => 'ts')$$,
+    $$SELECT DISTINCT ON (k8) * FROM kf_diff.dense ORDER BY k8, ts, ctid$$);
+SET work_mem = '256kB';
+SELECT * FROM compare(
+    $$SELECT * FROM ptf.deduplicate_keep_first(NULL::kf_diff.dense, partition_by => '{k4}', on_time => 'ts')$$,
+    $$SELECT DISTINCT ON (k4) * FROM kf_diff.dense ORDER BY k4, ts, ctid$$);
 SELECT keys, rows_spilled > 0 AS spilled FROM last_call_stats();
 RESET work_mem;
 -- a bit a key: 50k keys in a few kB beside the map's 17 bytes or so a key

@@ -631,7 +631,8 @@ pass_row(PtfFrameInput *input, RowKind kind, TupleTableSlot *row, const PtfRowMe
 	if (frame->can_batch && frame->batch_check-- == 0)
 	{
 		bool		large = (frame->op->state != NULL &&
-							 keyed_state_table_bytes(frame->op->state) >= FRAME_PREFETCH_MIN_BYTES);
+							 keyed_state_table_bytes(frame->op->state) +
+							 frame->op->prefetch_bytes >= FRAME_PREFETCH_MIN_BYTES);
 
 		frame->batch_check = FRAME_BATCH_CHECK;
 		/* rows already batched go first: order is kept */

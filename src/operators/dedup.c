@@ -27,11 +27,15 @@
  * of the input (a bounded input without a delay) there are no timers at
  * all: the end sorts the candidates by time once.
  *
- * A call without a uid or TTL, by arrival, over a table whose statistics
- * say the key is an integer filling a range densely, marks the keys of
- * that range in a bitmap (state/dense_keys.c) instead of the keyed state:
- * a bit a key, in cache, where the map's lookups wait on memory.  Keys
- * outside the range, and every key of a spilled partition, are the map's.
+ * A call without a uid or TTL over a table whose statistics say the key is
+ * an integer filling a range densely marks the keys of that range in a
+ * bitmap (state/dense_keys.c) instead of the keyed state: by arrival a bit
+ * a key, in cache, where the map's lookups wait on memory; by event time
+ * (without live timers) with a slot per value of the range beside it, the
+ * candidate's time and row, found without hashing in an array smaller
+ * than the map.  Keys outside the range, and every key of a spilled
+ * partition, are the map's; by event time so are the range's keys first
+ * seen once the state's budget is spent (the map then spills them).
  *
  *-------------------------------------------------------------------------
  */
@@ -63,6 +67,13 @@ typedef struct DedupCold
 	PooledTuple cand;			/* the candidate; tuple NULL once emitted */
 } DedupCold;
 
+/* by event time, the candidate of a key in the range, at its bit */
+typedef struct DedupDense
+{
+	PtfTime		time;
+	PooledTuple cand;
+} DedupDense;
+
 #define DEDUP_TIMER_CANDIDATE 1
 
 typedef struct DedupOperator
@@ -74,7 +85,10 @@ typedef struct DedupOperator
 	TuplePool  *pool;			/* candidate rows, inside the state's context */
 	TupleTableSlot *emit_slot;
 	int64		next_seq;
-	DenseKeys  *dense;			/* keys seen in the range, by arrival, or NULL */
+	DenseKeys  *dense;			/* keys seen in the range, or NULL */
+	DedupDense *dense_slots;	/* by event time: their candidates */
+	bool		dense_closed;	/* by event time: no more new keys in the range */
+	Size		state_limit;	/* the keyed state's budget, 0: none */
 } DedupOperator;
 
 enum
@@ -175,6 +189,7 @@ dedup_on_row_event(DedupOperator *d, RowKind kind, TupleTableSlot *row,
 	StateRef	ref;
 	KeyedLookup res;
 	int64		seq;
+	uint64		bit;
 
 	if (kind != ROWKIND_INSERT)
 		ereport(ERROR,
@@ -187,6 +202,31 @@ dedup_on_row_event(DedupOperator *d, RowKind kind, TupleTableSlot *row,
 		return PTF_ROW_LATE;
 
 	seq = d->next_seq++;
+	if (d->dense_slots != NULL && dense_keys_covers(d->dense, row, &bit))
+	{
+		DedupDense *slot = &d->dense_slots[bit];
+
+		if (dense_keys_test(dense_keys_words(d->dense), bit))
+		{
+			if (ctx->event_time < slot->time)
+			{
+				tuple_pool_store_slot(d->pool, &slot->cand, row);
+				slot->time = ctx->event_time;
+			}
+			return PTF_ROW_DONE;
+		}
+		/* a new key: in the range while the budget lasts, in the map after */
+		if (!d->dense_closed && d->state_limit > 0 &&
+			keyed_state_memory(ks) > d->state_limit)
+			d->dense_closed = true;
+		if (!d->dense_closed)
+		{
+			(void) dense_keys_test_and_set(d->dense, bit);
+			tuple_pool_store_slot(d->pool, &slot->cand, row);
+			slot->time = ctx->event_time;
+			return PTF_ROW_DONE;
+		}
+	}
 	res = keyed_state_lookup(ks, ctx->keys, row, ctx->proc_time, true, &ref);
 	if (res == KS_FULL)
 		return PTF_ROW_SPILL;
@@ -258,6 +298,9 @@ dedup_on_timer(PtfOperator *op, const PtfTimer *timer, PtfTime watermark,
 	finalize(d, timer->rec, c, proc_time);
 }
 
+/* candidates emitted at the end are fetched this many ahead */
+#define DEDUP_EMIT_AHEAD 8
+
 /* a pending candidate, its time copied out for a fast sort */
 typedef struct Pending
 {
@@ -273,13 +316,8 @@ typedef struct PendingList
 } PendingList;
 
 static void
-collect_pending(StateRef *ref, void *arg)
+pending_add(PendingList *list, PtfTime time, MinimalTuple tuple)
 {
-	PendingList *list = (PendingList *) arg;
-	DedupCold  *c = (DedupCold *) ref->cold;
-
-	if (c->cand.tuple == NULL)
-		return;
 	if (list->n >= list->max)
 	{
 		list->max = Max(1024, list->max * 2);
@@ -287,21 +325,27 @@ collect_pending(StateRef *ref, void *arg)
 			repalloc_huge(list->items, sizeof(Pending) * list->max) :
 			palloc_extended(sizeof(Pending) * list->max, MCXT_ALLOC_HUGE);
 	}
-	list->items[list->n].time = ((DedupHot *) ref->value)->time;
-	list->items[list->n].tuple = c->cand.tuple;
+	list->items[list->n].time = time;
+	list->items[list->n].tuple = tuple;
 	list->n++;
 }
 
-static int
-pending_cmp(const void *a, const void *b)
+static void
+collect_pending(StateRef *ref, void *arg)
 {
-	const Pending *pa = (const Pending *) a;
-	const Pending *pb = (const Pending *) b;
+	DedupCold  *c = (DedupCold *) ref->cold;
 
-	if (pa->time != pb->time)
-		return pa->time < pb->time ? -1 : 1;
-	return 0;
+	if (c->cand.tuple != NULL)
+		pending_add((PendingList *) arg, ((DedupHot *) ref->value)->time, c->cand.tuple);
 }
+
+/* sort_pending(): by time, the comparison inlined (a key a candidate) */
+#define ST_SORT sort_pending
+#define ST_ELEMENT_TYPE Pending
+#define ST_COMPARE(a, b) ((a)->time < (b)->time ? -1 : (a)->time > (b)->time ? 1 : 0)
+#define ST_SCOPE static
+#define ST_DEFINE
+#include "lib/sort_template.h"
 
 /*
  * Without live timers the watermark only ever jumps to the end of the
@@ -318,12 +362,25 @@ dedup_on_watermark(PtfOperator *op, PtfTime watermark, PtfTime proc_time)
 
 	if (!d->event_time || d->live_timers || watermark != PTF_TIME_MAX)
 		return;
+	if (d->dense_slots != NULL)
+	{
+		int64		b;
+
+		for (b = dense_keys_next(d->dense, 0); b >= 0; b = dense_keys_next(d->dense, b + 1))
+		{
+			Assert(d->dense_slots[b].cand.tuple != NULL);
+			pending_add(&list, d->dense_slots[b].time, d->dense_slots[b].cand.tuple);
+		}
+	}
 	keyed_state_foreach(d->base.state, collect_pending, &list);
 	if (list.n == 0)
 		return;
-	qsort(list.items, list.n, sizeof(Pending), pending_cmp);
+	sort_pending(list.items, list.n);
 	for (i = 0; i < list.n; i++)
 	{
+		/* in time order the candidates are all over memory: ask ahead */
+		if (i + DEDUP_EMIT_AHEAD < list.n)
+			__builtin_prefetch(list.items[i + DEDUP_EMIT_AHEAD].tuple);
 		ExecStoreMinimalTuple(list.items[i].tuple, d->emit_slot, false);
 		ptf_operator_emit(&d->base, ROWKIND_INSERT, d->emit_slot);
 	}
@@ -417,10 +474,27 @@ static void
 dedup_prefetch_event(PtfOperator *op, TupleTableSlot *row, const PtfRowContext *ctx,
 					 int stage, uint64 *scratch)
 {
+	DedupOperator *d = (DedupOperator *) op;
+	uint64		bit;
 	void	   *value;
 	void	   *cold;
 	MinimalTuple cand;
 
+	if (d->dense_slots != NULL && dense_keys_covers(d->dense, row, &bit))
+	{
+		DedupDense *slot = &d->dense_slots[bit];
+
+		/* its slot, then the row it holds if this row replaces it */
+		if (stage == 0)
+			__builtin_prefetch(slot, 1);
+		else if (dense_keys_test(dense_keys_words(d->dense), bit) &&
+				 ctx->event_time < slot->time && slot->cand.tuple != NULL)
+		{
+			__builtin_prefetch(slot->cand.tuple, 1);
+			__builtin_prefetch((char *) slot->cand.tuple + 64, 1);
+		}
+		return;
+	}
 	if (stage == 0)
 	{
 		keyed_state_prefetch(op->state, ctx->keys, row);
@@ -497,11 +571,21 @@ dedup_create(const DedupOptions *opts, const PtfOperatorEnv *env)
 	memset(&spec, 0, sizeof(spec));
 	spec.keys = opts->keys;
 	d = (DedupOperator *) ptf_operator_alloc(sizeof(DedupOperator), &dedup_methods, env);
-	/* a bitmap of at most a quarter of the budget, taken from it */
-	if (!opts->event_time && !env->durable && opts->ttl_us == 0)
+	/*
+	 * A bitmap, and by event time its slots, of at most a quarter of the
+	 * budget, taken from it.  Live timers point at the map's records.
+	 */
+	if (!env->durable && opts->ttl_us == 0 && !opts->live_timers)
 		d->dense = dense_keys_create(opts->keys, &env->key_range, env->expected_keys,
+									 opts->event_time ? sizeof(DedupDense) : 0,
 									 env->mem_limit > 0 ? env->mem_limit / 4 : MaxAllocSize / 4,
 									 d->base.cxt);
+	if (d->dense != NULL && opts->event_time)
+	{
+		d->base.prefetch_bytes = sizeof(DedupDense) * dense_keys_range_size(d->dense);
+		d->dense_slots = MemoryContextAllocExtended(d->base.cxt, d->base.prefetch_bytes,
+													MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+	}
 	if (opts->event_time)
 	{
 		spec.hot = opts->live_timers ? sizeof(DedupHot) : DEDUP_HOT_NO_TIMER_SIZE;
@@ -512,13 +596,17 @@ dedup_create(const DedupOptions *opts, const PtfOperatorEnv *env)
 	/* the map then holds only keys outside the range: it grows if it must */
 	spec.expected_keys = d->dense != NULL ? 0 : env->expected_keys;
 	if (d->dense != NULL && env->mem_limit > 0)
-		spec.mem_limit -= dense_keys_bytes(d->dense);
+		spec.mem_limit -= dense_keys_bytes(d->dense) +
+			(d->dense_slots ? sizeof(DedupDense) * dense_keys_range_size(d->dense) : 0);
+	d->state_limit = spec.mem_limit;
 	/* timers point at records: they must not move */
 	spec.flags = (env->durable ? KEYED_STATE_DURABLE : 0) |
 		(opts->live_timers ? KEYED_STATE_STABLE : 0);
 
 	old = MemoryContextSwitchTo(d->base.cxt);
 	d->base.state = keyed_state_create(&spec, d->base.cxt);
+	/* an integer key's map is inline: the range's slots are fetched ahead too */
+	Assert(d->dense == NULL || keyed_state_can_prefetch(d->base.state));
 	if (keyed_state_can_prefetch(d->base.state))
 		d->base.methods = opts->event_time ? &dedup_prefetching_event_methods :
 			&dedup_prefetching_methods;

@@ -133,6 +133,12 @@ struct PtfOperator
 	 * when the state's keys are not all in memory to say so
 	 */
 	uint64		rows_before;
+
+	/*
+	 * state the operator keeps beside op->state that its prefetch reaches
+	 * (bytes): with the state's table, whether rows are worth batching
+	 */
+	Size		prefetch_bytes;
 };
 
 static inline void

@@ -21,6 +21,7 @@
 #include "postgres.h"
 
 #include "catalog/pg_type.h"
+#include "port/pg_bitutils.h"
 #include "utils/memutils.h"
 
 #include "state/dense_keys.h"
@@ -40,7 +41,7 @@ struct DenseKeys
 
 DenseKeys *
 dense_keys_create(const KeySpec *keys, const PtfKeyRange *range, uint64 expected_keys,
-				  Size budget, MemoryContext cxt)
+				  Size slot_bytes, Size budget, MemoryContext cxt)
 {
 	DenseKeys  *dk;
 	Oid			typid;
@@ -58,7 +59,8 @@ dense_keys_create(const KeySpec *keys, const PtfKeyRange *range, uint64 expected
 	if (nbits == 0 || nbits > (uint64) DENSE_KEYS_MAX_SPREAD * Max(expected_keys, 1))
 		return NULL;
 	bytes = (Size) ((nbits + 63) / 64) * sizeof(uint64);
-	if (bytes > budget || !AllocSizeIsValid(bytes))
+	if (bytes > budget || nbits > (budget - bytes) / Max(slot_bytes, 1) ||
+		!AllocSizeIsValid(bytes))
 		return NULL;
 
 	dk = MemoryContextAllocZero(cxt, sizeof(DenseKeys));
@@ -108,6 +110,38 @@ dense_keys_test_and_set(DenseKeys *dk, uint64 bit)
 	*w |= mask;
 	dk->count++;
 	return false;
+}
+
+const uint64 *
+dense_keys_words(const DenseKeys *dk)
+{
+	return dk->words;
+}
+
+int64
+dense_keys_next(const DenseKeys *dk, uint64 from)
+{
+	uint64		w = from / 64;
+	uint64		nwords = (dk->nbits + 63) / 64;
+	uint64		bits;
+
+	if (from >= dk->nbits)
+		return -1;
+	bits = dk->words[w] & (~UINT64CONST(0) << (from % 64));
+	for (;;)
+	{
+		if (bits != 0)
+			return (int64) (w * 64 + pg_rightmost_one_pos64(bits));
+		if (++w >= nwords)
+			return -1;
+		bits = dk->words[w];
+	}
+}
+
+uint64
+dense_keys_range_size(const DenseKeys *dk)
+{
+	return dk->nbits;
 }
 
 uint64

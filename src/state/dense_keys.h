@@ -26,10 +26,11 @@ typedef struct DenseKeys DenseKeys;
 /*
  * A set over range for a key of one int2, int4 or int8 column, in cxt; NULL
  * when it would not pay: the range holds more than 64 values per key
- * expected, or its bitmap would take more than budget bytes.
+ * expected, or its bitmap and slot_bytes per value of the range (the
+ * caller's array beside it) would take more than budget bytes.
  */
 extern DenseKeys *dense_keys_create(const KeySpec *keys, const PtfKeyRange *range,
-									uint64 expected_keys, Size budget,
+									uint64 expected_keys, Size slot_bytes, Size budget,
 									MemoryContext cxt);
 
 /* Whether the row's key is in the range (a NULL key is not); its bit in *bit. */
@@ -37,6 +38,20 @@ extern bool dense_keys_covers(const DenseKeys *dk, TupleTableSlot *row, uint64 *
 
 /* Mark the bit; true if it was marked already. */
 extern bool dense_keys_test_and_set(DenseKeys *dk, uint64 bit);
+
+/* Whether the bit is marked */
+static inline bool
+dense_keys_test(const uint64 *words, uint64 bit)
+{
+	return (words[bit / 64] >> (bit % 64)) & 1;
+}
+extern const uint64 *dense_keys_words(const DenseKeys *dk);
+
+/* The first marked bit at or after from, or -1 */
+extern int64 dense_keys_next(const DenseKeys *dk, uint64 from);
+
+/* values of the range: a caller's array of this many slots, indexed by bit */
+extern uint64 dense_keys_range_size(const DenseKeys *dk);
 
 extern uint64 dense_keys_count(const DenseKeys *dk);
 extern Size dense_keys_bytes(const DenseKeys *dk);
