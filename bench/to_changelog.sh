@@ -14,6 +14,11 @@
 # medians and ratios.  Our plugin's JSON is also set against wal2json's
 # format-version 2, the JSON plugin a user would otherwise pick, when its
 # Debian package can be installed (postgresql-15-wal2json).
+#
+# SHAPE=int (default): (id int, v int, payload text); SHAPE=numeric: (id
+# bigint, v numeric, payload text), v = id * 1.5 -- the numeric and text
+# columns of a money table, whose values test_decoding prints through their
+# output functions.
 set -euo pipefail
 
 PTF_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -23,6 +28,12 @@ PTF_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 INSERTS=${INSERTS:-1000000}
 UPDATES=${UPDATES:-500000}
 REPS=${REPS:-3}
+SHAPE=${SHAPE:-int}
+case $SHAPE in
+    int) columns="id int PRIMARY KEY, v int, payload text"; values="i, i % 1000, 'payload-' || md5(i::text)" ;;
+    numeric) columns="id bigint PRIMARY KEY, v numeric, payload text"; values="i, i * 1.5, 'payload-' || md5(i::text)" ;;
+    *) echo "SHAPE must be int or numeric" >&2; exit 2 ;;
+esac
 
 # wal2json, the competitor of our JSON: Debian's package, when apt has it
 ptf_ensure_packages
@@ -43,7 +54,7 @@ dir=$PTF_BENCH_DIR
 ptf_log "bench: $INSERTS inserts, then $UPDATES updates, REPLICA IDENTITY FULL"
 ptf_psql -X -q -v ON_ERROR_STOP=1 <<SQL
 CREATE EXTENSION deduplicate_keep_first;
-CREATE TABLE bench_cdc (id int PRIMARY KEY, v int, payload text);
+CREATE TABLE bench_cdc ($columns);
 ALTER TABLE bench_cdc REPLICA IDENTITY FULL;
 CREATE TABLE bench_other (id int);
 -- the uid's first call makes its slot; the anchor's slot at the same point
@@ -57,7 +68,7 @@ DO \$\$
 BEGIN
     FOR b IN 0 .. ($INSERTS - 1) / 10000 LOOP
         INSERT INTO bench_cdc
-        SELECT i, i % 1000, 'payload-' || md5(i::text)
+        SELECT $values
           FROM generate_series(b * 10000 + 1, least((b + 1) * 10000, $INSERTS)) i;
         COMMIT;
     END LOOP;
@@ -110,7 +121,7 @@ rows=$(ptf_psql -X -q -At -c "BEGIN" -c "SET ptf.max_changes_per_call = 0" \
 changes=$((INSERTS + UPDATES))
 
 echo
-echo "### $changes changes ($INSERTS inserts + $UPDATES updates, REPLICA IDENTITY FULL), median of $REPS, ms"
+echo "### $changes changes ($INSERTS inserts + $UPDATES updates, REPLICA IDENTITY FULL, ($columns)), median of $REPS, ms"
 echo
 echo "The floor: a copy of the anchor's slot advanced over the same WAL (\`pg_replication_slot_advance\`:"
 echo "the WAL read, no changes decoded), $f ms; the cost above it in ns per change: to_changelog"
@@ -118,7 +129,7 @@ echo "$(ptf_bench_above "$t" "$f" "$changes"), test_decoding $(ptf_bench_above "
 echo
 echo "| work | ptf | anchor | anchor ms | ratio | target |"
 echo "|---|---:|---|---:|---:|---:|"
-echo "| \`to_changelog(changes => true)\`, $rows rows out | $t | \`pg_logical_slot_peek_changes\`, test_decoding | $td | $(ptf_bench_ratio "$t" "$td") | <= 1.0x (goal 0.7x) |"
+echo "| \`to_changelog(changes => true)\`, $rows rows out | $t | \`pg_logical_slot_peek_changes\`, test_decoding | $td | $(ptf_bench_ratio "$t" "$td") | <= 0.45x |"
 echo "| our plugin's JSON, \`pg_logical_slot_peek_changes\` | $pj | same, test_decoding | $td | $(ptf_bench_ratio "$pj" "$td") | <= 0.9x |"
 if [ -n "$wj" ]; then
     echo "| our plugin's JSON, \`pg_logical_slot_peek_changes\` | $pj | same, wal2json \`format-version 2\` | $wj | $(ptf_bench_ratio "$pj" "$wj") | |"
