@@ -767,6 +767,27 @@ typedef struct InsertBatch
 	TupleTableSlot *upd_slot;
 } InsertBatch;
 
+/*
+ * The batch's i-th slot, made when first needed: a call that writes a few
+ * keys would otherwise make (and drop) INSERT_BATCH slots, each pinning the
+ * table's descriptor in the resource owner -- most of a small call's time
+ * over a large state.
+ */
+static TupleTableSlot *
+batch_slot(InsertBatch *b, int i)
+{
+	Assert(i < INSERT_BATCH);
+	if (b->slots[i] == NULL)
+	{
+		/* they live as long as the array, not in the batch's reset memory */
+		MemoryContext old = MemoryContextSwitchTo(GetMemoryChunkContext(b->slots));
+
+		b->slots[i] = MakeSingleTupleTableSlot(RelationGetDescr(b->rel), &TTSOpsVirtual);
+		MemoryContextSwitchTo(old);
+	}
+	return b->slots[i];
+}
+
 static void
 open_indexes(InsertBatch *b)
 {
@@ -870,7 +891,7 @@ write_value(DurableState *ds, KeyedState *ks, const StateCodec *codec, InsertBat
 	}
 	else
 	{
-		TupleTableSlot *slot = b->slots[b->n];
+		TupleTableSlot *slot = batch_slot(b, b->n);
 
 		ExecClearTuple(slot);
 		value_to_row(ds, ks, codec, rec, space, ns, ns_value,
@@ -899,7 +920,7 @@ write_new_inline_keys(DurableState *ds, KeyedState *ks, InsertBatch *b)
 
 	for (i = 0; i < n; i++)
 	{
-		TupleTableSlot *slot = b->slots[nbatch++];
+		TupleTableSlot *slot = batch_slot(b, nbatch++);
 
 		ExecClearTuple(slot);
 		memset(slot->tts_isnull, true, sizeof(bool) * natts);
@@ -941,12 +962,10 @@ write_changes(DurableState *ds, KeyedState *ks, const StateCodec *codec)
 	b.bistate = GetBulkInsertState();
 	b.cxt = AllocSetContextCreate(CurrentMemoryContext, "ptf state write",
 								  ALLOCSET_DEFAULT_SIZES);
-	b.slots = palloc(sizeof(TupleTableSlot *) * INSERT_BATCH);
+	b.slots = palloc0(sizeof(TupleTableSlot *) * INSERT_BATCH);
 	b.tids = palloc(sizeof(ItemPointer) * INSERT_BATCH);
 	b.flags = palloc(sizeof(uint8 *) * INSERT_BATCH);
 	b.ns_flags = palloc(sizeof(uint16 *) * INSERT_BATCH);
-	for (i = 0; i < INSERT_BATCH; i++)
-		b.slots[i] = MakeSingleTupleTableSlot(RelationGetDescr(b.rel), &TTSOpsVirtual);
 	open_indexes(&b);
 
 	dead = keyed_state_dead_tids(ks, &ndead);
@@ -999,7 +1018,7 @@ write_changes(DurableState *ds, KeyedState *ks, const StateCodec *codec)
 	close_indexes(&b);
 	table_finish_bulk_insert(b.rel, 0);
 	FreeBulkInsertState(b.bistate);
-	for (i = 0; i < INSERT_BATCH; i++)
+	for (i = 0; i < INSERT_BATCH && b.slots[i] != NULL; i++)
 		ExecDropSingleTupleTableSlot(b.slots[i]);
 	MemoryContextDelete(b.cxt);
 	keyed_state_clear_changes(ks);
