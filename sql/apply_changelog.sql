@@ -303,15 +303,17 @@ SELECT inserted FROM apply_changelog('mirror_scratch', $$SELECT kind, data FROM 
 RESET client_min_messages;
 RESET work_mem;
 -- the bare call runs as the caller, with the caller's right to execute it
-REVOKE EXECUTE ON FUNCTION ptf.from_changelog FROM PUBLIC;
+-- (revoked in a transaction rolled back: the function's ACL stays as made)
 GRANT SELECT ON cdc TO regress_ptf_apply;
 GRANT SELECT, INSERT, UPDATE, DELETE ON mirror_bare TO regress_ptf_apply;
+BEGIN;
+REVOKE EXECUTE ON FUNCTION ptf.from_changelog FROM PUBLIC;
 SET ROLE regress_ptf_apply;
 SELECT inserted FROM apply_changelog('ac.mirror_bare', $$SELECT kind, data FROM ptf.from_changelog(NULL::ac.cdc, NULL::ac.mirror_bare,
     before => 'before', after => 'after', query => 'SELECT * FROM ac.cdc ORDER BY seq',
     op_mapping => '{"c": "INSERT", "u": "UPDATE_BEFORE, UPDATE_AFTER", "d": "DELETE"}')$$);
-RESET ROLE;
-GRANT EXECUTE ON FUNCTION ptf.from_changelog TO PUBLIC;
+ROLLBACK;
+SELECT proacl IS NULL AS default_acl FROM pg_proc WHERE oid = 'ptf.from_changelog'::regproc;
 
 DROP OWNED BY regress_ptf_apply;
 DROP ROLE regress_ptf_apply;
