@@ -336,6 +336,8 @@ durable_operator(PtfCall *call, DurableState *ds, PtfUpsert *upsert, bool *kept,
 	if (ko != NULL)
 	{
 		op = ko->part[KEPT_MAIN].op;
+		/* this call's output: a uid's calls may emit as a result or to a sink */
+		op->emit = call->emit;
 		op->emit_arg = call->emit_arg;
 		*complete = ko->part[KEPT_MAIN].complete;
 		if (upsert != NULL)

@@ -605,8 +605,7 @@ dedup_create(const DedupOptions *opts, const PtfOperatorEnv *env)
 
 	old = MemoryContextSwitchTo(d->base.cxt);
 	d->base.state = keyed_state_create(&spec, d->base.cxt);
-	/* an integer key's map is inline: the range's slots are fetched ahead too */
-	Assert(d->dense == NULL || keyed_state_can_prefetch(d->base.state));
+	/* an inline map's rows are fetched ahead, and so then are the range's slots */
 	if (keyed_state_can_prefetch(d->base.state))
 		d->base.methods = opts->event_time ? &dedup_prefetching_event_methods :
 			&dedup_prefetching_methods;

@@ -660,10 +660,11 @@ batch_room(ApplySink *s, Size len, uint32 *room)
 	Size		need = TYPEALIGN(16, len);
 	char	   *p;
 
+	/* a large row has a chunk of its own, of its size */
 	if (need > APPLY_BLOCK_ROW_MAX)
 	{
-		*room = (uint32) need;
-		return MemoryContextAlloc(s->batch_cxt, need);
+		*room = (uint32) len;
+		return MemoryContextAlloc(s->batch_cxt, len);
 	}
 	if (need > s->block_left)
 	{
@@ -698,7 +699,7 @@ batch_row(ApplySink *s, HeapTuple tuple, int i, uint32 *room)
 	else
 	{
 		/* room outgrown stays unused, unless it was a chunk of its own */
-		if (i >= 0 && s->room[i] > APPLY_BLOCK_ROW_MAX)
+		if (i >= 0 && TYPEALIGN(16, s->room[i]) > APPLY_BLOCK_ROW_MAX)
 			pfree(DatumGetPointer(s->rows[i]));
 		dst = batch_room(s, len, room);
 	}
