@@ -72,7 +72,9 @@ for wm in $WORK_MEMS; do
         statements | while IFS='|' read -r name sql; do
             if [ "$name" = uid_batch2 ]; then echo "BEGIN;"; fi
             case $name in *_off) echo "SET ptf.plan_window_sql = off;" ;; esac
+            [ "$name" != floor ] || echo "SET max_parallel_workers_per_gather = 0;"
             echo "$sql \\g /dev/null"
+            [ "$name" != floor ] || echo "RESET max_parallel_workers_per_gather;"
             case $name in *_off) echo "RESET ptf.plan_window_sql;" ;; esac
             if [ "$name" = uid_batch2 ]; then echo "ROLLBACK;"; fi
         done
@@ -82,8 +84,11 @@ for wm in $WORK_MEMS; do
                 if [ "$name" = uid_batch2 ]; then echo "BEGIN;"; fi
                 # a statement named *_off runs with the planner's rules off
                 case $name in *_off) echo "SET ptf.plan_window_sql = off;" ;; esac
+                # the floor is the scan the call makes: serial, as the call is
+                [ "$name" != floor ] || echo "SET max_parallel_workers_per_gather = 0;"
                 echo "\\echo @@ $name"
                 echo "$sql;"
+                [ "$name" != floor ] || echo "RESET max_parallel_workers_per_gather;"
                 case $name in *_off) echo "RESET ptf.plan_window_sql;" ;; esac
                 if [ "$name" = uid_batch2 ]; then echo "ROLLBACK;"; fi
             done
@@ -107,7 +112,7 @@ for wm in $WORK_MEMS; do
     echo
     echo "### $ROWS rows, $KEYS keys, work_mem = $wm (median of $REPS, ms)"
     echo
-    echo "The floor: \`SELECT count(*)\` over the same table, $f ms; each keep-first call's cost above it"
+    echo "The floor: \`SELECT count(*)\` over the same table, serial as the call is, $f ms; each keep-first call's cost above it"
     echo "in ns per row: by arrival $(ptf_bench_above "$a" "$f" "$ROWS"), by event time $(ptf_bench_above "$e" "$f" "$ROWS") (goal for arrival: <= 60)."
     echo
     echo "| work | ptf | anchor | anchor ms | ratio | target |"
