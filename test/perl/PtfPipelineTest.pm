@@ -66,6 +66,20 @@ sub slots_not_ahead
         '0', "$label: no slot is ahead of its stored position");
 }
 
+# An immediate restart, and WAL written right after it.  PostgreSQL 15 can
+# end crash recovery at a page boundary while a page's LSN is the position
+# after the next page's header (a record that ended exactly at the boundary);
+# until any WAL is written, writing that page fails with "xlog flush request
+# ... is not satisfied" (seen once in 102_citus_moves.pl, a shard move right
+# after the restarts).  A WAL switch moves the end past it.
+sub restart_immediate
+{
+    my ($node) = @_;
+    $node->stop('immediate');
+    $node->start;
+    $node->safe_psql('postgres', 'SELECT pg_switch_wal()');
+}
+
 # The kill schedule every pipeline must survive exactly once: the worker
 # killed and the server stopped immediately, between steps, inside a step
 # before its commit, and after the commit before the slot moved.  $write
@@ -79,8 +93,7 @@ sub survive_kills
     $write->();
     $check->('worker killed between steps');
 
-    $node->stop('immediate');
-    $node->start;
+    restart_immediate($node);
     $write->();
     $check->('immediate stop between steps');
 
@@ -90,8 +103,7 @@ sub survive_kills
     $check->('worker killed inside a step, before commit');
 
     stop_at_fault($node, 'before_commit', $write);
-    $node->stop('immediate');
-    $node->start;
+    restart_immediate($node);
     $check->('immediate stop inside a step, before commit');
 
     stop_at_fault($node, 'after_commit', $write);
@@ -100,8 +112,7 @@ sub survive_kills
     $check->('worker killed after commit, before the slot moved');
 
     stop_at_fault($node, 'after_commit', $write);
-    $node->stop('immediate');
-    $node->start;
+    restart_immediate($node);
     $write->();
     $check->('immediate stop after commit, before the slot moved');
 }
