@@ -195,3 +195,23 @@ SELECT count(*) FROM deduplicate_keep_first(NULL::dense_big, partition_by => '{k
 SELECT keys, state_bytes < 64 * 1024 AS under_64kb FROM last_call_stats();
 SELECT count(*) FROM deduplicate_keep_first(NULL::dense_big_unanalyzed, partition_by => '{k}');
 SELECT keys, state_bytes > 512 * 1024 AS over_512kb FROM last_call_stats();
+-- rows batched for prefetching (a range whose slots outgrow the caches, a map
+-- of keys outside it as large): the first prefetch stage tells on_row where a
+-- row's key is
+CREATE TABLE dense_batched AS
+SELECT i AS seq, (hashint4(i) & 131071) % 100000 AS k,
+       timestamptz '2024-01-01 00:00+00' + (hashint4(i + 7) & 4095) * interval '1 minute' AS ts
+  FROM generate_series(1, 200000) i;
+ANALYZE dense_batched;
+INSERT INTO dense_batched
+SELECT 200000 + i, 100000 + (i * 7) % 150000,
+       timestamptz '2024-01-01 00:00+00' + (hashint4(i + 7) & 4095) * interval '1 minute'
+  FROM generate_series(1, 200000) i;
+SET work_mem = '64MB';
+SELECT * FROM compare(
+    $$SELECT * FROM ptf.deduplicate_keep_first(NULL::kf_diff.dense_batched, partition_by => '{k}')$$,
+    $$SELECT DISTINCT ON (k) * FROM kf_diff.dense_batched ORDER BY k, ctid$$);
+SELECT * FROM compare(
+    $$SELECT * FROM ptf.deduplicate_keep_first(NULL::kf_diff.dense_batched, partition_by => '{k}', on_time => 'ts')$$,
+    $$SELECT DISTINCT ON (k) * FROM kf_diff.dense_batched ORDER BY k, ts, ctid$$);
+RESET work_mem;

@@ -128,6 +128,24 @@ candidate_set(DedupOperator *d, StateRef *ref, TupleTableSlot *row,
 	}
 }
 
+/*
+ * Whether the row's key is the range's, and its bit: the first prefetch
+ * stage of a batched row works it out once and leaves it in the row's
+ * scratch (bit + 1, or 0) for a later stage and for on_row.
+ */
+#define DEDUP_SCRATCH_DENSE (PTF_PREFETCH_WORDS - 1)
+
+static inline bool
+dense_row(DedupOperator *d, TupleTableSlot *row, const uint64 *scratch, uint64 *bit)
+{
+	if (scratch != NULL)
+	{
+		*bit = scratch[DEDUP_SCRATCH_DENSE] - 1;
+		return scratch[DEDUP_SCRATCH_DENSE] != 0;
+	}
+	return dense_keys_covers(d->dense, row, bit);
+}
+
 static PtfRowResult
 dedup_on_row_arrival(DedupOperator *d, RowKind kind, TupleTableSlot *row,
 					 const PtfRowContext *ctx)
@@ -136,7 +154,7 @@ dedup_on_row_arrival(DedupOperator *d, RowKind kind, TupleTableSlot *row,
 	StateRef	ref;
 	uint64		bit;
 
-	if (d->dense != NULL && dense_keys_covers(d->dense, row, &bit))
+	if (d->dense != NULL && dense_row(d, row, ctx->prefetched, &bit))
 	{
 		/* as below, without TTL: a retraction passes over either way */
 		if (ROWKIND_IS_ADDITION(kind) && !dense_keys_test_and_set(d->dense, bit))
@@ -202,7 +220,7 @@ dedup_on_row_event(DedupOperator *d, RowKind kind, TupleTableSlot *row,
 		return PTF_ROW_LATE;
 
 	seq = d->next_seq++;
-	if (d->dense_slots != NULL && dense_keys_covers(d->dense, row, &bit))
+	if (d->dense_slots != NULL && dense_row(d, row, ctx->prefetched, &bit))
 	{
 		DedupDense *slot = &d->dense_slots[bit];
 
@@ -452,7 +470,9 @@ dedup_prefetch(PtfOperator *op, TupleTableSlot *row, const PtfRowContext *ctx, i
 	DedupOperator *d = (DedupOperator *) op;
 	uint64		bit;
 
-	if (d->dense == NULL || !dense_keys_covers(d->dense, row, &bit))
+	if (d->dense != NULL)
+		scratch[DEDUP_SCRATCH_DENSE] = dense_keys_covers(d->dense, row, &bit) ? bit + 1 : 0;
+	if (d->dense == NULL || scratch[DEDUP_SCRATCH_DENSE] == 0)
 		keyed_state_prefetch(op->state, ctx->keys, row);
 }
 
@@ -480,7 +500,9 @@ dedup_prefetch_event(PtfOperator *op, TupleTableSlot *row, const PtfRowContext *
 	void	   *cold;
 	MinimalTuple cand;
 
-	if (d->dense_slots != NULL && dense_keys_covers(d->dense, row, &bit))
+	if (d->dense_slots != NULL && stage == 0)
+		scratch[DEDUP_SCRATCH_DENSE] = dense_keys_covers(d->dense, row, &bit) ? bit + 1 : 0;
+	if (d->dense_slots != NULL && dense_row(d, row, scratch, &bit))
 	{
 		DedupDense *slot = &d->dense_slots[bit];
 
@@ -582,6 +604,7 @@ dedup_create(const DedupOptions *opts, const PtfOperatorEnv *env)
 									 d->base.cxt);
 	if (d->dense != NULL && opts->event_time)
 	{
+		/* the slots' bytes: what the frame's batching decision counts beside the map */
 		d->base.prefetch_bytes = sizeof(DedupDense) * dense_keys_range_size(d->dense);
 		d->dense_slots = MemoryContextAllocExtended(d->base.cxt, d->base.prefetch_bytes,
 													MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
@@ -596,8 +619,7 @@ dedup_create(const DedupOptions *opts, const PtfOperatorEnv *env)
 	/* the map then holds only keys outside the range: it grows if it must */
 	spec.expected_keys = d->dense != NULL ? 0 : env->expected_keys;
 	if (d->dense != NULL && env->mem_limit > 0)
-		spec.mem_limit -= dense_keys_bytes(d->dense) +
-			(d->dense_slots ? sizeof(DedupDense) * dense_keys_range_size(d->dense) : 0);
+		spec.mem_limit -= dense_keys_bytes(d->dense) + d->base.prefetch_bytes;
 	d->state_limit = spec.mem_limit;
 	/* timers point at records: they must not move */
 	spec.flags = (env->durable ? KEYED_STATE_DURABLE : 0) |
