@@ -108,6 +108,22 @@ SELECT * FROM compare($$SELECT * FROM ptf.window_aggregate(NULL::par.gen, NULL::
 SELECT * FROM compare($$SELECT * FROM ptf.deduplicate_keep_first(NULL::par.gen, partition_by => '{seq}')$$);
 SELECT * FROM compare($$SELECT * FROM ptf.deduplicate_keep_first(NULL::par.gen, partition_by => '{seq}', on_time => 'ts')$$);
 SELECT * FROM compare($$SELECT * FROM ptf.deduplicate_keep_first(NULL::par.gen, partition_by => '{k}', on_time => 'ts')$$);
+-- an integer key filling the range the statistics give: workers filter it with
+-- a bitmap (by event time the least times beside it), as the leader keeps it;
+-- keys written after ANALYZE below and above the range, and NULL, go to the
+-- map, and rows of the range at earlier times come in later chunks
+SELECT * FROM compare($$SELECT * FROM ptf.deduplicate_keep_first(NULL::par.gen, partition_by => '{k}')$$);
+CREATE TABLE gen_dense AS SELECT * FROM gen;
+ANALYZE gen_dense;
+INSERT INTO gen_dense
+SELECT seq + 60000,
+       CASE WHEN seq % 10 = 0 THEN -1 - k WHEN seq % 10 = 3 THEN k + 5000 ELSE k END,
+       k2, nk, tk, ts - interval '1 day', v, payload
+  FROM gen WHERE seq % 3 = 0;
+SELECT count(*) FILTER (WHERE k < 0) > 0 AS below, count(*) FILTER (WHERE k > 3000) > 0 AS above,
+       count(*) FILTER (WHERE k IS NULL) > 0 AS nulls FROM gen_dense;
+SELECT * FROM compare($$SELECT * FROM ptf.deduplicate_keep_first(NULL::par.gen_dense, partition_by => '{k}')$$);
+SELECT * FROM compare($$SELECT * FROM ptf.deduplicate_keep_first(NULL::par.gen_dense, partition_by => '{k}', on_time => 'ts')$$);
 -- aggregates without a combine function, and parallel-unsafe ones: serial
 CREATE TYPE wa_arr AS (k2 int, window_start timestamptz, window_end timestamptz, a numeric[]);
 SELECT * FROM compare($$SELECT * FROM ptf.window_aggregate(NULL::par.gen, NULL::par.wa_arr, 'tumble', 'ts', '1 hour',

@@ -43,8 +43,10 @@
  *		as passed on.  That is the serial input less rows that cannot be
  *		answers, in the serial order: the serial answer, with the leader's
  *		state exactly the serial call's (memory per key unchanged), spilling
- *		as it does.  The leader claims a chunk only when every earlier one
- *		is combined, so its own rows never wait; workers that get ahead
+ *		as it does.  The leader claims a chunk when every earlier one is
+ *		combined, and, about to wait for a worker's chunk, the one after it
+ *		(else the workers would take every chunk while the leader only
+ *		combined), so its own rows wait at most a chunk; workers that get ahead
  *		keep what the leader cannot take yet in a local spool (a
  *		tuplestore: work_mem, then a temporary file), never blocking.
  *	  - SPLIT (the temporal join): every participant runs the whole
@@ -533,8 +535,14 @@ ptf_parallel_worker_run(PtfCall *call)
 		env.emit_arg = w;
 		/* sized once for the keys the planner expects, as the serial call's state */
 		if (in->frame.keys->ncols == 1)
-			env.expected_keys = sql_input_estimate_distinct(in->arg.relid,
-															in->frame.keys->cols[0].attno);
+		{
+			AttrNumber	attno = in->frame.keys->cols[0].attno;
+
+			env.expected_keys = sql_input_estimate_distinct(in->arg.relid, attno);
+			env.key_range.valid = sql_input_estimate_range(in->arg.relid, attno,
+														   &env.key_range.lo,
+														   &env.key_range.hi);
+		}
 		op = dedup_partial_create(key_spec_copy(in->frame.keys, in->frame.rowdesc),
 								  shared->mode == PTF_PARALLEL_FIRST_EVENT, &env);
 		frame = frame_create(false, no_spill_factory, NULL);
@@ -1164,8 +1172,9 @@ leader_participates(PtfParallel *par)
  * Keep-first: chunks combined in chunk order -- the leader's own read
  * straight into the frame, a worker's as it passed them on, up to its end
  * of the chunk.  The leader takes a chunk only when it is the next to
- * combine, so nothing of its own waits; a chunk a worker holds is waited
- * for (workers never wait for the leader: they spool).
+ * combine, or the one after a worker's chunk it is about to wait for, so
+ * its own rows wait at most for that chunk; a chunk a worker holds is
+ * waited for (workers never wait for the leader: they spool).
  */
 static void
 run_ordered(PtfParallel *par)
@@ -1187,6 +1196,21 @@ run_ordered(PtfParallel *par)
 				shared->owner[m] = PAR_OWNER_LEADER;
 			}
 			owner = shared->owner[m];
+
+			/*
+			 * A worker's chunk is waited for: the chunk after it, if no
+			 * one has it yet, is the leader's to read next.  Otherwise
+			 * the worker that finishes m takes m + 1 before the leader
+			 * has combined m, and the leader, never finding the next
+			 * chunk free, only combines while the workers read it all.
+			 */
+			if (owner != PAR_OWNER_NONE && owner != PAR_OWNER_LEADER &&
+				shared->next_chunk == m + 1 && m + 1 < shared->nchunks &&
+				leader_participates(par))
+			{
+				shared->next_chunk++;
+				shared->owner[m + 1] = PAR_OWNER_LEADER;
+			}
 			SpinLockRelease(&shared->mutex);
 			if (owner != PAR_OWNER_NONE)
 				break;

@@ -24,20 +24,47 @@
  * time is passed on for the leader to refuse as the serial call does.
  *
  * State per key is the key (by arrival) or the key and its least time
- * (by event time): never a row.
+ * (by event time): never a row.  A key of one integer column filling a
+ * range densely (the leader's serial operator decides the same way, from
+ * the same statistics) is a bit of a bitmap over the range instead, and by
+ * event time its least time an entry of an array beside it: a worker's
+ * filter then costs what the serial call's bitmap does, not a lookup in a
+ * map that, in a fresh process, also faults its pages in.  Keys outside
+ * the range, and NULL, go to the map.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include "utils/memutils.h"
+
 #include "operators/dedup_partial.h"
+#include "state/dense_keys.h"
 
 typedef struct DedupPartial
 {
 	PtfOperator base;
 	bool		event_time;
 	uint64		overflow;
+	DenseKeys  *dense;			/* keys seen in the range, or NULL */
+	PtfTime    *dense_least;	/* by event time: their least times */
 } DedupPartial;
+
+/* A key of the range: pass the row on unless it cannot be the answer. */
+static bool
+dense_passes(DedupPartial *d, uint64 bit, PtfTime t)
+{
+	if (!dense_keys_test_and_set(d->dense, bit))
+	{
+		if (d->dense_least != NULL)
+			d->dense_least[bit] = t;
+		return true;
+	}
+	if (d->dense_least == NULL || t >= d->dense_least[bit])
+		return false;
+	d->dense_least[bit] = t;
+	return true;
+}
 
 static PtfRowResult
 dedup_partial_on_row(PtfOperator *op, RowKind kind, TupleTableSlot *row,
@@ -48,6 +75,17 @@ dedup_partial_on_row(PtfOperator *op, RowKind kind, TupleTableSlot *row,
 	PtfTime    *least;
 
 	Assert(ctx->input == 0 && kind == ROWKIND_INSERT);
+	if (d->dense != NULL)
+	{
+		uint64		bit;
+
+		if (dense_keys_covers(d->dense, row, &bit))
+		{
+			if (dense_passes(d, bit, ctx->event_time))
+				ptf_operator_emit(op, kind, row);
+			return PTF_ROW_DONE;
+		}
+	}
 	switch (keyed_state_lookup(op->state, ctx->keys, row, 0, true, &ref))
 	{
 		case KS_CREATED:
@@ -107,12 +145,26 @@ dedup_partial_create(KeySpec *keys, bool event_time, const PtfOperatorEnv *env)
 	DedupPartial *d;
 	KeyedStateSpec spec;
 
+	d = (DedupPartial *) ptf_operator_alloc(sizeof(DedupPartial), &dedup_partial_methods, env);
+	/* as the serial operator's (dedup.c): at most a quarter of the budget */
+	d->dense = dense_keys_create(keys, &env->key_range, env->expected_keys,
+								 event_time ? sizeof(PtfTime) : 0,
+								 env->mem_limit > 0 ? env->mem_limit / 4 : MaxAllocSize / 4,
+								 d->base.cxt);
+	if (d->dense != NULL && event_time)
+		d->dense_least = MemoryContextAllocExtended(d->base.cxt,
+													sizeof(PtfTime) * dense_keys_range_size(d->dense),
+													MCXT_ALLOC_HUGE);
+
 	memset(&spec, 0, sizeof(spec));
 	spec.keys = keys;
 	spec.hot = event_time ? sizeof(PtfTime) : 0;
 	spec.mem_limit = env->mem_limit;
-	spec.expected_keys = env->expected_keys;
-	d = (DedupPartial *) ptf_operator_alloc(sizeof(DedupPartial), &dedup_partial_methods, env);
+	/* the map then holds only keys outside the range: it grows if it must */
+	spec.expected_keys = d->dense != NULL ? 0 : env->expected_keys;
+	if (d->dense != NULL && env->mem_limit > 0)
+		spec.mem_limit -= dense_keys_bytes(d->dense) +
+			(d->dense_least != NULL ? sizeof(PtfTime) * dense_keys_range_size(d->dense) : 0);
 	d->base.state = keyed_state_create(&spec, d->base.cxt);
 	if (keyed_state_can_prefetch(d->base.state))
 		d->base.methods = &dedup_partial_prefetching_methods;
