@@ -113,7 +113,8 @@ SELECT * FROM compare($$SELECT * FROM ptf.deduplicate_keep_first(NULL::par.gen, 
 -- keys written after ANALYZE below and above the range, and NULL, go to the
 -- map, and rows of the range at earlier times come in later chunks
 SELECT * FROM compare($$SELECT * FROM ptf.deduplicate_keep_first(NULL::par.gen, partition_by => '{k}')$$);
-CREATE TABLE gen_dense AS SELECT * FROM gen;
+-- (its statistics stay those of before the INSERT: no autovacuum's ANALYZE)
+CREATE TABLE gen_dense WITH (autovacuum_enabled = off) AS SELECT * FROM gen;
 ANALYZE gen_dense;
 INSERT INTO gen_dense
 SELECT seq + 60000,
@@ -122,6 +123,13 @@ SELECT seq + 60000,
   FROM gen WHERE seq % 3 = 0;
 SELECT count(*) FILTER (WHERE k < 0) > 0 AS below, count(*) FILTER (WHERE k > 3000) > 0 AS above,
        count(*) FILTER (WHERE k IS NULL) > 0 AS nulls FROM gen_dense;
+-- the workers read every range (the leader only combines): their filters decide
+SET parallel_leader_participation = off;
+SELECT * FROM compare($$SELECT * FROM ptf.deduplicate_keep_first(NULL::par.gen_dense, partition_by => '{k}')$$);
+SELECT * FROM compare($$SELECT * FROM ptf.deduplicate_keep_first(NULL::par.gen_dense, partition_by => '{k}', on_time => 'ts')$$);
+SELECT * FROM compare($$SELECT * FROM ptf.deduplicate_keep_first(NULL::par.gen, partition_by => '{k}', on_time => 'ts')$$);
+RESET parallel_leader_participation;
+-- the leader reads ranges too (which, timing decides)
 SELECT * FROM compare($$SELECT * FROM ptf.deduplicate_keep_first(NULL::par.gen_dense, partition_by => '{k}')$$);
 SELECT * FROM compare($$SELECT * FROM ptf.deduplicate_keep_first(NULL::par.gen_dense, partition_by => '{k}', on_time => 'ts')$$);
 -- aggregates without a combine function, and parallel-unsafe ones: serial

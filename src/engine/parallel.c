@@ -46,7 +46,8 @@
  *		as it does.  The leader claims a chunk when every earlier one is
  *		combined, and, about to wait for a worker's chunk, the one after it
  *		(else the workers would take every chunk while the leader only
- *		combined), so its own rows wait at most a chunk; workers that get ahead
+ *		combined): its own rows never wait, and the leader reads one chunk
+ *		for each worker's chunk it waits for; workers that get ahead
  *		keep what the leader cannot take yet in a local spool (a
  *		tuplestore: work_mem, then a temporary file), never blocking.
  *	  - SPLIT (the temporal join): every participant runs the whole
@@ -1172,9 +1173,9 @@ leader_participates(PtfParallel *par)
  * Keep-first: chunks combined in chunk order -- the leader's own read
  * straight into the frame, a worker's as it passed them on, up to its end
  * of the chunk.  The leader takes a chunk only when it is the next to
- * combine, or the one after a worker's chunk it is about to wait for, so
- * its own rows wait at most for that chunk; a chunk a worker holds is
- * waited for (workers never wait for the leader: they spool).
+ * combine, or the one after a worker's chunk it is about to wait for,
+ * read once that chunk is combined; a chunk a worker holds is waited for
+ * (workers never wait for the leader: they spool).
  */
 static void
 run_ordered(PtfParallel *par)

@@ -21,16 +21,18 @@
  * lowering its key's least time, and, once the memory budget is spent,
  * every row of a key the filter does not hold (nothing spills here; the
  * leader's exact operator spills as the serial call does).  A NULL event
- * time is passed on for the leader to refuse as the serial call does.
+ * time never reaches the filter: the worker's frame refuses it, with the
+ * serial call's error.
  *
  * State per key is the key (by arrival) or the key and its least time
  * (by event time): never a row.  A key of one integer column filling a
- * range densely (the leader's serial operator decides the same way, from
- * the same statistics) is a bit of a bitmap over the range instead, and by
- * event time its least time an entry of an array beside it: a worker's
- * filter then costs what the serial call's bitmap does, not a lookup in a
- * map that, in a fresh process, also faults its pages in.  Keys outside
- * the range, and NULL, go to the map.
+ * range densely (by the rule of dense_keys_create, from the statistics the
+ * serial operator asks, with a slot of its own size) is a bit of a bitmap
+ * over the range instead, and by event time its least time an entry of an
+ * array beside it: a worker's filter then costs what the serial call's
+ * bitmap does, not a lookup in a map that, in a fresh process, also
+ * faults its pages in.  Keys outside the range, and NULL, go to the map.
+ * Each worker's filter is right on its own, whichever way it keeps a key.
  *
  *-------------------------------------------------------------------------
  */
@@ -115,6 +117,12 @@ static void
 dedup_partial_prefetch(PtfOperator *op, TupleTableSlot *row, const PtfRowContext *ctx,
 					   int stage, uint64 *scratch)
 {
+	DedupPartial *d = (DedupPartial *) op;
+	uint64		bit;
+
+	/* a key of the range is a bit, in cache: only the map's keys are fetched */
+	if (d->dense != NULL && dense_keys_covers(d->dense, row, &bit))
+		return;
 	keyed_state_prefetch(op->state, ctx->keys, row);
 }
 
@@ -144,17 +152,23 @@ dedup_partial_create(KeySpec *keys, bool event_time, const PtfOperatorEnv *env)
 {
 	DedupPartial *d;
 	KeyedStateSpec spec;
+	Size		least_bytes = 0;
 
-	d = (DedupPartial *) ptf_operator_alloc(sizeof(DedupPartial), &dedup_partial_methods, env);
+	d = (DedupPartial *) ptf_operator_alloc(sizeof(DedupPartial),
+											&dedup_partial_methods, env);
 	/* as the serial operator's (dedup.c): at most a quarter of the budget */
 	d->dense = dense_keys_create(keys, &env->key_range, env->expected_keys,
 								 event_time ? sizeof(PtfTime) : 0,
-								 env->mem_limit > 0 ? env->mem_limit / 4 : MaxAllocSize / 4,
+								 env->mem_limit > 0 ?
+								 env->mem_limit / 4 : MaxAllocSize / 4,
 								 d->base.cxt);
 	if (d->dense != NULL && event_time)
-		d->dense_least = MemoryContextAllocExtended(d->base.cxt,
-													sizeof(PtfTime) * dense_keys_range_size(d->dense),
+	{
+		/* an entry is read only once its key's bit is set, which writes it */
+		least_bytes = sizeof(PtfTime) * dense_keys_range_size(d->dense);
+		d->dense_least = MemoryContextAllocExtended(d->base.cxt, least_bytes,
 													MCXT_ALLOC_HUGE);
+	}
 
 	memset(&spec, 0, sizeof(spec));
 	spec.keys = keys;
@@ -163,8 +177,7 @@ dedup_partial_create(KeySpec *keys, bool event_time, const PtfOperatorEnv *env)
 	/* the map then holds only keys outside the range: it grows if it must */
 	spec.expected_keys = d->dense != NULL ? 0 : env->expected_keys;
 	if (d->dense != NULL && env->mem_limit > 0)
-		spec.mem_limit -= dense_keys_bytes(d->dense) +
-			(d->dense_least != NULL ? sizeof(PtfTime) * dense_keys_range_size(d->dense) : 0);
+		spec.mem_limit -= dense_keys_bytes(d->dense) + least_bytes;
 	d->base.state = keyed_state_create(&spec, d->base.cxt);
 	if (keyed_state_can_prefetch(d->base.state))
 		d->base.methods = &dedup_partial_prefetching_methods;
