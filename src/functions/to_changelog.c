@@ -63,6 +63,10 @@ typedef struct ToChangelogCall
 	PtfCall		call;
 	PtfInputArg input;
 	OpMapping	mapping;
+	/* the mapping's codes as text, made once: each output row points at one */
+	Datum		code_text[ROWKIND_COUNT];
+	Datum		read_text;
+	Datum		truncate_text;
 	bool		full_deletes;
 	KeySpec    *keys;			/* state: the table's replica identity */
 	KeySpec    *delete_keys;	/* what a partial delete keeps */
@@ -117,26 +121,26 @@ emit_change(void *arg, RowKind kind, TupleTableSlot *row)
 	const PtfRowMeta *meta = frame_current_meta(tc->out.frame);
 	Datum		values[5];
 	bool		nulls[5] = {false, false, false, false, false};
-	const char *code;
+	Datum		code;
 
 	/* an insert read from a table (a snapshot's row) has no WAL position */
 	if (kind == ROWKIND_TRUNCATE)
 	{
 		if (tc->mapping.truncate_code == NULL)
 			return;				/* its rows' deletes were emitted, if any */
-		code = tc->mapping.truncate_code;
+		code = tc->truncate_text;
 	}
 	else if (kind == ROWKIND_INSERT && tc->mapping.read_code != NULL &&
 			 XLogRecPtrIsInvalid(meta->lsn))
-		code = tc->mapping.read_code;
+		code = tc->read_text;
 	else if (tc->mapping.mapped[kind])
-		code = tc->mapping.code[kind];
+		code = tc->code_text[kind];
 	else
 	{
 		tc->unmapped++;
 		return;
 	}
-	values[0] = CStringGetTextDatum(code);
+	values[0] = code;
 	if (kind == ROWKIND_TRUNCATE)
 		nulls[1] = true;		/* no row: the whole table */
 	else
@@ -195,6 +199,7 @@ ptf_to_changelog(PG_FUNCTION_ARGS)
 	KeySpec    *partition_by;
 	char		replident = REPLICA_IDENTITY_FULL;
 	KeySpec    *ri_keys = NULL;
+	int			i;
 
 	memset(&tc, 0, sizeof(tc));
 	ptf_call_init(call, "to_changelog");
@@ -208,6 +213,13 @@ ptf_to_changelog(PG_FUNCTION_ARGS)
 	else
 		op_mapping_from_jsonb(PG_GETARG_JSONB_P(ARG_OP_MAPPING), &tc.mapping,
 							  "op_mapping");
+	for (i = 0; i < ROWKIND_COUNT; i++)
+		if (tc.mapping.mapped[i])
+			tc.code_text[i] = CStringGetTextDatum(tc.mapping.code[i]);
+	if (tc.mapping.read_code != NULL)
+		tc.read_text = CStringGetTextDatum(tc.mapping.read_code);
+	if (tc.mapping.truncate_code != NULL)
+		tc.truncate_text = CStringGetTextDatum(tc.mapping.truncate_code);
 	tc.full_deletes = ptf_bool_arg(fcinfo, ARG_FULL_DELETES, "produces_full_deletes");
 	call->ttl_us = ptf_state_ttl_arg(fcinfo, ARG_STATE_TTL);
 	call->uid = ptf_uid_arg(fcinfo, ARG_UID);
