@@ -23,12 +23,17 @@ typedef struct PtfOutput
 	TupleDesc	desc;
 	uint64		rows;
 	PtfFrame   *frame;			/* set once running: refuses incomplete rows */
+	/* ptf_output_put_values: a row formed here, then copied into the store */
+	MinimalTuple buf;
+	Size		bufsize;
+	TupleTableSlot *slot;
 } PtfOutput;
 
 extern void ptf_output_init(FunctionCallInfo fcinfo, PtfOutput *out);
 extern void ptf_check_row_complete(PtfFrame *frame, TupleTableSlot *row);
 extern void ptf_check_meta_complete(const PtfRowMeta *meta);
 extern void ptf_output_emit_row(void *arg, RowKind kind, TupleTableSlot *row);
+extern void ptf_output_put_values(PtfOutput *out, Datum *values, bool *nulls);
 
 /* what the last call of this backend did: ptf.last_call_stats() */
 typedef struct PtfCallStats

@@ -162,7 +162,7 @@ emit_change(void *arg, RowKind kind, TupleTableSlot *row)
 		values[3] = TimestampTzGetDatum(meta->commit_time);
 		values[4] = FullTransactionIdGetDatum(tc->last_fxid);
 	}
-	tuplestore_putvalues(tc->out.store, tc->out.desc, values, nulls);
+	ptf_output_put_values(&tc->out, values, nulls);
 	tc->out.rows++;
 }
 
