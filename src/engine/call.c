@@ -902,6 +902,8 @@ ptf_call_return(PtfCall *call)
 	ptf_call_run(call);
 	if (call->finished != NULL)
 		call->finished(call);
+	if (call->out != NULL)
+		ptf_output_end(call->out);
 	MemoryContextDelete(call->cxt);
 	return (Datum) 0;
 }

@@ -34,6 +34,23 @@ ptf_output_init(FunctionCallInfo fcinfo, PtfOutput *out)
 }
 
 /*
+ * What ptf_output_put_values kept across rows goes when the call ends: a
+ * query may run the function many times (LATERAL, rescans), each with a
+ * store of its own.
+ */
+void
+ptf_output_end(PtfOutput *out)
+{
+	if (out->slot != NULL)
+		ExecDropSingleTupleTableSlot(out->slot);
+	if (out->buf != NULL)
+		pfree(out->buf);
+	out->slot = NULL;
+	out->buf = NULL;
+	out->bufsize = 0;
+}
+
+/*
  * The bytes of value v of attribute att at offset off of a tuple's data,
  * and its length, as heap_fill_tuple lays it out; false for what it would
  * do otherwise than copy (a NULL, a TOAST pointer, an expanded object, a
@@ -152,9 +169,9 @@ ptf_output_put_values(PtfOutput *out, Datum *values, bool *nulls)
 	}
 	if (out->buf == NULL || out->bufsize < hoff + len)
 	{
-		/* in the store's memory: the query's, as long as the output */
+		/* in the store's memory, which outlives the call; freed at its end */
 		MemoryContext old = MemoryContextSwitchTo(GetMemoryChunkContext(out->store));
-		Size		size = Max(hoff + len, 1024);
+		Size		size = Max(hoff + len, Max(out->bufsize * 2, 1024));
 
 		if (out->buf != NULL)
 			pfree(out->buf);

@@ -34,6 +34,7 @@ extern void ptf_check_row_complete(PtfFrame *frame, TupleTableSlot *row);
 extern void ptf_check_meta_complete(const PtfRowMeta *meta);
 extern void ptf_output_emit_row(void *arg, RowKind kind, TupleTableSlot *row);
 extern void ptf_output_put_values(PtfOutput *out, Datum *values, bool *nulls);
+extern void ptf_output_end(PtfOutput *out);
 
 /* what the last call of this backend did: ptf.last_call_stats() */
 typedef struct PtfCallStats
