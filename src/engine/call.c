@@ -276,23 +276,35 @@ build_operator(PtfCall *call, MemoryContext cxt, bool durable, Size mem_limit,
  * one column, and told the range of its values when they are integers
  * (partitions spilled later start small: spill_factory).
  */
+/*
+ * What the statistics of relid say of a key of one column: the keys to
+ * expect and, for an integer, the range of their values (0 and none
+ * otherwise).  A parallel keep-first's workers ask the same.
+ */
+void
+ptf_call_key_estimates(Oid relid, KeySpec *keys, uint64 *expected, PtfKeyRange *range)
+{
+	*expected = 0;
+	memset(range, 0, sizeof(*range));
+	if (keys == NULL || keys->ncols != 1)
+		return;
+	*expected = sql_input_estimate_distinct(relid, keys->cols[0].attno);
+	range->valid = sql_input_estimate_range(relid, keys->cols[0].attno,
+											&range->lo, &range->hi);
+}
+
 static PtfOperator *
 build_memory_operator(PtfCall *call)
 {
 	PtfCallInput *in = &call->inputs[0];
-	KeySpec    *keys = in->frame.keys;
 	PtfKeyRange range;
 
 	call->expected_keys = 0;
 	memset(&range, 0, sizeof(range));
 	if (!call->changes && in->query == NULL && OidIsValid(in->arg.relid) &&
-		keys != NULL && keys->ncols == 1 && in->adapter == NULL)
-	{
-		call->expected_keys = sql_input_estimate_distinct(in->arg.relid,
-														  keys->cols[0].attno);
-		range.valid = sql_input_estimate_range(in->arg.relid, keys->cols[0].attno,
-											   &range.lo, &range.hi);
-	}
+		in->adapter == NULL)
+		ptf_call_key_estimates(in->arg.relid, in->frame.keys, &call->expected_keys,
+							   &range);
 	return build_operator(call, call->cxt, false, get_hash_memory_limit(),
 						  call->expected_keys, &range);
 }

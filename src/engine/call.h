@@ -165,6 +165,8 @@ extern void ptf_call_run(PtfCall *call);
  * factory of its spilled partitions' (arg: the call).
  */
 extern PtfOperator *ptf_call_build_operator(PtfCall *call, bool durable);
+extern void ptf_call_key_estimates(Oid relid, KeySpec *keys, uint64 *expected,
+								   PtfKeyRange *range);
 extern PtfOperator *ptf_call_spill_factory(void *arg, bool unbounded);
 
 /*

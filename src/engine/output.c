@@ -51,89 +51,74 @@ ptf_output_end(PtfOutput *out)
 }
 
 /*
- * The bytes of value v of attribute att at offset off of a tuple's data,
- * and its length, as heap_fill_tuple lays it out; false for what it would
- * do otherwise than copy (a NULL, a TOAST pointer, an expanded object, a
+ * How heap_fill_tuple lays out a value: VALUE_ALIGNED at the column's
+ * alignment (by value, fixed length, a 4-byte-header varlena kept so),
+ * VALUE_SHORT as its short varlena is, VALUE_MADE_SHORT a 4-byte-header
+ * varlena packed into a 1-byte header; both unaligned.  VALUE_OTHER for
+ * what it would not simply copy (a TOAST pointer, an expanded object, a
  * cstring): the caller then forms the row the general way.
  */
-static inline bool
-plain_value_size(Form_pg_attribute att, Datum v, Size *off)
+typedef enum PlainValue
 {
-	if (att->attbyval)
-	{
-		*off = att_align_nominal(*off, att->attalign) + att->attlen;
-		return true;
-	}
-	if (att->attlen > 0)
-	{
-		*off = att_align_nominal(*off, att->attalign) + att->attlen;
-		return true;
-	}
-	if (att->attlen == -1)
-	{
-		Pointer		p = DatumGetPointer(v);
+	VALUE_ALIGNED,
+	VALUE_SHORT,
+	VALUE_MADE_SHORT,
+	VALUE_OTHER
+} PlainValue;
 
-		if (VARATT_IS_EXTERNAL(p))
-			return false;
-		if (VARATT_IS_SHORT(p))
-			*off += VARSIZE_SHORT(p);
-		else if (att->attstorage != TYPSTORAGE_PLAIN && VARATT_CAN_MAKE_SHORT(p))
-			*off += VARATT_CONVERTED_SHORT_SIZE(p);
-		else
-			*off = att_align_nominal(*off, att->attalign) + VARSIZE(p);
-		return true;
+static inline PlainValue
+plain_value(Form_pg_attribute att, Datum v, Size *len)
+{
+	Pointer		p;
+
+	if (att->attbyval || att->attlen > 0)
+	{
+		*len = att->attlen;
+		return VALUE_ALIGNED;
 	}
-	return false;
+	if (att->attlen != -1)
+		return VALUE_OTHER;
+	p = DatumGetPointer(v);
+	if (VARATT_IS_EXTERNAL(p))
+		return VALUE_OTHER;
+	if (VARATT_IS_SHORT(p))
+	{
+		*len = VARSIZE_SHORT(p);
+		return VALUE_SHORT;
+	}
+	if (att->attstorage != TYPSTORAGE_PLAIN && VARATT_CAN_MAKE_SHORT(p))
+	{
+		*len = VARATT_CONVERTED_SHORT_SIZE(p);
+		return VALUE_MADE_SHORT;
+	}
+	*len = VARSIZE(p);
+	return VALUE_ALIGNED;
 }
 
 /* Copy v to data + *off (zeroing the alignment before it), as heap_fill_tuple does. */
 static inline void
 plain_value_fill(Form_pg_attribute att, Datum v, char *data, Size *off)
 {
+	Size		len;
+	PlainValue	how = plain_value(att, v, &len);
 	Size		at = *off;
 
-	if (att->attbyval || att->attlen > 0 ||
-		!(VARATT_IS_SHORT(DatumGetPointer(v)) ||
-		  (att->attstorage != TYPSTORAGE_PLAIN &&
-		   VARATT_CAN_MAKE_SHORT(DatumGetPointer(v)))))
+	Assert(how != VALUE_OTHER);
+	if (how == VALUE_ALIGNED)
 	{
 		at = att_align_nominal(at, att->attalign);
-		if (at > *off)
-			memset(data + *off, 0, at - *off);
+		memset(data + *off, 0, at - *off);
 	}
 	if (att->attbyval)
-	{
 		store_att_byval(data + at, v, att->attlen);
-		*off = at + att->attlen;
-	}
-	else if (att->attlen > 0)
+	else if (how == VALUE_MADE_SHORT)
 	{
-		memcpy(data + at, DatumGetPointer(v), att->attlen);
-		*off = at + att->attlen;
+		SET_VARSIZE_SHORT(data + at, len);
+		memcpy(data + at + 1, VARDATA(DatumGetPointer(v)), len - 1);
 	}
 	else
-	{
-		Pointer		p = DatumGetPointer(v);
-		Size		len;
-
-		if (VARATT_IS_SHORT(p))
-		{
-			len = VARSIZE_SHORT(p);
-			memcpy(data + at, p, len);
-		}
-		else if (att->attstorage != TYPSTORAGE_PLAIN && VARATT_CAN_MAKE_SHORT(p))
-		{
-			len = VARATT_CONVERTED_SHORT_SIZE(p);
-			SET_VARSIZE_SHORT(data + at, len);
-			memcpy(data + at + 1, VARDATA(p), len - 1);
-		}
-		else
-		{
-			len = VARSIZE(p);
-			memcpy(data + at, p, len);
-		}
-		*off = at + len;
-	}
+		memcpy(data + at, DatumGetPointer(v), len);
+	*off = at + len;
 }
 
 /*
@@ -159,12 +144,18 @@ ptf_output_put_values(PtfOutput *out, Datum *values, bool *nulls)
 	{
 		Form_pg_attribute att = TupleDescAttr(desc, i);
 
+		PlainValue	how;
+		Size		vlen;
+
 		if (nulls[i] || att->attisdropped ||
-			!plain_value_size(att, values[i], &len))
+			(how = plain_value(att, values[i], &vlen)) == VALUE_OTHER)
 		{
 			tuplestore_putvalues(out->store, desc, values, nulls);
 			return;
 		}
+		if (how == VALUE_ALIGNED)
+			len = att_align_nominal(len, att->attalign);
+		len += vlen;
 		varwidth |= (att->attlen == -1);
 	}
 	if (out->buf == NULL || out->bufsize < hoff + len)

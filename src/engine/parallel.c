@@ -535,15 +535,8 @@ ptf_parallel_worker_run(PtfCall *call)
 		env.emit = worker_pass_row;
 		env.emit_arg = w;
 		/* sized once for the keys the planner expects, as the serial call's state */
-		if (in->frame.keys->ncols == 1)
-		{
-			AttrNumber	attno = in->frame.keys->cols[0].attno;
-
-			env.expected_keys = sql_input_estimate_distinct(in->arg.relid, attno);
-			env.key_range.valid = sql_input_estimate_range(in->arg.relid, attno,
-														   &env.key_range.lo,
-														   &env.key_range.hi);
-		}
+		ptf_call_key_estimates(in->arg.relid, in->frame.keys, &env.expected_keys,
+							   &env.key_range);
 		op = dedup_partial_create(key_spec_copy(in->frame.keys, in->frame.rowdesc),
 								  shared->mode == PTF_PARALLEL_FIRST_EVENT, &env);
 		frame = frame_create(false, no_spill_factory, NULL);

@@ -52,6 +52,24 @@ typedef struct DedupPartial
 	PtfTime    *dense_least;	/* by event time: their least times */
 } DedupPartial;
 
+/*
+ * Whether the row's key is the range's, and its bit: a batched row's
+ * prefetch works it out and leaves it in the row's scratch (bit + 1, or
+ * 0) for on_row, as dedup.c does.
+ */
+#define PARTIAL_SCRATCH_DENSE (PTF_PREFETCH_WORDS - 1)
+
+static inline bool
+dense_row(DedupPartial *d, TupleTableSlot *row, const uint64 *scratch, uint64 *bit)
+{
+	if (scratch != NULL)
+	{
+		*bit = scratch[PARTIAL_SCRATCH_DENSE] - 1;
+		return scratch[PARTIAL_SCRATCH_DENSE] != 0;
+	}
+	return dense_keys_covers(d->dense, row, bit);
+}
+
 /* A key of the range: pass the row on unless it cannot be the answer. */
 static bool
 dense_passes(DedupPartial *d, uint64 bit, PtfTime t)
@@ -81,7 +99,7 @@ dedup_partial_on_row(PtfOperator *op, RowKind kind, TupleTableSlot *row,
 	{
 		uint64		bit;
 
-		if (dense_keys_covers(d->dense, row, &bit))
+		if (dense_row(d, row, ctx->prefetched, &bit))
 		{
 			if (dense_passes(d, bit, ctx->event_time))
 				ptf_operator_emit(op, kind, row);
@@ -121,8 +139,14 @@ dedup_partial_prefetch(PtfOperator *op, TupleTableSlot *row, const PtfRowContext
 	uint64		bit;
 
 	/* a key of the range is a bit, in cache: only the map's keys are fetched */
-	if (d->dense != NULL && dense_keys_covers(d->dense, row, &bit))
-		return;
+	if (d->dense != NULL)
+	{
+		bool		covered = dense_keys_covers(d->dense, row, &bit);
+
+		scratch[PARTIAL_SCRATCH_DENSE] = covered ? bit + 1 : 0;
+		if (covered)
+			return;
+	}
 	keyed_state_prefetch(op->state, ctx->keys, row);
 }
 
