@@ -130,20 +130,16 @@ candidate_set(DedupOperator *d, StateRef *ref, TupleTableSlot *row,
 
 /*
  * Whether the row's key is the range's, and its bit: the first prefetch
- * stage of a batched row works it out once and leaves it in the row's
- * scratch (bit + 1, or 0) for a later stage and for on_row.
+ * stage of a batched row works it out once and notes it in the row's
+ * scratch for a later stage and for on_row (dense_keys_note).
  */
 #define DEDUP_SCRATCH_DENSE (PTF_PREFETCH_WORDS - 1)
 
 static inline bool
 dense_row(DedupOperator *d, TupleTableSlot *row, const uint64 *scratch, uint64 *bit)
 {
-	if (scratch != NULL)
-	{
-		*bit = scratch[DEDUP_SCRATCH_DENSE] - 1;
-		return scratch[DEDUP_SCRATCH_DENSE] != 0;
-	}
-	return dense_keys_covers(d->dense, row, bit);
+	return dense_keys_covers_noted(d->dense, row,
+								   scratch ? &scratch[DEDUP_SCRATCH_DENSE] : NULL, bit);
 }
 
 static PtfRowResult
@@ -468,10 +464,9 @@ dedup_prefetch(PtfOperator *op, TupleTableSlot *row, const PtfRowContext *ctx, i
 			   uint64 *scratch)
 {
 	DedupOperator *d = (DedupOperator *) op;
-	uint64		bit;
 
 	if (d->dense != NULL)
-		scratch[DEDUP_SCRATCH_DENSE] = dense_keys_covers(d->dense, row, &bit) ? bit + 1 : 0;
+		scratch[DEDUP_SCRATCH_DENSE] = dense_keys_note(d->dense, row);
 	if (d->dense == NULL || scratch[DEDUP_SCRATCH_DENSE] == 0)
 		keyed_state_prefetch(op->state, ctx->keys, row);
 }
@@ -501,7 +496,7 @@ dedup_prefetch_event(PtfOperator *op, TupleTableSlot *row, const PtfRowContext *
 	MinimalTuple cand;
 
 	if (d->dense_slots != NULL && stage == 0)
-		scratch[DEDUP_SCRATCH_DENSE] = dense_keys_covers(d->dense, row, &bit) ? bit + 1 : 0;
+		scratch[DEDUP_SCRATCH_DENSE] = dense_keys_note(d->dense, row);
 	if (d->dense_slots != NULL && dense_row(d, row, scratch, &bit))
 	{
 		DedupDense *slot = &d->dense_slots[bit];

@@ -52,23 +52,8 @@ typedef struct DedupPartial
 	PtfTime    *dense_least;	/* by event time: their least times */
 } DedupPartial;
 
-/*
- * Whether the row's key is the range's, and its bit: a batched row's
- * prefetch works it out and leaves it in the row's scratch (bit + 1, or
- * 0) for on_row, as dedup.c does.
- */
+/* a batched row's range membership, noted by its prefetch (dense_keys_note) */
 #define PARTIAL_SCRATCH_DENSE (PTF_PREFETCH_WORDS - 1)
-
-static inline bool
-dense_row(DedupPartial *d, TupleTableSlot *row, const uint64 *scratch, uint64 *bit)
-{
-	if (scratch != NULL)
-	{
-		*bit = scratch[PARTIAL_SCRATCH_DENSE] - 1;
-		return scratch[PARTIAL_SCRATCH_DENSE] != 0;
-	}
-	return dense_keys_covers(d->dense, row, bit);
-}
 
 /* A key of the range: pass the row on unless it cannot be the answer. */
 static bool
@@ -99,7 +84,10 @@ dedup_partial_on_row(PtfOperator *op, RowKind kind, TupleTableSlot *row,
 	{
 		uint64		bit;
 
-		if (dense_row(d, row, ctx->prefetched, &bit))
+		if (dense_keys_covers_noted(d->dense, row,
+									ctx->prefetched ?
+									&ctx->prefetched[PARTIAL_SCRATCH_DENSE] : NULL,
+									&bit))
 		{
 			if (dense_passes(d, bit, ctx->event_time))
 				ptf_operator_emit(op, kind, row);
@@ -136,15 +124,12 @@ dedup_partial_prefetch(PtfOperator *op, TupleTableSlot *row, const PtfRowContext
 					   int stage, uint64 *scratch)
 {
 	DedupPartial *d = (DedupPartial *) op;
-	uint64		bit;
 
 	/* a key of the range is a bit, in cache: only the map's keys are fetched */
 	if (d->dense != NULL)
 	{
-		bool		covered = dense_keys_covers(d->dense, row, &bit);
-
-		scratch[PARTIAL_SCRATCH_DENSE] = covered ? bit + 1 : 0;
-		if (covered)
+		scratch[PARTIAL_SCRATCH_DENSE] = dense_keys_note(d->dense, row);
+		if (scratch[PARTIAL_SCRATCH_DENSE] != 0)
 			return;
 	}
 	keyed_state_prefetch(op->state, ctx->keys, row);

@@ -36,6 +36,31 @@ extern DenseKeys *dense_keys_create(const KeySpec *keys, const PtfKeyRange *rang
 /* Whether the row's key is in the range (a NULL key is not); its bit in *bit. */
 extern bool dense_keys_covers(const DenseKeys *dk, TupleTableSlot *row, uint64 *bit);
 
+/*
+ * The same, as a batched row's prefetch noted it in a word of the row's
+ * scratch (bit + 1, or 0: dense_keys_note), or worked out now when there
+ * is no note: a batched row asks once.
+ */
+static inline uint64
+dense_keys_note(const DenseKeys *dk, TupleTableSlot *row)
+{
+	uint64		bit;
+
+	return dense_keys_covers(dk, row, &bit) ? bit + 1 : 0;
+}
+
+static inline bool
+dense_keys_covers_noted(const DenseKeys *dk, TupleTableSlot *row, const uint64 *note,
+						uint64 *bit)
+{
+	if (note != NULL)
+	{
+		*bit = *note - 1;
+		return *note != 0;
+	}
+	return dense_keys_covers(dk, row, bit);
+}
+
 /* Mark the bit; true if it was marked already. */
 extern bool dense_keys_test_and_set(DenseKeys *dk, uint64 bit);
 
