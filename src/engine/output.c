@@ -71,6 +71,7 @@ plain_value(Form_pg_attribute att, Datum v, Size *len)
 {
 	Pointer		p;
 
+	*len = 0;
 	if (att->attbyval || att->attlen > 0)
 	{
 		*len = att->attlen;
