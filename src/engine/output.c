@@ -123,18 +123,18 @@ plain_value_fill(Form_pg_attribute att, Datum v, char *data, Size *off)
 }
 
 /*
- * Put a row of values into the output.  A row without NULLs whose values
- * are plain (by value, fixed length, or in-line varlenas) is formed here
- * into a buffer kept across rows, the layout of heap_form_minimal_tuple
- * done once per column without its general cases, and copied into the
- * store: a change stream's output row, of a kind, a row image and three
- * fixed-width columns, took half its instructions in heap_fill_tuple and
- * heap_compute_data_size.  Any other row goes the general way.
+ * Form a row of desc without NULLs whose values are plain (by value, fixed
+ * length, or in-line varlenas) into a buffer kept across rows, the layout
+ * of heap_form_minimal_tuple done once per column without its general
+ * cases, and copy it into the store: a change stream's output row, of a
+ * kind, a row image and three fixed-width columns, took half its
+ * instructions in heap_fill_tuple and heap_compute_data_size (a temporal
+ * join's output, a pair of row images: 1% of the call).  False, with
+ * nothing stored, for any other row.
  */
-void
-ptf_output_put_values(PtfOutput *out, Datum *values, bool *nulls)
+static bool
+put_plain_row(PtfOutput *out, TupleDesc desc, Datum *values, bool *nulls)
 {
-	TupleDesc	desc = out->desc;
 	Size		hoff = MAXALIGN(SizeofMinimalTupleHeader);
 	Size		len = 0;
 	Size		off;
@@ -150,10 +150,7 @@ ptf_output_put_values(PtfOutput *out, Datum *values, bool *nulls)
 
 		if (nulls[i] || att->attisdropped ||
 			(how = plain_value(att, values[i], &vlen)) == VALUE_OTHER)
-		{
-			tuplestore_putvalues(out->store, desc, values, nulls);
-			return;
-		}
+			return false;
 		if (how == VALUE_ALIGNED)
 			len = att_align_nominal(len, att->attalign);
 		len += vlen;
@@ -169,8 +166,13 @@ ptf_output_put_values(PtfOutput *out, Datum *values, bool *nulls)
 			pfree(out->buf);
 		out->buf = palloc(size);
 		out->bufsize = size;
+		/*
+		 * A copy of the descriptor, not pinned: the slot is dropped at the
+		 * call's end, in another resource owner than the one current now
+		 * (a spill's, a worker's) may be.
+		 */
 		if (out->slot == NULL)
-			out->slot = MakeSingleTupleTableSlot(desc, &TTSOpsMinimalTuple);
+			out->slot = MakeSingleTupleTableSlot(CreateTupleDescCopy(desc), &TTSOpsMinimalTuple);
 		MemoryContextSwitchTo(old);
 	}
 	memset(out->buf, 0, hoff);
@@ -192,9 +194,19 @@ ptf_output_put_values(PtfOutput *out, Datum *values, bool *nulls)
 		pfree(ref);
 	}
 #endif
+	/* the slot only carries the bytes: a minimal tuple's copy reads no descriptor */
 	ExecStoreMinimalTuple(out->buf, out->slot, false);
 	tuplestore_puttupleslot(out->store, out->slot);
 	ExecClearTuple(out->slot);
+	return true;
+}
+
+/* Put a row of values of the output's row type into the output. */
+void
+ptf_output_put_values(PtfOutput *out, Datum *values, bool *nulls)
+{
+	if (!put_plain_row(out, out->desc, values, nulls))
+		tuplestore_putvalues(out->store, out->desc, values, nulls);
 }
 
 /*
@@ -228,7 +240,10 @@ ptf_output_emit_row(void *arg, RowKind kind, TupleTableSlot *row)
 	PtfOutput  *out = (PtfOutput *) arg;
 
 	ptf_check_row_complete(out->frame, row);
-	tuplestore_puttupleslot(out->store, row);
+	/* an operator's own row (a window's, a join's pair): formed as values are */
+	if (!TTS_IS_VIRTUAL(row) ||
+		!put_plain_row(out, row->tts_tupleDescriptor, row->tts_values, row->tts_isnull))
+		tuplestore_puttupleslot(out->store, row);
 	out->rows++;
 }
 
