@@ -27,6 +27,15 @@ typedef struct PtfOutput
 	MinimalTuple buf;
 	Size		bufsize;
 	TupleTableSlot *slot;
+	/* is desc a change stream's row (see put_change_row), and its varlenas' layout */
+	enum
+	{
+		OUT_SHAPE_UNKNOWN,
+		OUT_SHAPE_CHANGE,
+		OUT_SHAPE_OTHER
+	}			shape;
+	bool		change_pack[2];
+	uint8		change_align[2];
 } PtfOutput;
 
 extern void ptf_output_init(FunctionCallInfo fcinfo, PtfOutput *out);
