@@ -28,6 +28,7 @@ typedef struct KeyColumn
 	char		typalign;
 	char		typstorage;		/* 'p': its functions want 4-byte headers */
 	bool		bitwise_eq;		/* equality is equality of the datum bits */
+	char		int_hash;		/* hashint2/4/8 called directly: '2', '4', '8'; else 0 */
 	FmgrInfo	eq;
 	FmgrInfo	hash;
 } KeyColumn;
