@@ -66,12 +66,12 @@ sub slots_not_ahead
         '0', "$label: no slot is ahead of its stored position");
 }
 
-# An immediate restart, and WAL written right after it.  PostgreSQL 15 can
-# end crash recovery at a page boundary while a page's LSN is the position
-# after the next page's header (a record that ended exactly at the boundary);
-# until any WAL is written, writing that page fails with "xlog flush request
-# ... is not satisfied" (seen once in 102_citus_moves.pl, a shard move right
-# after the restarts).  A WAL switch moves the end past it.
+# An immediate restart, then a WAL switch: the insert position sits at a
+# segment's start until something writes, where a flush up to
+# GetXLogInsertRecPtr() fails with "xlog flush request ... is not
+# satisfied" -- the bug a shard move in 102_citus_moves.pl met twice (at
+# any page boundary, not only after restarts: citus/drain.c's inserted_end
+# flushes to the boundary).  Kept so that such positions keep occurring.
 sub restart_immediate
 {
     my ($node) = @_;
