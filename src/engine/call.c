@@ -271,12 +271,6 @@ build_operator(PtfCall *call, MemoryContext cxt, bool durable, Size mem_limit,
 }
 
 /*
- * The operator of a call without a uid, its state sized for the keys the
- * planner's statistics expect when the first input is a table keyed by
- * one column, and told the range of its values when they are integers
- * (partitions spilled later start small: spill_factory).
- */
-/*
  * What the statistics of relid say of a key of one column: the keys to
  * expect and, for an integer, the range of their values (0 and none
  * otherwise).  A parallel keep-first's workers ask the same.
@@ -293,6 +287,12 @@ ptf_call_key_estimates(Oid relid, KeySpec *keys, uint64 *expected, PtfKeyRange *
 											&range->lo, &range->hi);
 }
 
+/*
+ * The operator of a call without a uid, its state sized for the keys the
+ * planner's statistics expect when the first input is a table keyed by
+ * one column, and told the range of its values when they are integers
+ * (partitions spilled later start small: spill_factory).
+ */
 static PtfOperator *
 build_memory_operator(PtfCall *call)
 {

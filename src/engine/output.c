@@ -67,11 +67,45 @@ typedef enum PlainValue
 	VALUE_OTHER
 } PlainValue;
 
+/* How a varlena v of a column that may (packable) or may not be packed is laid out. */
+static inline PlainValue
+plain_varlena(Datum v, bool packable, Size *len)
+{
+	Pointer		p = DatumGetPointer(v);
+
+	if (VARATT_IS_EXTERNAL(p))
+		return VALUE_OTHER;
+	if (VARATT_IS_SHORT(p))
+	{
+		*len = VARSIZE_SHORT(p);
+		return VALUE_SHORT;
+	}
+	if (packable && VARATT_CAN_MAKE_SHORT(p))
+	{
+		*len = VARATT_CONVERTED_SHORT_SIZE(p);
+		return VALUE_MADE_SHORT;
+	}
+	*len = VARSIZE(p);
+	return VALUE_ALIGNED;
+}
+
+/* Write a varlena laid out as plain_varlena said at dst. */
+static inline void
+plain_varlena_fill(Datum v, PlainValue how, Size len, char *dst)
+{
+	Assert(how != VALUE_OTHER);
+	if (how == VALUE_MADE_SHORT)
+	{
+		SET_VARSIZE_SHORT(dst, len);
+		memcpy(dst + VARHDRSZ_SHORT, VARDATA(DatumGetPointer(v)), len - VARHDRSZ_SHORT);
+	}
+	else
+		memcpy(dst, DatumGetPointer(v), len);
+}
+
 static inline PlainValue
 plain_value(Form_pg_attribute att, Datum v, Size *len)
 {
-	Pointer		p;
-
 	*len = 0;
 	if (att->attbyval || att->attlen > 0)
 	{
@@ -80,21 +114,7 @@ plain_value(Form_pg_attribute att, Datum v, Size *len)
 	}
 	if (att->attlen != -1)
 		return VALUE_OTHER;
-	p = DatumGetPointer(v);
-	if (VARATT_IS_EXTERNAL(p))
-		return VALUE_OTHER;
-	if (VARATT_IS_SHORT(p))
-	{
-		*len = VARSIZE_SHORT(p);
-		return VALUE_SHORT;
-	}
-	if (att->attstorage != TYPSTORAGE_PLAIN && VARATT_CAN_MAKE_SHORT(p))
-	{
-		*len = VARATT_CONVERTED_SHORT_SIZE(p);
-		return VALUE_MADE_SHORT;
-	}
-	*len = VARSIZE(p);
-	return VALUE_ALIGNED;
+	return plain_varlena(v, att->attstorage != TYPSTORAGE_PLAIN, len);
 }
 
 /* Copy v to data + *off (zeroing the alignment before it), as heap_fill_tuple does. */
@@ -113,13 +133,8 @@ plain_value_fill(Form_pg_attribute att, Datum v, char *data, Size *off)
 	}
 	if (att->attbyval)
 		store_att_byval(data + at, v, att->attlen);
-	else if (how == VALUE_MADE_SHORT)
-	{
-		SET_VARSIZE_SHORT(data + at, len);
-		memcpy(data + at + 1, VARDATA(DatumGetPointer(v)), len - 1);
-	}
 	else
-		memcpy(data + at, DatumGetPointer(v), len);
+		plain_varlena_fill(v, how, len, data + at);
 	*off = at + len;
 }
 
@@ -249,10 +264,7 @@ change_shape(PtfOutput *out)
 			if (att->attlen != -1)
 				return false;
 			out->change_pack[i] = (att->attstorage != TYPSTORAGE_PLAIN);
-			/* TYPEALIGN's alignment: 1, 2, 4 or 8 */
-			out->change_align[i] = att->attalign == TYPALIGN_CHAR ? 1 :
-				att->attalign == TYPALIGN_SHORT ? ALIGNOF_SHORT :
-				att->attalign == TYPALIGN_INT ? ALIGNOF_INT : ALIGNOF_DOUBLE;
+			out->change_align[i] = att->attalign;
 		}
 		else if (!att->attbyval || att->attlen != sizeof(int64) ||
 				 att->attalign != TYPALIGN_DOUBLE)
@@ -261,42 +273,14 @@ change_shape(PtfOutput *out)
 	return true;
 }
 
-/* Where a varlena goes after off, and how long it is there (see plain_value). */
-static inline bool
-change_varlena(Datum v, bool pack, uint8 align, Size off, Size *at, Size *len,
-			   bool *made_short)
+/* Where a varlena of change column i goes after off (see plain_value). */
+static inline PlainValue
+change_varlena(PtfOutput *out, int i, Datum v, Size off, Size *at, Size *len)
 {
-	Pointer		p = DatumGetPointer(v);
+	PlainValue	how = plain_varlena(v, out->change_pack[i], len);
 
-	*at = off;
-	*made_short = false;
-	if (VARATT_IS_EXTERNAL(p))
-		return false;
-	if (VARATT_IS_SHORT(p))
-		*len = VARSIZE_SHORT(p);
-	else if (pack && VARATT_CAN_MAKE_SHORT(p))
-	{
-		*len = VARATT_CONVERTED_SHORT_SIZE(p);
-		*made_short = true;
-	}
-	else
-	{
-		*at = TYPEALIGN(align, off);
-		*len = VARSIZE(p);
-	}
-	return true;
-}
-
-static inline void
-change_varlena_fill(Datum v, char *dst, Size len, bool made_short)
-{
-	if (made_short)
-	{
-		SET_VARSIZE_SHORT(dst, len);
-		memcpy(dst + VARHDRSZ_SHORT, VARDATA(DatumGetPointer(v)), len - VARHDRSZ_SHORT);
-	}
-	else
-		memcpy(dst, DatumGetPointer(v), len);
+	*at = how == VALUE_ALIGNED ? att_align_nominal(off, out->change_align[i]) : off;
+	return how;
 }
 
 static bool
@@ -309,15 +293,13 @@ put_change_row(PtfOutput *out, Datum *values, bool *nulls)
 				len1,
 				at2,
 				len;
-	bool		short0,
-				short1;
+	PlainValue	how0,
+				how1;
 	char	   *data;
 
 	if (nulls[0] || nulls[1] || nulls[2] || nulls[3] || nulls[4] ||
-		!change_varlena(values[0], out->change_pack[0], out->change_align[0], 0,
-						&at0, &len0, &short0) ||
-		!change_varlena(values[1], out->change_pack[1], out->change_align[1], at0 + len0,
-						&at1, &len1, &short1))
+		(how0 = change_varlena(out, 0, values[0], 0, &at0, &len0)) == VALUE_OTHER ||
+		(how1 = change_varlena(out, 1, values[1], at0 + len0, &at1, &len1)) == VALUE_OTHER)
 		return false;
 	at2 = TYPEALIGN(ALIGNOF_DOUBLE, at1 + len1);
 	len = at2 + 3 * sizeof(int64);
@@ -330,9 +312,9 @@ put_change_row(PtfOutput *out, Datum *values, bool *nulls)
 	out->buf->t_infomask = HEAP_HASVARWIDTH;
 	data = (char *) out->buf + hoff;
 	memset(data, 0, at0);
-	change_varlena_fill(values[0], data + at0, len0, short0);
+	plain_varlena_fill(values[0], how0, len0, data + at0);
 	memset(data + at0 + len0, 0, at1 - (at0 + len0));
-	change_varlena_fill(values[1], data + at1, len1, short1);
+	plain_varlena_fill(values[1], how1, len1, data + at1);
 	memset(data + at1 + len1, 0, at2 - (at1 + len1));
 	store_att_byval(data + at2, values[2], sizeof(int64));
 	store_att_byval(data + at2 + sizeof(int64), values[3], sizeof(int64));

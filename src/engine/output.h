@@ -35,7 +35,7 @@ typedef struct PtfOutput
 		OUT_SHAPE_OTHER
 	}			shape;
 	bool		change_pack[2];
-	uint8		change_align[2];
+	char		change_align[2];	/* attalign */
 } PtfOutput;
 
 extern void ptf_output_init(FunctionCallInfo fcinfo, PtfOutput *out);
