@@ -123,6 +123,48 @@ SELECT * FROM compare($$SELECT * FROM win_diff.ours('session', '20 minutes')$$,
 SELECT rows_spilled > 0 AS spilled FROM last_call_stats();
 RESET work_mem;
 
+-- HOP with counts and integer sums alone: at the end of the input each
+-- window is made from the key's previous one (the slices that enter and
+-- leave), not from all of its slices; sums of NULLs alone stay NULL.  Keys
+-- divisible by 7 have NULL v in every even hour, so some windows count rows
+-- but sum nothing.  Assert-enabled builds also combine every such window
+-- slice by slice and compare.
+CREATE TYPE sums_row AS (k int, window_start timestamp, window_end timestamp,
+    n bigint, s bigint, c bigint, s2 bigint);
+CREATE TABLE sparse AS
+SELECT seq, k, ts, CASE WHEN k % 7 = 0 AND extract(hour FROM ts)::int % 2 = 0 THEN NULL ELSE v END AS v
+  FROM gen WHERE seq % 4 = 0;
+CREATE FUNCTION ours_sums(size interval, step interval, "offset" interval DEFAULT '0')
+RETURNS SETOF sums_row LANGUAGE sql AS $$
+    SELECT * FROM ptf.window_aggregate(NULL::win_diff.sparse, NULL::win_diff.sums_row, 'hop', 'ts',
+        size, step, "offset", partition_by => '{k}',
+        aggregates => 'count(*) AS n, sum(v) AS s, count(v) AS c, sum(v::smallint) AS s2',
+        query => 'SELECT * FROM win_diff.sparse ORDER BY seq')
+$$;
+CREATE FUNCTION plain_sums(windows text) RETURNS text LANGUAGE sql AS $$
+    SELECT format($q$SELECT k, ws, we, count(*) AS n, sum(v) AS s, count(v) AS c, sum(v::smallint) AS s2
+                     FROM win_diff.sparse, LATERAL (%s) w(ws, we) GROUP BY k, ws, we$q$, windows)
+$$;
+SELECT count(*) FILTER (WHERE s IS NULL) > 0 AS some_sum_null,
+       count(*) FILTER (WHERE s IS NULL AND n > 0) > 0 AS counted_but_null
+  FROM win_diff.ours_sums('1 hour', '5 minutes');
+SELECT * FROM compare($$SELECT * FROM win_diff.ours_sums('1 hour', '5 minutes')$$,
+    win_diff.plain_sums($$SELECT date_bin('5 minutes', ts, '2000-01-01') - i * interval '5 minutes',
+                                 date_bin('5 minutes', ts, '2000-01-01') - i * interval '5 minutes' + interval '1 hour'
+                            FROM generate_series(0, 11) i$$));
+SELECT * FROM compare($$SELECT * FROM win_diff.ours_sums('50 minutes', '20 minutes', '3 minutes')$$,
+    win_diff.plain_sums($$SELECT ws, ws + interval '50 minutes'
+                            FROM generate_series(0, 2) i,
+                                 LATERAL (SELECT date_bin('20 minutes', ts, '2000-01-01 00:03') - i * interval '20 minutes') s(ws)
+                           WHERE ts < ws + interval '50 minutes'$$));
+SET work_mem = '64kB';
+SELECT * FROM compare($$SELECT * FROM win_diff.ours_sums('1 hour', '5 minutes')$$,
+    win_diff.plain_sums($$SELECT date_bin('5 minutes', ts, '2000-01-01') - i * interval '5 minutes',
+                                 date_bin('5 minutes', ts, '2000-01-01') - i * interval '5 minutes' + interval '1 hour'
+                            FROM generate_series(0, 11) i$$));
+SELECT rows_spilled > 0 AS spilled FROM last_call_stats();
+RESET work_mem;
+
 -- the TVFs: each row once per window, as the same joins
 SELECT * FROM compare(
     $$SELECT (data).seq, window_start::timestamp, window_end::timestamp

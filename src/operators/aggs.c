@@ -660,7 +660,9 @@ acc_init(AggDef *d, AggAcc *acc, AggMemory *mem)
 	acc->notrans = d->initnull;
 	acc->ninputs = 0;
 	acc->value = (Datum) 0;
-	if (!d->initnull)
+	if (!d->initnull && d->transbyval)
+		acc->value = d->initval;	/* no memory: mem may be NULL */
+	else if (!d->initnull)
 	{
 		MemoryContext old = MemoryContextSwitchTo(mem->cxt);
 
@@ -813,9 +815,14 @@ call_transition(AggSet *set, AggDef *d, AggFn *fn, AggAcc *acc, AggMemory *mem,
 		{
 			/* the first input becomes the state (nodeAgg's ExecAggInitGroup) */
 			Assert(!inverse);
-			old = MemoryContextSwitchTo(mem->cxt);
-			acc->value = datumCopy(args[0], d->transbyval, d->translen);
-			MemoryContextSwitchTo(old);
+			if (d->transbyval)
+				acc->value = args[0];	/* no memory: mem may be NULL */
+			else
+			{
+				old = MemoryContextSwitchTo(mem->cxt);
+				acc->value = datumCopy(args[0], d->transbyval, d->translen);
+				MemoryContextSwitchTo(old);
+			}
 			acc->isnull = false;
 			acc->notrans = false;
 			return true;
@@ -829,6 +836,7 @@ call_transition(AggSet *set, AggDef *d, AggFn *fn, AggAcc *acc, AggMemory *mem,
 		call_fast(fn, acc, args, argnulls);
 		return true;
 	}
+	Assert(mem != NULL);
 	set->aggstate->curaggcontext = &mem->econtext;
 	set->aggstate->curpertrans = &d->pertrans;
 	set->aggstate->curperagg = NULL;
@@ -1164,6 +1172,172 @@ aggs_window_add_slice(AggSet *set, const AggAcc *accs, const AggRows *rows)
 	if (rows != NULL && rows->n > 0)
 		set->win_rows = lappend(set->win_rows, (void *) rows);
 }
+
+/*
+ * Do states need memory of their own?  Not when every aggregate is SLICED
+ * with a by-value state that its transition and combine functions, run
+ * inline, make without allocating (count, sums and min/max of integers):
+ * a slice is then its states alone, and its AggMemory may be NULL.
+ */
+bool
+aggs_need_memory(AggSet *set)
+{
+	int			i;
+
+	if (set->keeps_rows)
+		return true;
+	for (i = 0; i < set->naggs; i++)
+	{
+		AggDef	   *d = &set->aggs[i];
+
+		if (d->mode != AGG_SLICED || !d->transbyval || d->transfn.fast == AGG_FAST_NONE ||
+			(OidIsValid(d->combinefn.oid) && d->combinefn.fast == AGG_FAST_NONE))
+			return true;
+	}
+	return false;
+}
+
+/* ---- sliding windows ---- */
+
+bool
+aggs_can_slide(AggSet *set)
+{
+	int			i;
+
+	if (set->keeps_rows || set->naggs == 0)
+		return false;
+	for (i = 0; i < set->naggs; i++)
+	{
+		AggDef	   *d = &set->aggs[i];
+
+		if (d->mode != AGG_SLICED || d->combinefn.fast != AGG_FAST_INT8PL ||
+			d->transtype != INT8OID || !d->transbyval)
+			return false;
+	}
+	return true;
+}
+
+AggSlide *
+aggs_slide_create(AggSet *set, MemoryContext cxt)
+{
+	AggSlide   *slide = MemoryContextAlloc(cxt, sizeof(AggSlide));
+
+	Assert(aggs_can_slide(set));
+	slide->sums = MemoryContextAllocZero(cxt, sizeof(int64) * set->nsliced);
+	slide->nstates = MemoryContextAllocZero(cxt, sizeof(int32) * set->nsliced);
+	return slide;
+}
+
+void
+aggs_slide_clear(AggSet *set, AggSlide *slide)
+{
+	memset(slide->sums, 0, sizeof(int64) * set->nsliced);
+	memset(slide->nstates, 0, sizeof(int32) * set->nsliced);
+}
+
+/*
+ * A slice's state is skipped by the strict combine when it has no input
+ * (notrans) or is NULL (sum over NULLs alone): it adds nothing and does
+ * not count.  Sums are checked as int8pl checks them; on overflow the
+ * caller combines the window slice by slice instead, with int8pl's errors.
+ */
+bool
+aggs_slide_add(AggSet *set, AggSlide *slide, const AggAcc *accs, bool take_away)
+{
+	int			j;
+
+	for (j = 0; j < set->nsliced; j++)
+	{
+		const AggAcc *s = &accs[j];
+		int64		v;
+
+		if (s->notrans || s->isnull)
+			continue;
+		v = DatumGetInt64(s->value);
+		if (take_away)
+		{
+			if (unlikely(pg_sub_s64_overflow(slide->sums[j], v, &slide->sums[j])))
+				return false;
+			slide->nstates[j]--;
+			Assert(slide->nstates[j] >= 0);
+		}
+		else
+		{
+			if (unlikely(pg_add_s64_overflow(slide->sums[j], v, &slide->sums[j])))
+				return false;
+			slide->nstates[j]++;
+		}
+	}
+	return true;
+}
+
+/*
+ * What combining the slices would give: the initial state when no slice
+ * has a state; else the sum, after the initial value when there is one
+ * (int8pl is strict: with no initial value the first state becomes the
+ * window's).  The sum is exact; combined slice by slice, a sum whose
+ * running total leaves int8's range and comes back (2^32 rows of int4s of
+ * mixed signs in one window) would fail instead.
+ */
+bool
+aggs_window_from_slide(AggSet *set, const AggSlide *slide)
+{
+	int			i;
+
+	Assert(aggs_can_slide(set));
+	for (i = 0; i < set->naggs; i++)
+	{
+		AggDef	   *d = &set->aggs[i];
+		AggAcc	   *w = &set->win_accs[i];
+		int64		sum = slide->sums[d->slot];
+
+		acc_init(d, w, set->win_mem);
+		set->win_started[i] = true;
+		if (slide->nstates[d->slot] == 0)
+			continue;
+		if (!w->isnull &&
+			unlikely(pg_add_s64_overflow(DatumGetInt64(w->value), sum, &sum)))
+			return false;
+		w->value = Int64GetDatum(sum);
+		w->isnull = false;
+		w->notrans = false;
+	}
+	return true;
+}
+
+#ifdef USE_ASSERT_CHECKING
+bool
+aggs_window_equals_slide(AggSet *set, const AggSlide *slide)
+{
+	AggAcc	   *combined = palloc(sizeof(AggAcc) * set->naggs);
+	bool		same;
+	int			i;
+
+	/* what aggs_window_finish would take: a state never started is the initial one */
+	for (i = 0; i < set->naggs; i++)
+	{
+		combined[i] = set->win_accs[i];
+		if (!set->win_started[i])
+			acc_init(&set->aggs[i], &combined[i], set->win_mem);
+	}
+	if (!aggs_window_from_slide(set, slide))
+	{
+		pfree(combined);
+		return true;			/* overflow: the caller combines the slices */
+	}
+	same = true;
+	for (i = 0; same && i < set->naggs; i++)
+	{
+		AggAcc	   *a = &combined[i];
+		AggAcc	   *b = &set->win_accs[i];
+
+		same = a->isnull == b->isnull &&
+			(a->isnull || DatumGetInt64(a->value) == DatumGetInt64(b->value));
+	}
+	pfree(combined);
+	return same;
+}
+#endif
 
 void
 aggs_window_set_moving(AggSet *set, const AggAcc *maccs)

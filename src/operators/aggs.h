@@ -108,6 +108,9 @@ extern const char *aggs_output_name(AggSet *set, int i);
 extern Oid	aggs_output_type(AggSet *set, int i);
 extern int32 aggs_output_typmod(AggSet *set, int i);
 
+/* states need an AggMemory (else every mem argument may be NULL; not for uids) */
+extern bool aggs_need_memory(AggSet *set);
+
 /* lifetime units */
 extern AggMemory *aggs_memory_create(MemoryContext parent);
 extern void aggs_memory_delete(AggMemory *mem);
@@ -146,6 +149,36 @@ extern void aggs_window_begin(AggSet *set, AggMemory *mem);
 
 /* Add a slice: SLICED states combined (or taken as they are, the only slice), rows kept. */
 extern void aggs_window_add_slice(AggSet *set, const AggAcc *accs, const AggRows *rows);
+
+/*
+ * A sliding sum of slices.  When every aggregate is SLICED with int8pl as
+ * its combine function (count, and sum of int2 and int4), a window's
+ * states are the sums of its slices' states, and the next HOP window is
+ * made from this one by adding the slices that enter and taking away those
+ * that leave: a couple of slices per window instead of size / slide.  The
+ * slide holds, per aggregate, the sum of the states of the slices in it and
+ * how many of those have a state.
+ */
+typedef struct AggSlide
+{
+	int64	   *sums;
+	int32	   *nstates;
+} AggSlide;
+
+extern bool aggs_can_slide(AggSet *set);
+extern AggSlide *aggs_slide_create(AggSet *set, MemoryContext cxt);
+extern void aggs_slide_clear(AggSet *set, AggSlide *slide);
+
+/* A slice's states added to the slide (or taken away); false on overflow. */
+extern bool aggs_slide_add(AggSet *set, AggSlide *slide, const AggAcc *accs, bool take_away);
+
+/* The slide as the window's states, in place of aggs_window_add_slice; false on overflow. */
+extern bool aggs_window_from_slide(AggSet *set, const AggSlide *slide);
+
+#ifdef USE_ASSERT_CHECKING
+/* Does the window combined slice by slice equal what the slide would give? */
+extern bool aggs_window_equals_slide(AggSet *set, const AggSlide *slide);
+#endif
 
 /* MOVING states of the window, or recomputed from the rows added when NULL */
 extern void aggs_window_set_moving(AggSet *set, const AggAcc *maccs);

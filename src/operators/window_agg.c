@@ -17,7 +17,8 @@
  * with updating input also space WINDOWS, window end -> the MOVING states
  * of that window; for SESSION, space SESSIONS (window_session.c).
  * Aggregate states of one slice end (or window end) live in one memory
- * context shared by every key, deleted when the last key lets go of it.
+ * context shared by every key, deleted when the last key lets go of it;
+ * by-value states made inline (count, sums of integers) need none.
  *
  * Firing (on the key's timer at window end e): the window's slices are
  * combined (or its MOVING states taken), the output row emitted unless
@@ -27,6 +28,9 @@
  * go; next_fire moves to the first window after e holding a slice of the
  * key.  Windows fire in window-end order: timers fire in time order (at
  * the end of a bounded input, in that order per key, a key at a time).
+ * There a HOP window of counts and integer sums is not combined from its
+ * size / slide slices but slid from the key's previous window: the slices
+ * that enter are added, those that leave taken away (aggs.h, AggSlide).
  *
  * Late rows (Flink's slicing, FLINK-21305): a row whose slice's windows
  * have all fired (last_end - 1 ms <= watermark) is dropped and counted;
@@ -530,33 +534,94 @@ cumulate_window(WinAggOp *wa, StateRecord *rec, PtfTime start, PtfTime e)
 	return target;
 }
 
-/* Fire the key's window ending at e. */
-static void
-fire_aligned(WinAggOp *wa, StateRecord *rec, KeyHot *hot, PtfTime e)
+/* slices ahead of the window being fired that are asked for */
+#define SLIDE_PREFETCH 4
+
+/*
+ * The key's slices with ends in (lo, hi] added to the slide, or taken
+ * away; false when a sum overflows (the slide is then of no use).
+ */
+static bool
+slide_slices(WinAggOp *wa, StateRecord *rec, PtfTime lo, PtfTime hi, bool take_away)
 {
 	KeyedState *ks = wa->base.state;
-	PtfTime		start = window_start_of(&wa->spec, e);
-	int64		nrows = 0;
-	int			first;
+	int			n = keyed_state_ns_count(ks, rec, SPACE_SLICES);
 	int			i;
-	int			n;
 
-	MemoryContextReset(wa->firemem->cxt);
-	aggs_window_begin(wa->aggs, wa->firemem);
-	if (wa->cumulate_merge)
+	for (i = keyed_state_ns_lower_bound(ks, rec, SPACE_SLICES, lo + 1); i < n; i++)
 	{
-		SliceValue *sv = cumulate_window(wa, rec, start, e);
+		int64		s;
+		SliceValue *sv = keyed_state_ns_at(ks, rec, SPACE_SLICES, i, &s);
 
-		if (sv != NULL && sv->nrows > 0)
-		{
-			aggs_window_add_slice(wa->aggs, sv->accs, &sv->rows);
-			winagg_key_values(wa, rec);
-			winagg_emit_window(wa, rec, start, e);
-		}
-		return;
+		if (s > hi)
+			break;
+		wa->slide_nrows += take_away ? -sv->nrows : sv->nrows;
+		if (!aggs_slide_add(wa->aggs, wa->slide, sv->accs, take_away))
+			return false;
 	}
-	n = keyed_state_ns_count(ks, rec, SPACE_SLICES);
-	first = keyed_state_ns_lower_bound(ks, rec, SPACE_SLICES, start + 1);
+
+	/*
+	 * Each window reads one slice it has not read yet, apart in memory:
+	 * ask for the next windows' now, so that their misses overlap with the
+	 * firing of this one.
+	 */
+	if (!take_away && i + SLIDE_PREFETCH < n)
+		__builtin_prefetch(keyed_state_ns_at(ks, rec, SPACE_SLICES, i + SLIDE_PREFETCH, NULL));
+	return true;
+}
+
+/*
+ * The window (start, e] as the slide: from the previous window of the key
+ * when the slide holds it, with the slices since its end added; else from
+ * all of its slices.  false on overflow: the caller combines the slices.
+ */
+static bool
+slide_to(WinAggOp *wa, StateRecord *rec, PtfTime start, PtfTime e)
+{
+	PtfTime		from = wa->slide_end;
+
+	if (!wa->slide_valid || wa->slide_start != start)
+	{
+		aggs_slide_clear(wa->aggs, wa->slide);
+		wa->slide_nrows = 0;
+		from = start;
+	}
+	Assert(from <= e);
+	wa->slide_valid = false;
+	if (!slide_slices(wa, rec, from, e, false))
+		return false;
+	wa->slide_start = start;
+	wa->slide_end = e;
+	wa->slide_valid = true;
+	return true;
+}
+
+/*
+ * After the window (start, e] fired: its slices that the next window does
+ * not hold leave the slide, before after_fire drops them.
+ */
+static void
+slide_past(WinAggOp *wa, StateRecord *rec, PtfTime start, PtfTime e)
+{
+	PtfTime		next_start = start + wa->spec.step;
+
+	Assert(wa->slide_valid && wa->slide_start == start && wa->slide_end == e);
+	wa->slide_valid = false;
+	if (!slide_slices(wa, rec, start, next_start, true))
+		return;
+	wa->slide_start = next_start;
+	wa->slide_valid = true;
+}
+
+/* The window's slices combined one by one into its states; returns its rows. */
+static int64
+combine_slices(WinAggOp *wa, StateRecord *rec, PtfTime start, PtfTime e)
+{
+	KeyedState *ks = wa->base.state;
+	int			n = keyed_state_ns_count(ks, rec, SPACE_SLICES);
+	int			first = keyed_state_ns_lower_bound(ks, rec, SPACE_SLICES, start + 1);
+	int64		nrows = 0;
+	int			i;
 
 	/*
 	 * The window's slices live apart in memory: ask for all of them before
@@ -583,6 +648,54 @@ fire_aligned(WinAggOp *wa, StateRecord *rec, KeyHot *hot, PtfTime e)
 		nrows += sv->nrows;
 		aggs_window_add_slice(wa->aggs, sv->accs, &sv->rows);
 	}
+	return nrows;
+}
+
+/*
+ * Fire the key's window ending at e.  sliding: the key's windows fire one
+ * after the other (the end of a bounded input), and each may be made from
+ * the one before it.
+ */
+static void
+fire_aligned(WinAggOp *wa, StateRecord *rec, KeyHot *hot, PtfTime e, bool sliding)
+{
+	KeyedState *ks = wa->base.state;
+	PtfTime		start = window_start_of(&wa->spec, e);
+	int64		nrows;
+	bool		slid;
+
+	MemoryContextReset(wa->firemem->cxt);
+	aggs_window_begin(wa->aggs, wa->firemem);
+	if (wa->cumulate_merge)
+	{
+		SliceValue *sv = cumulate_window(wa, rec, start, e);
+
+		if (sv != NULL && sv->nrows > 0)
+		{
+			aggs_window_add_slice(wa->aggs, sv->accs, &sv->rows);
+			winagg_key_values(wa, rec);
+			winagg_emit_window(wa, rec, start, e);
+		}
+		return;
+	}
+	slid = sliding && wa->slide != NULL && slide_to(wa, rec, start, e);
+#ifdef USE_ASSERT_CHECKING
+	if (slid)
+	{
+		/* the slices combined one by one give the same */
+		Assert(combine_slices(wa, rec, start, e) == wa->slide_nrows);
+		Assert(aggs_window_equals_slide(wa->aggs, wa->slide));
+		aggs_window_begin(wa->aggs, wa->firemem);
+	}
+#endif
+	if (slid && aggs_window_from_slide(wa->aggs, wa->slide))
+		nrows = wa->slide_nrows;
+	else
+	{
+		slid = false;
+		aggs_window_begin(wa->aggs, wa->firemem);
+		nrows = combine_slices(wa, rec, start, e);
+	}
 	if (wa->changelog)
 	{
 		WindowValue *wv = keyed_state_ns_find(ks, rec, SPACE_WINDOWS, e);
@@ -599,6 +712,10 @@ fire_aligned(WinAggOp *wa, StateRecord *rec, KeyHot *hot, PtfTime e)
 	}
 	if (wa->changelog)
 		window_remove(wa, rec, e);
+	if (slid)
+		slide_past(wa, rec, start, e);
+	else
+		wa->slide_valid = false;
 }
 
 /*
@@ -718,10 +835,11 @@ window_agg_on_timer(PtfOperator *op, const PtfTimer *timer, PtfTime watermark,
 	 * not promise for a function's rows.  A moving watermark fires in time
 	 * order, as Flink's timers do.
 	 */
+	wa->slide_valid = false;	/* another key's */
 	for (e = timer->ns; e != PTF_TIME_MIN;)
 	{
 		CHECK_FOR_INTERRUPTS();
-		fire_aligned(wa, timer->rec, hot, e);
+		fire_aligned(wa, timer->rec, hot, e, watermark == PTF_TIME_MAX);
 		e = after_fire(wa, timer->rec, hot, e, watermark);
 	}
 }
@@ -990,7 +1108,8 @@ window_agg_create(const WindowAggOptions *opts, const PtfOperatorEnv *env)
 	as.keep_rows = (opts->spec.kind == WINDOW_SESSION && opts->changelog);
 	as.time_attno = opts->time_attno;
 	wa->aggs = aggs_create(&as, wa->base.cxt);
-	wa->needs_memory = true;
+	/* durable states are restored, and parallel partials merged, into memory */
+	wa->needs_memory = as.durable || aggs_need_memory(wa->aggs);
 
 	memset(&ks, 0, sizeof(ks));
 	ks.keys = opts->keys;
@@ -1049,6 +1168,9 @@ window_agg_create(const WindowAggOptions *opts, const PtfOperatorEnv *env)
 		TupleDescInitEntry(wa->values_desc, i + 1, NULL, aggs_output_type(wa->aggs, i), -1, 0);
 	wa->armed = true;
 	wa->partial = opts->partial;
+	if (opts->spec.kind == WINDOW_HOP && !opts->changelog && !opts->partial &&
+		aggs_can_slide(wa->aggs))
+		wa->slide = aggs_slide_create(wa->aggs, wa->base.cxt);
 	wa->partial_input = opts->parallel ? opts->partial_input : -1;
 	if (opts->parallel)
 	{

@@ -115,6 +115,18 @@ typedef struct WinAggOp
 	bool		live;			/* in a call: between on_start and on_finish */
 	PtfTime		watermark;		/* the call's, while live */
 
+	/*
+	 * HOP at the end of a bounded input, where a key's windows fire one
+	 * after the other: each window made from the one before by the slices
+	 * that enter and leave (aggs.h), when the aggregates allow it.  The
+	 * slide holds the key's slices in (slide_start, slide_end].
+	 */
+	AggSlide   *slide;			/* NULL: combined slice by slice */
+	bool		slide_valid;
+	PtfTime		slide_start;
+	PtfTime		slide_end;
+	int64		slide_nrows;
+
 	uint64		skipped;
 
 	/* a parallel call's (window_partial.c) */
