@@ -157,6 +157,11 @@ SELECT * FROM compare($$SELECT * FROM win_diff.ours_sums('50 minutes', '20 minut
                             FROM generate_series(0, 2) i,
                                  LATERAL (SELECT date_bin('20 minutes', ts, '2000-01-01 00:03') - i * interval '20 minutes') s(ws)
                            WHERE ts < ws + interval '50 minutes'$$));
+-- windows shorter than their slide: rows between windows make slices no window holds
+SELECT * FROM compare($$SELECT * FROM win_diff.ours_sums('5 minutes', '10 minutes')$$,
+    win_diff.plain_sums($$SELECT ws, ws + interval '5 minutes'
+                            FROM (SELECT date_bin('10 minutes', ts, '2000-01-01')) s(ws)
+                           WHERE ts < ws + interval '5 minutes'$$));
 SET work_mem = '64kB';
 SELECT * FROM compare($$SELECT * FROM win_diff.ours_sums('1 hour', '5 minutes')$$,
     win_diff.plain_sums($$SELECT date_bin('5 minutes', ts, '2000-01-01') - i * interval '5 minutes',

@@ -1168,8 +1168,9 @@ window_agg_create(const WindowAggOptions *opts, const PtfOperatorEnv *env)
 		TupleDescInitEntry(wa->values_desc, i + 1, NULL, aggs_output_type(wa->aggs, i), -1, 0);
 	wa->armed = true;
 	wa->partial = opts->partial;
-	if (opts->spec.kind == WINDOW_HOP && !opts->changelog && !opts->partial &&
-		aggs_can_slide(wa->aggs))
+	/* windows that overlap: one apart from the next by a slide (rows between gaps never are) */
+	if (opts->spec.kind == WINDOW_HOP && opts->spec.size > opts->spec.step &&
+		!opts->changelog && !opts->partial && aggs_can_slide(wa->aggs))
 		wa->slide = aggs_slide_create(wa->aggs, wa->base.cxt);
 	wa->partial_input = opts->parallel ? opts->partial_input : -1;
 	if (opts->parallel)
