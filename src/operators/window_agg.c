@@ -1168,7 +1168,11 @@ window_agg_create(const WindowAggOptions *opts, const PtfOperatorEnv *env)
 		TupleDescInitEntry(wa->values_desc, i + 1, NULL, aggs_output_type(wa->aggs, i), -1, 0);
 	wa->armed = true;
 	wa->partial = opts->partial;
-	/* windows that overlap: one apart from the next by a slide (rows between gaps never are) */
+	/*
+	 * Only windows that overlap slide: a window no longer than its slide
+	 * shares no slice with the next, and rows between such windows make
+	 * slices no window holds, which the slide would take away unadded.
+	 */
 	if (opts->spec.kind == WINDOW_HOP && opts->spec.size > opts->spec.step &&
 		!opts->changelog && !opts->partial && aggs_can_slide(wa->aggs))
 		wa->slide = aggs_slide_create(wa->aggs, wa->base.cxt);
