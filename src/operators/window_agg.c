@@ -680,20 +680,18 @@ fire_aligned(WinAggOp *wa, StateRecord *rec, KeyHot *hot, PtfTime e, bool slidin
 	}
 	slid = sliding && wa->slide != NULL && slide_to(wa, rec, start, e);
 #ifdef USE_ASSERT_CHECKING
-	if (slid)
-	{
-		/* the slices combined one by one give the same */
-		Assert(combine_slices(wa, rec, start, e) == wa->slide_nrows);
-		Assert(aggs_window_equals_slide(wa->aggs, wa->slide));
-		aggs_window_begin(wa->aggs, wa->firemem);
-	}
+	/* the slices combined one by one give the same */
+	Assert(!slid || combine_slices(wa, rec, start, e) == wa->slide_nrows);
+	Assert(!slid || aggs_window_equals_slide(wa->aggs, wa->slide));
 #endif
+	/* the slide sets every state of the window, or fails on overflow */
 	if (slid && aggs_window_from_slide(wa->aggs, wa->slide))
 		nrows = wa->slide_nrows;
 	else
 	{
+		if (slid)
+			aggs_window_begin(wa->aggs, wa->firemem);	/* states half set */
 		slid = false;
-		aggs_window_begin(wa->aggs, wa->firemem);
 		nrows = combine_slices(wa, rec, start, e);
 	}
 	if (wa->changelog)
