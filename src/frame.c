@@ -192,6 +192,8 @@ struct PtfFrame
 	BatchEntry	batch[FRAME_BATCH];
 	int			nbatch;
 	int			batch_size;		/* rows a batch takes: up to FRAME_BATCH */
+	PtfRowContext batch_ctx;	/* for the first prefetch stage, set per batch */
+	AttrNumber	batch_deform;	/* a batched row's columns read by its processing */
 
 	/* loading state a buffer at a time */
 	PtfFrameLoader loader;
@@ -282,8 +284,15 @@ frame_start(PtfFrame *frame, PtfOperator *op)
 	frame->batch_check = 0;
 	if (frame->can_batch)
 	{
+		PtfFrameInput *input = frame->inputs[frame->batch_input];
+		KeySpec    *keys = input->spec.keys;
+		int			k;
+
 		frame->batch_size = op->methods->prefetch_stages > 1 ? FRAME_BATCH :
 			FRAME_BATCH_ONE_STAGE;
+		frame->batch_deform = Max(op->row_attnos_upto, input->spec.on_time_attno);
+		for (k = 0; keys != NULL && k < keys->ncols; k++)
+			frame->batch_deform = Max(frame->batch_deform, keys->cols[k].attno);
 		for (i = 0; i < frame->batch_size; i++)
 		{
 			frame->batch[i].slot =
@@ -535,31 +544,46 @@ frame_process(PtfFrameInput *input, RowKind kind, TupleTableSlot *row,
 	}
 }
 
-/* One prefetch stage of a batched row (operator methods, prefetch). */
+/* What the prefetch stages of a batch's rows are told but their event time. */
 static void
-batch_prefetch(PtfFrame *frame, BatchEntry *e, int stage)
+batch_prefetch_context(PtfFrame *frame, PtfRowContext *ctx)
 {
-	PtfRowContext ctx;
-
-	memset(&ctx, 0, sizeof(ctx));
-	ctx.input = frame->batch_input;
-	ctx.keys = frame->inputs[frame->batch_input]->spec.keys;
-	ctx.event_time = e->event_time;
-	ctx.watermark = frame->watermark;
-	frame->op->methods->prefetch(frame->op, e->slot, &ctx, stage, e->scratch);
+	memset(ctx, 0, sizeof(*ctx));
+	ctx->input = frame->batch_input;
+	ctx->keys = frame->inputs[frame->batch_input]->spec.keys;
+	ctx->watermark = frame->watermark;
 }
 
 static void
 frame_drain(PtfFrame *frame)
 {
+	const PtfOperatorMethods *m = frame->op->methods;
+	PtfRowContext ctx;
 	int			i;
-
 	int			stage;
 
 	/* the later prefetch stages, each over the whole batch */
-	for (stage = 1; stage < frame->op->methods->prefetch_stages; stage++)
+	if (m->prefetch_batch != NULL)
+	{
+		uint64	   *scratch[FRAME_BATCH];
+
 		for (i = 0; i < frame->nbatch; i++)
-			batch_prefetch(frame, &frame->batch[i], stage);
+			scratch[i] = frame->batch[i].scratch;
+		for (stage = 1; stage < m->prefetch_stages; stage++)
+			m->prefetch_batch(frame->op, stage, scratch, frame->nbatch);
+	}
+	else
+	{
+		batch_prefetch_context(frame, &ctx);
+		for (stage = 1; stage < m->prefetch_stages; stage++)
+			for (i = 0; i < frame->nbatch; i++)
+			{
+				BatchEntry *e = &frame->batch[i];
+
+				ctx.event_time = e->event_time;
+				m->prefetch(frame->op, e->slot, &ctx, stage, e->scratch);
+			}
+	}
 	for (i = 0; i < frame->nbatch; i++)
 	{
 		BatchEntry *e = &frame->batch[i];
@@ -602,16 +626,17 @@ batch_add(PtfFrame *frame, RowKind kind, TupleTableSlot *row,
 
 	/* for later stages, the event time, without the checks processing makes */
 	e->event_time = PTF_TIME_MIN;
+	slot_getsomeattrs(e->slot, frame->batch_deform);
 	if (frame->op->methods->prefetch_stages > 1 &&
-		input->spec.on_time_attno != InvalidAttrNumber)
-	{
-		bool		isnull;
-		Datum		d = slot_getattr(e->slot, input->spec.on_time_attno, &isnull);
-
-		if (!isnull)
-			e->event_time = ptf_time_from_datum(d, input->spec.on_time_type);
-	}
-	batch_prefetch(frame, e, 0);
+		input->spec.on_time_attno != InvalidAttrNumber &&
+		!e->slot->tts_isnull[input->spec.on_time_attno - 1])
+		e->event_time = ptf_time_from_datum(e->slot->tts_values[input->spec.on_time_attno - 1],
+											input->spec.on_time_type);
+	/* the first stage now, while the batch fills */
+	if (frame->nbatch == 1)
+		batch_prefetch_context(frame, &frame->batch_ctx);
+	frame->batch_ctx.event_time = e->event_time;
+	frame->op->methods->prefetch(frame->op, e->slot, &frame->batch_ctx, 0, e->scratch);
 }
 
 /* A row on its way to the operator: batched for prefetching, or processed. */

@@ -397,6 +397,48 @@ output_mutator(Node *node, OutputMutatorContext *c)
 	return expression_tree_mutator(node, output_mutator, (void *) c);
 }
 
+/*
+ * Inputs that are columns of the row as they are (sum(v), not sum(v + 1)),
+ * and constants, are copied from the row instead of projected: no
+ * expression to run, no per-row memory to reset.  The constants are set
+ * in the inputs slot once.
+ */
+static void
+compile_input_copy(AggSet *set, List *tlist)
+{
+	ListCell   *lc;
+	int			i = 0;
+
+	if (tlist == NIL)
+		return;
+	foreach(lc, tlist)
+	{
+		Expr	   *e = lfirst_node(TargetEntry, lc)->expr;
+
+		if (!(IsA(e, Const) || (IsA(e, Var) && ((Var *) e)->varno == 1 &&
+								((Var *) e)->varattno > 0)))
+			return;
+	}
+	set->input_attnos = palloc0(sizeof(AttrNumber) * list_length(tlist));
+	set->input_maxattno = 0;
+	foreach(lc, tlist)
+	{
+		Expr	   *e = lfirst_node(TargetEntry, lc)->expr;
+
+		if (IsA(e, Var))
+		{
+			set->input_attnos[i] = ((Var *) e)->varattno;
+			set->input_maxattno = Max(set->input_maxattno, ((Var *) e)->varattno);
+		}
+		else
+		{
+			set->inputs_slot->tts_values[i] = ((Const *) e)->constvalue;
+			set->inputs_slot->tts_isnull[i] = ((Const *) e)->constisnull;
+		}
+		i++;
+	}
+}
+
 /* the input projection: every aggregate's arguments, then its FILTER */
 static void
 compile_inputs(AggSet *set, const AggSetSpec *spec)
@@ -468,6 +510,30 @@ compile_inputs(AggSet *set, const AggSetSpec *spec)
 	if (tlist != NIL)
 		set->inputs_proj = ExecBuildProjectionInfo(tlist, set->rowcxt, set->inputs_slot,
 												   NULL, spec->rowdesc);
+	compile_input_copy(set, tlist);
+}
+
+/*
+ * When every SLICED aggregate's transition is one call_fast makes and none
+ * has a FILTER, a row advances them in a loop of their own.
+ */
+static void
+compile_sliced_fast(AggSet *set)
+{
+	int			i;
+	int			k = 0;
+
+	for (i = 0; i < set->naggs; i++)
+		if (set->aggs[i].mode == AGG_SLICED &&
+			(set->aggs[i].transfn.fast == AGG_FAST_NONE || set->aggs[i].filter_col >= 0))
+			return;
+	if (set->nsliced == 0)
+		return;
+	set->sliced_fast = palloc(sizeof(AggDef *) * set->nsliced);
+	for (i = 0; i < set->naggs; i++)
+		if (set->aggs[i].mode == AGG_SLICED)
+			set->sliced_fast[k++] = &set->aggs[i];
+	Assert(k == set->nsliced);
 }
 
 static void
@@ -552,6 +618,7 @@ aggs_create(const AggSetSpec *spec, MemoryContext cxt)
 	}
 	compile_inputs(set, &s);
 	compile_outputs(set, &s, aggrefs);
+	compile_sliced_fast(set);
 	set->win_accs = palloc0(sizeof(AggAcc) * Max(set->naggs, 1));
 	set->win_started = palloc0(sizeof(bool) * Max(set->naggs, 1));
 	MemoryContextSwitchTo(old);
@@ -796,6 +863,45 @@ call_fast(AggFn *fn, AggAcc *acc, const Datum *args, const bool *argnulls)
 	acc->notrans = false;
 }
 
+/*
+ * What a strict fn does without being called: true when it is not called,
+ * with *result call_transition's answer.
+ */
+static inline bool
+strict_done(AggDef *d, AggFn *fn, AggAcc *acc, AggMemory *mem, const Datum *args,
+			const bool *argnulls, bool inverse, bool *result)
+{
+	int			i;
+
+	*result = true;
+	for (i = 0; i < fn->nargs; i++)
+		if (argnulls[i])
+			return true;		/* a strict function skips NULL inputs */
+	if (acc->notrans)
+	{
+		/* the first input becomes the state (nodeAgg's ExecAggInitGroup) */
+		Assert(!inverse);
+		if (d->transbyval)
+			acc->value = args[0];	/* no memory: mem may be NULL */
+		else
+		{
+			MemoryContext old = MemoryContextSwitchTo(mem->cxt);
+
+			acc->value = datumCopy(args[0], d->transbyval, d->translen);
+			MemoryContextSwitchTo(old);
+		}
+		acc->isnull = false;
+		acc->notrans = false;
+		return true;
+	}
+	if (acc->isnull)
+	{
+		*result = !inverse;		/* a NULL state stays NULL */
+		return true;
+	}
+	return false;
+}
+
 /* Call fn (transition, inverse or combine) with the state and nargs inputs. */
 static bool
 call_transition(AggSet *set, AggDef *d, AggFn *fn, AggAcc *acc, AggMemory *mem,
@@ -804,32 +910,11 @@ call_transition(AggSet *set, AggDef *d, AggFn *fn, AggAcc *acc, AggMemory *mem,
 	FunctionCallInfo fc = fn->fcinfo;
 	MemoryContext old;
 	Datum		newval;
+	bool		result;
 	int			i;
 
-	if (fn->flinfo.fn_strict)
-	{
-		for (i = 0; i < fn->nargs; i++)
-			if (argnulls[i])
-				return true;	/* a strict function skips NULL inputs */
-		if (acc->notrans)
-		{
-			/* the first input becomes the state (nodeAgg's ExecAggInitGroup) */
-			Assert(!inverse);
-			if (d->transbyval)
-				acc->value = args[0];	/* no memory: mem may be NULL */
-			else
-			{
-				old = MemoryContextSwitchTo(mem->cxt);
-				acc->value = datumCopy(args[0], d->transbyval, d->translen);
-				MemoryContextSwitchTo(old);
-			}
-			acc->isnull = false;
-			acc->notrans = false;
-			return true;
-		}
-		if (acc->isnull)
-			return !inverse;	/* a NULL state stays NULL */
-	}
+	if (fn->flinfo.fn_strict && strict_done(d, fn, acc, mem, args, argnulls, inverse, &result))
+		return result;
 	if (fn->fast != AGG_FAST_NONE)
 	{
 		Assert(!inverse && d->transbyval);
@@ -888,10 +973,15 @@ row_identity(TupleTableSlot *row)
 	return (int64) h;
 }
 
+AttrNumber
+aggs_inputs_upto(AggSet *set)
+{
+	return set->input_attnos != NULL ? set->input_maxattno : 0;
+}
+
 void
 aggs_eval(AggSet *set, TupleTableSlot *row)
 {
-	ResetExprContext(set->rowcxt);
 	if (set->inputs_proj == NULL)
 	{
 		/* no inputs at all (count(*)): an empty row, still a row */
@@ -899,9 +989,32 @@ aggs_eval(AggSet *set, TupleTableSlot *row)
 		ExecStoreVirtualTuple(set->inputs_slot);
 		return;
 	}
-	set->rowcxt->ecxt_scantuple = row;
-	(void) ExecProject(set->inputs_proj);
-	slot_getallattrs(set->inputs_slot);
+	if (set->input_attnos != NULL)
+	{
+		TupleTableSlot *in = set->inputs_slot;
+		int			i;
+
+		slot_getsomeattrs(row, set->input_maxattno);
+		ExecClearTuple(in);
+		for (i = 0; i < in->tts_tupleDescriptor->natts; i++)
+		{
+			AttrNumber	a = set->input_attnos[i];
+
+			if (a > 0)
+			{
+				in->tts_values[i] = row->tts_values[a - 1];
+				in->tts_isnull[i] = row->tts_isnull[a - 1];
+			}
+		}
+		ExecStoreVirtualTuple(in);
+	}
+	else
+	{
+		ResetExprContext(set->rowcxt);
+		set->rowcxt->ecxt_scantuple = row;
+		(void) ExecProject(set->inputs_proj);
+		slot_getallattrs(set->inputs_slot);
+	}
 	if (set->identity_col >= 0)
 		set->inputs_slot->tts_values[set->identity_col] = Int64GetDatum(row_identity(row));
 }
@@ -984,7 +1097,29 @@ advance_mode(AggSet *set, AggMode mode, TupleTableSlot *inputs, AggAcc *accs, Ag
 void
 aggs_advance_sliced(AggSet *set, AggAcc *accs, AggMemory *mem)
 {
-	(void) advance_mode(set, AGG_SLICED, set->inputs_slot, accs, mem, 1);
+	TupleTableSlot *in = set->inputs_slot;
+	int			k;
+	bool		unused;
+
+	if (set->sliced_fast == NULL)
+	{
+		(void) advance_mode(set, AGG_SLICED, in, accs, mem, 1);
+		return;
+	}
+	/* advance_mode's work for transitions done inline (call_fast) */
+	for (k = 0; k < set->nsliced; k++)
+	{
+		AggDef	   *d = set->sliced_fast[k];
+		AggAcc	   *acc = &accs[d->slot];
+		const Datum *v = in->tts_values + d->first_input;
+		const bool *n = in->tts_isnull + d->first_input;
+
+		Assert(d->mode == AGG_SLICED && d->filter_col < 0);
+		if (!d->transfn.flinfo.fn_strict ||
+			!strict_done(d, &d->transfn, acc, mem, v, n, false, &unused))
+			call_fast(&d->transfn, acc, v, n);
+		acc->ninputs++;
+	}
 }
 
 bool

@@ -108,6 +108,9 @@ extern const char *aggs_output_name(AggSet *set, int i);
 extern Oid	aggs_output_type(AggSet *set, int i);
 extern int32 aggs_output_typmod(AggSet *set, int i);
 
+/* the last column of the input row the inputs read; 0 if not known */
+extern AttrNumber aggs_inputs_upto(AggSet *set);
+
 /* states need an AggMemory (else every mem argument may be NULL; not for uids) */
 extern bool aggs_need_memory(AggSet *set);
 

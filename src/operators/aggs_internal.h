@@ -106,6 +106,7 @@ struct AggSet
 
 	int			naggs;
 	AggDef	   *aggs;
+	AggDef	  **sliced_fast;	/* the SLICED ones, when all are call_fast's */
 	int			nsliced;
 	int			nmoving;
 	bool		keeps_rows;
@@ -113,6 +114,9 @@ struct AggSet
 
 	/* inputs */
 	ProjectionInfo *inputs_proj;	/* NULL: no inputs at all (count(*)) */
+	/* every input a column of the row (or a constant): copied, not projected */
+	AttrNumber *input_attnos;	/* per inputs column; 0: its constant */
+	int			input_maxattno; /* the last column read */
 	TupleDesc	inputs_desc;
 	TupleTableSlot *inputs_slot;
 	TupleTableSlot *replay_slot;	/* a kept inputs row */

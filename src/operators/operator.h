@@ -82,6 +82,13 @@ typedef struct PtfOperatorMethods
 	 */
 	void		(*prefetch) (PtfOperator *op, TupleTableSlot *row,
 							 const PtfRowContext *ctx, int stage, uint64 *scratch);
+	/*
+	 * optional, with prefetch: its stages after the first over a whole
+	 * batch in one call (scratch[i] the i-th row's), for an operator whose
+	 * later stages read only the scratch
+	 */
+	void		(*prefetch_batch) (PtfOperator *op, int stage, uint64 *const *scratch,
+								   int n);
 	int			prefetch_stages;	/* 0 counts as 1 */
 	int			prefetch_input; /* whose rows are prefetched: 0 for one input */
 	/* optional: the watermark moved (before its due timers fire) */
@@ -139,6 +146,13 @@ struct PtfOperator
 	 * (bytes): with the state's table, whether rows are worth batching
 	 */
 	Size		prefetch_bytes;
+
+	/*
+	 * the last column of a row its processing reads, beside the key and
+	 * time columns (0: none, or not known): a batched row is deformed that
+	 * far at once, not a column at a time
+	 */
+	AttrNumber	row_attnos_upto;
 };
 
 static inline void

@@ -542,7 +542,8 @@ on_probe_now(TjOperator *j, TupleTableSlot *row, const PtfRowContext *ctx)
 		join_probe(j, NULL, row, NULL, ctx->event_time, NULL);
 		return PTF_ROW_DONE;
 	}
-	switch (keyed_state_lookup(j->base.state, ctx->keys, row, ctx->proc_time, false, &ref))
+	switch (keyed_state_lookup_prefetched(j->base.state, ctx->keys, row, ctx->proc_time, false,
+										  ctx->prefetched, &ref))
 	{
 		case KS_FULL:
 			/* the key may be spilled with its versions: its partition decides */

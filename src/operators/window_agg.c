@@ -67,6 +67,9 @@ enum
 	FIELD_FIRES_AT
 };
 
+/* the word of a row's prefetch scratch holding its slice (operator.h) */
+#define PREFETCH_SLICE	3
+
 static const StateField window_agg_fields[] = {
 	{"prev_end", SF_TIME, 0},
 	{"prev_values", SF_BYTEA, 0},
@@ -313,8 +316,12 @@ aligned_on_row(WinAggOp *wa, RowKind kind, TupleTableSlot *row, const PtfRowCont
 	SliceValue *sv;
 	int			weight = ROWKIND_IS_ADDITION(kind) ? 1 : -1;
 
-	if (ctx->event_time == PTF_TIME_MIN || ctx->event_time == PTF_TIME_MAX ||
-		!window_slice_end(w, ctx->event_time, &s))
+	if (ctx->prefetched != NULL)
+		s = (PtfTime) ctx->prefetched[PREFETCH_SLICE];	/* window_agg_prefetch's */
+	else if (ctx->event_time == PTF_TIME_MIN || ctx->event_time == PTF_TIME_MAX ||
+			 !window_slice_end(w, ctx->event_time, &s))
+		s = PTF_TIME_MIN;
+	if (s == PTF_TIME_MIN)
 	{
 		wa->skipped++;			/* no window holds infinity */
 		return PTF_ROW_DONE;
@@ -326,7 +333,8 @@ aligned_on_row(WinAggOp *wa, RowKind kind, TupleTableSlot *row, const PtfRowCont
 	if (wa->cumulate_merge && window_fired(s, ctx->watermark))
 		s = window_start_of(w, s) + w->step;
 
-	switch (keyed_state_lookup(ks, ctx->keys, row, ctx->proc_time, weight > 0, &ref))
+	switch (keyed_state_lookup_prefetched(ks, ctx->keys, row, ctx->proc_time, weight > 0,
+										  ctx->prefetched, &ref))
 	{
 		case KS_FULL:
 			return PTF_ROW_SPILL;
@@ -1044,27 +1052,43 @@ ensure_armed(WinAggOp *wa, PtfTime watermark)
  * rows of many keys in no particular order otherwise wait for half a dozen
  * cache misses each, one after the other.
  */
+static PtfTime
+row_slice(WinAggOp *wa, PtfTime t)
+{
+	PtfTime		s = 0;
+
+	if (wa->spec.kind != WINDOW_SESSION && t != PTF_TIME_MIN && t != PTF_TIME_MAX &&
+		window_slice_end(&wa->spec, t, &s))
+		return s;
+	return PTF_TIME_MIN;
+}
+
+/* The first stage: the row's slice, found once, also for on_row. */
 static void
 window_agg_prefetch(PtfOperator *op, TupleTableSlot *row, const PtfRowContext *ctx,
 					int stage, uint64 *scratch)
 {
-	WinAggOp  *wa = (WinAggOp *) op;
-	PtfTime		s = 0;
+	PtfTime		s = row_slice((WinAggOp *) op, ctx->event_time);
 
-	/* the row's slice, found once: scratch[3], PTF_TIME_MIN for none */
-	if (stage == 0)
-		scratch[3] = (uint64) ((wa->spec.kind != WINDOW_SESSION && ctx->event_time != PTF_TIME_MIN &&
-								ctx->event_time != PTF_TIME_MAX &&
-								window_slice_end(&wa->spec, ctx->event_time, &s)) ? s : PTF_TIME_MIN);
-	s = (PtfTime) scratch[3];
+	Assert(stage == 0);
+	scratch[PREFETCH_SLICE] = (uint64) s;
 	keyed_state_prefetch_stage(op->state, ctx->keys, row, stage,
 							   s == PTF_TIME_MIN ? -1 : SPACE_SLICES, s, scratch);
+}
+
+/* The later stages: the key's record, its slices, the row's slice. */
+static void
+window_agg_prefetch_batch(PtfOperator *op, int stage, uint64 *const *scratch, int n)
+{
+	StaticAssertStmt(KEYED_PREFETCH_NO_NS == PTF_TIME_MIN, "no slice is no namespace");
+	keyed_state_prefetch_batch(op->state, stage, SPACE_SLICES, PREFETCH_SLICE, scratch, n);
 }
 
 static const PtfOperatorMethods window_agg_methods = {
 	.name = "window aggregate",
 	.on_row = window_agg_on_row,
 	.prefetch = window_agg_prefetch,
+	.prefetch_batch = window_agg_prefetch_batch,
 	.prefetch_stages = KEYED_PREFETCH_STAGES,
 	.on_start = window_agg_on_start,
 	.on_watermark = window_agg_on_watermark,
@@ -1106,6 +1130,7 @@ window_agg_create(const WindowAggOptions *opts, const PtfOperatorEnv *env)
 	as.keep_rows = (opts->spec.kind == WINDOW_SESSION && opts->changelog);
 	as.time_attno = opts->time_attno;
 	wa->aggs = aggs_create(&as, wa->base.cxt);
+	wa->base.row_attnos_upto = aggs_inputs_upto(wa->aggs);
 	/* durable states are restored, and parallel partials merged, into memory */
 	wa->needs_memory = as.durable || aggs_need_memory(wa->aggs);
 

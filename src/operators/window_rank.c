@@ -305,7 +305,8 @@ window_rank_on_row(PtfOperator *op, RowKind kind, TupleTableSlot *row, const Ptf
 	if (fired(wr->ends[n - 1], ctx->watermark))
 		return PTF_ROW_LATE;
 
-	switch (keyed_state_lookup(ks, ctx->keys, row, ctx->proc_time, true, &ref))
+	switch (keyed_state_lookup_prefetched(ks, ctx->keys, row, ctx->proc_time, true,
+										  ctx->prefetched, &ref))
 	{
 		case KS_FULL:
 			return PTF_ROW_SPILL;
@@ -469,6 +470,8 @@ window_rank_restore(void *arg, const StateRef *ref, int space, int64 ns, void *n
  * cache misses in turn.  Rows of several windows (HOP, CUMULATE) prefetch
  * their first window's only.
  */
+#define PREFETCH_WINDOW	3		/* the scratch word of the row's first window */
+
 static void
 window_rank_prefetch(PtfOperator *op, TupleTableSlot *row, const PtfRowContext *ctx,
 					 int stage, uint64 *scratch)
@@ -476,23 +479,37 @@ window_rank_prefetch(PtfOperator *op, TupleTableSlot *row, const PtfRowContext *
 	WinRankOp  *wr = (WinRankOp *) op;
 	PtfTime		end = PTF_TIME_MIN;
 
-	/* the row's first window's end, found once: scratch[3], PTF_TIME_MIN for none */
-	if (stage == 0)
-	{
-		if (wr->global)
-			end = PTF_TIME_MAX;
-		else if (window_assign(&wr->spec, ctx->event_time, &end, 1) == 0)
-			end = PTF_TIME_MIN;
-		scratch[3] = (uint64) end;
-	}
-	end = (PtfTime) scratch[3];
-	if (stage < KEYED_PREFETCH_STAGES)
-		keyed_state_prefetch_stage(op->state, ctx->keys, row, stage,
-								   end == PTF_TIME_MIN ? -1 : SPACE_WINDOWS, end, scratch);
-	else if (end != PTF_TIME_MIN && scratch[1] != 0)
-	{
-		RankList   *l = keyed_state_prefetch_ns_value(op->state, scratch, SPACE_WINDOWS, end);
+	/* the row's first window's end, found once: PTF_TIME_MIN for none */
+	Assert(stage == 0);
+	if (wr->global)
+		end = PTF_TIME_MAX;
+	else if (window_assign(&wr->spec, ctx->event_time, &end, 1) == 0)
+		end = PTF_TIME_MIN;
+	scratch[PREFETCH_WINDOW] = (uint64) end;
+	keyed_state_prefetch_stage(op->state, ctx->keys, row, stage,
+							   end == PTF_TIME_MIN ? -1 : SPACE_WINDOWS, end, scratch);
+}
 
+static void
+window_rank_prefetch_batch(PtfOperator *op, int stage, uint64 *const *scratch, int n)
+{
+	WinRankOp  *wr = (WinRankOp *) op;
+	int			i;
+
+	StaticAssertStmt(KEYED_PREFETCH_NO_NS == PTF_TIME_MIN, "no window is no namespace");
+	if (stage < KEYED_PREFETCH_STAGES)
+	{
+		keyed_state_prefetch_batch(op->state, stage, SPACE_WINDOWS, PREFETCH_WINDOW, scratch, n);
+		return;
+	}
+	for (i = 0; i < n; i++)
+	{
+		PtfTime		end = (PtfTime) scratch[i][PREFETCH_WINDOW];
+		RankList   *l;
+
+		if (end == PTF_TIME_MIN || scratch[i][1] == 0)
+			continue;
+		l = keyed_state_prefetch_ns_value(op->state, scratch[i], SPACE_WINDOWS, end);
 		if (l != NULL && l->n > 0)
 		{
 			__builtin_prefetch(&l->vals[(l->n - 1) * wr->nsort]);
@@ -505,6 +522,7 @@ static const PtfOperatorMethods window_rank_methods = {
 	.name = "window top-n",
 	.on_row = window_rank_on_row,
 	.prefetch = window_rank_prefetch,
+	.prefetch_batch = window_rank_prefetch_batch,
 	.prefetch_stages = KEYED_PREFETCH_STAGES + 1,
 	.on_timer = window_rank_on_timer,
 };

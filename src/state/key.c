@@ -253,8 +253,8 @@ key_probe_values(KeySpec *spec, Datum *values, bool *nulls)
 	}
 }
 
-uint32
-key_probe(KeySpec *spec, TupleTableSlot *row)
+void
+key_probe_fill(KeySpec *spec, TupleTableSlot *row)
 {
 	int			i;
 
@@ -266,6 +266,12 @@ key_probe(KeySpec *spec, TupleTableSlot *row)
 		if (spec->probe_nulls[i])
 			spec->probe_has_nulls = true;
 	}
+}
+
+uint32
+key_probe(KeySpec *spec, TupleTableSlot *row)
+{
+	key_probe_fill(spec, row);
 	return key_hash_values(spec, spec->probe_values, spec->probe_nulls);
 }
 

@@ -60,6 +60,8 @@ extern KeySpec *key_spec_copy(const KeySpec *keys, TupleDesc rowdesc);
 
 /* Extract the key of a row into the probe, return its hash. */
 extern uint32 key_probe(KeySpec *spec, TupleTableSlot *row);
+/* The same without the hash, for a row whose hash is known. */
+extern void key_probe_fill(KeySpec *spec, TupleTableSlot *row);
 
 /* Packed keys: the key columns in heap data layout, after a null bitmap. */
 extern Size key_packed_size(KeySpec *spec);

@@ -70,6 +70,9 @@ over_budget(KeyedState *ks, Size more)
 
 /* ---- inline layout ---- */
 
+/* scratch[0] holds the key's hash (stage 0 of the record layout) */
+#define PREFETCHED_HASHED	((uint64) 1 << 32)
+
 /* stage 4's answer for an ns not in the set: lb, where it would go */
 #define PREFETCHED_ABSENT(lb)	((int64) -2 - (int64) (lb))
 
@@ -306,6 +309,26 @@ arena_alloc(KeyedState *ks, Size size)
 	return p;
 }
 
+/*
+ * A value of 32 or 64 bytes placed at a multiple of its size, so that it
+ * lies in one cache line: the slices of a window aggregate (64 bytes for
+ * two sliced aggregates) are read at random, one miss each instead of two.
+ * Values of one size follow each other aligned; the padding is paid where
+ * a record comes between them.
+ */
+static void *
+arena_alloc_aligned(KeyedState *ks, Size size)
+{
+	if ((size == 32 || size == 64) && ks->block != NULL)
+	{
+		Size		mis = (uintptr_t) (ks->block + ks->block_used) & (size - 1);
+
+		if (mis != 0 && ks->block_used + (size - mis) + size <= ks->block_end)
+			ks->block_used += size - mis;
+	}
+	return arena_alloc(ks, size);
+}
+
 void *
 ks_grow_array(KeyedState *ks, void *array, int *max, Size elem, int min)
 {
@@ -369,10 +392,9 @@ ks_record_create(KeyedState *ks, KeySpec *probe)
 static void clear_namespaces(KeyedState *ks, StateRecord *rec);
 
 static KeyedLookup
-record_lookup(KeyedState *ks, KeySpec *probe, TupleTableSlot *row, PtfTime now,
+record_lookup(KeyedState *ks, KeySpec *probe, uint32 hash, PtfTime now,
 			  bool create, StateRef *ref)
 {
-	uint32		hash = key_probe(probe, row);
 	StateKey	nokey = {0};
 	StateEntry *entry;
 	StateRecord *rec;
@@ -584,7 +606,7 @@ ns_value_alloc(KeyedState *ks, int space)
 		memset(v, 0, ks->ns_value_size[space]);
 		return v;
 	}
-	return arena_alloc(ks, ks->ns_value_size[space]);
+	return arena_alloc_aligned(ks, ks->ns_value_size[space]);
 }
 
 void
@@ -941,7 +963,26 @@ keyed_state_lookup(KeyedState *ks, KeySpec *probe, TupleTableSlot *row, PtfTime 
 	Assert(probe->ncols == ks->keys->ncols);
 	if (ks->is_inline)
 		return inline_lookup(ks, probe, row, create, ref);
-	return record_lookup(ks, probe, row, now, create, ref);
+	return record_lookup(ks, probe, key_probe(probe, row), now, create, ref);
+}
+
+/*
+ * The same for a row of a batch: the key's hash is the one its prefetch's
+ * first stage computed (prefetched, the row's scratch; NULL for a row that
+ * was not prefetched), not computed again.
+ */
+KeyedLookup
+keyed_state_lookup_prefetched(KeyedState *ks, KeySpec *probe, TupleTableSlot *row,
+							  PtfTime now, bool create, const uint64 *prefetched,
+							  StateRef *ref)
+{
+	if (prefetched == NULL || ks->is_inline || !(prefetched[0] & PREFETCHED_HASHED))
+		return keyed_state_lookup(ks, probe, row, now, create, ref);
+	Assert(probe->ncols == ks->keys->ncols);
+	key_probe_fill(probe, row);
+	Assert(key_hash_values(probe, probe->probe_values, probe->probe_nulls) ==
+		   (uint32) prefetched[0]);
+	return record_lookup(ks, probe, (uint32) prefetched[0], now, create, ref);
 }
 
 /* Only the inline layout knows where a key lives without hashing it. */
@@ -1004,42 +1045,26 @@ keyed_state_prefetch_peek(KeyedState *ks, KeySpec *probe, TupleTableSlot *row,
  * position of ns found between the stages (-1: not known;
  * PREFETCHED_ABSENT: not there, and where it would go), and to the row's
  * processing: keyed_state_ns_get_prefetched() takes ns from there, or
- * inserts it, when that still holds, instead of searching again.
+ * inserts it, when that still holds, instead of searching again.  Stages
+ * 1 .. 4 read the scratch alone, so that they can go over a batch in one
+ * call (keyed_state_prefetch_batch).
  */
-void
-keyed_state_prefetch_stage(KeyedState *ks, KeySpec *probe, TupleTableSlot *row, int stage,
-						   int space, int64 ns, uint64 *scratch)
+static pg_attribute_always_inline void
+prefetch_later_stage(KeyedState *ks, int stage, int space, int64 ns, uint64 *scratch)
 {
 	StateRecord *rec;
 	NsSet	   *set;
 
-	if (stage == 0)
-	{
-		scratch[1] = 0;
-		scratch[2] = (uint64) -1;
-	}
-	if (ks->is_inline)
-	{
-		if (stage == 0 && keyed_state_can_prefetch(ks))
-			keyed_state_prefetch(ks, probe, row);
-		return;
-	}
 	switch (stage)
 	{
-		case 0:
-			{
-				uint32		hash = key_probe(probe, row);
-
-				scratch[0] = hash;
-				prefetch_line(&ks->hash->data[hash & ks->hash->sizemask]);
-				return;
-			}
 		case 1:
 			{
 				uint32		hash = (uint32) scratch[0];
 				uint32		i = hash & ks->hash->sizemask;
 				int			probes;
 
+				if (!(scratch[0] & PREFETCHED_HASHED))
+					return;
 				for (probes = 0; probes < 8; probes++)
 				{
 					StateEntry *e = &ks->hash->data[i];
@@ -1108,6 +1133,57 @@ keyed_state_prefetch_stage(KeyedState *ks, KeySpec *probe, TupleTableSlot *row, 
 				}
 			}
 			return;
+	}
+}
+
+void
+keyed_state_prefetch_stage(KeyedState *ks, KeySpec *probe, TupleTableSlot *row, int stage,
+						   int space, int64 ns, uint64 *scratch)
+{
+	if (stage == 0)
+	{
+		scratch[0] = 0;
+		scratch[1] = 0;
+		scratch[2] = (uint64) -1;
+	}
+	if (ks->is_inline)
+	{
+		if (stage == 0 && keyed_state_can_prefetch(ks))
+			keyed_state_prefetch(ks, probe, row);
+		return;
+	}
+	if (stage == 0)
+	{
+		uint32		hash = key_probe(probe, row);
+
+		scratch[0] = hash | PREFETCHED_HASHED;
+		prefetch_line(&ks->hash->data[hash & ks->hash->sizemask]);
+		return;
+	}
+	prefetch_later_stage(ks, stage, space, ns, scratch);
+}
+
+/*
+ * A later stage (1 .. KEYED_PREFETCH_STAGES - 1) of n rows at once, each
+ * for namespace scratch[i][ns_word] of space (KEYED_PREFETCH_NO_NS: none):
+ * one call a stage, not one a row and stage.
+ */
+void
+keyed_state_prefetch_batch(KeyedState *ks, int stage, int space, int ns_word,
+						   uint64 *const *scratch, int n)
+{
+	int			i;
+
+	Assert(stage > 0 && stage < KEYED_PREFETCH_STAGES);
+	Assert(ns_word >= 3);		/* 0 .. 2 are ours */
+	if (ks->is_inline)
+		return;
+	for (i = 0; i < n; i++)
+	{
+		int64		ns = (int64) scratch[i][ns_word];
+
+		prefetch_later_stage(ks, stage, ns == KEYED_PREFETCH_NO_NS ? -1 : space, ns,
+							 scratch[i]);
 	}
 }
 

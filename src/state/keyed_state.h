@@ -123,12 +123,20 @@ extern void keyed_state_destroy(KeyedState *ks);
 extern KeyedLookup keyed_state_lookup(KeyedState *ks, KeySpec *probe,
 									  TupleTableSlot *row, PtfTime now,
 									  bool create, StateRef *ref);
+extern KeyedLookup keyed_state_lookup_prefetched(KeyedState *ks, KeySpec *probe,
+												 TupleTableSlot *row, PtfTime now,
+												 bool create, const uint64 *prefetched,
+												 StateRef *ref);
 extern bool keyed_state_can_prefetch(KeyedState *ks);
 
 /* staged prefetch of a lookup and of namespace ns of space, for batches */
 #define KEYED_PREFETCH_STAGES 5
 extern void keyed_state_prefetch_stage(KeyedState *ks, KeySpec *probe, TupleTableSlot *row,
 									   int stage, int space, int64 ns, uint64 *scratch);
+/* stages after the first over n rows, their ns in word ns_word of their scratch */
+#define KEYED_PREFETCH_NO_NS	PG_INT64_MIN	/* a row with no ns to ask for */
+extern void keyed_state_prefetch_batch(KeyedState *ks, int stage, int space, int ns_word,
+									   uint64 *const *scratch, int n);
 extern void *keyed_state_prefetch_ns_value(KeyedState *ks, const uint64 *scratch, int space,
 										   int64 ns);
 extern void *keyed_state_prefetch_ns_floor(KeyedState *ks, uint64 *scratch, int space,
