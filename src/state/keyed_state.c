@@ -555,7 +555,7 @@ ns_floor(NsSet *set, int64 ns)
  * the array for each.
  */
 static void
-ns_settle(NsSet *set)
+ns_settle_tail(NsSet *set)
 {
 	NsEntry		tail[NS_TAIL_MAX];
 	int			t = set->tail;
@@ -563,9 +563,7 @@ ns_settle(NsSet *set)
 	int			j;
 	int			k;
 
-	if (t == 0)
-		return;
-	Assert(t <= NS_TAIL_MAX);
+	Assert(t > 0 && t <= NS_TAIL_MAX);
 	memcpy(tail, &set->entries[set->n - t], sizeof(NsEntry) * t);
 	/* insertion sort of the few */
 	for (i = 1; i < t; i++)
@@ -592,6 +590,14 @@ ns_settle(NsSet *set)
 	for (i = 1; i < set->n; i++)
 		Assert(set->entries[i - 1].ns < set->entries[i].ns);
 #endif
+}
+
+/* (the check inline: most calls find no tail, and the call has a canary) */
+static inline void
+ns_settle(NsSet *set)
+{
+	if (set->tail > 0)
+		ns_settle_tail(set);
 }
 
 static void *
