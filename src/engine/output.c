@@ -32,6 +32,8 @@ ptf_output_init(FunctionCallInfo fcinfo, PtfOutput *out)
 	out->bufsize = 0;
 	out->slot = NULL;
 	out->shape = OUT_SHAPE_UNKNOWN;
+	out->byval_desc = NULL;
+	out->byval_off = NULL;
 }
 
 /*
@@ -46,9 +48,13 @@ ptf_output_end(PtfOutput *out)
 		ExecDropSingleTupleTableSlot(out->slot);
 	if (out->buf != NULL)
 		pfree(out->buf);
+	if (out->byval_off != NULL)
+		pfree(out->byval_off);
 	out->slot = NULL;
 	out->buf = NULL;
 	out->bufsize = 0;
+	out->byval_desc = NULL;
+	out->byval_off = NULL;
 }
 
 /*
@@ -189,6 +195,58 @@ row_store(PtfOutput *out, TupleDesc desc, Datum *values, bool *nulls)
 }
 
 /*
+ * Where each column of desc goes when all are by value (a window's output:
+ * keys, bounds, counts, sums): the same offsets for every row, found once.
+ */
+static void
+byval_layout(PtfOutput *out, TupleDesc desc)
+{
+	Size		len = 0;
+	int			i;
+
+	if (out->byval_off != NULL)
+		pfree(out->byval_off);
+	out->byval_off = MemoryContextAlloc(GetMemoryChunkContext(out->store),
+										sizeof(int16) * Max(desc->natts, 1));
+	out->byval_desc = desc;
+	out->byval_len = -1;
+	for (i = 0; i < desc->natts; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, i);
+
+		if (!att->attbyval || att->attisdropped)
+			return;
+		len = att_align_nominal(len, att->attalign);
+		out->byval_off[i] = (int16) len;
+		len += att->attlen;
+	}
+	out->byval_len = (int) len;
+}
+
+/* put_plain_row of a row whose columns are all by value, laid out once. */
+static bool
+put_byval_row(PtfOutput *out, TupleDesc desc, Datum *values, bool *nulls)
+{
+	Size		hoff = MAXALIGN(SizeofMinimalTupleHeader);
+	char	   *data;
+	int			i;
+
+	for (i = 0; i < desc->natts; i++)
+		if (nulls[i])
+			return false;
+	row_buffer(out, desc, hoff + out->byval_len);
+	memset(out->buf, 0, hoff + out->byval_len);	/* alignment padding too */
+	out->buf->t_len = hoff + out->byval_len;
+	HeapTupleHeaderSetNatts(out->buf, desc->natts);
+	out->buf->t_hoff = hoff + MINIMAL_TUPLE_OFFSET;
+	data = (char *) out->buf + hoff;
+	for (i = 0; i < desc->natts; i++)
+		store_att_byval(data + out->byval_off[i], values[i], TupleDescAttr(desc, i)->attlen);
+	row_store(out, desc, values, nulls);
+	return true;
+}
+
+/*
  * Form a row of desc without NULLs whose values are plain (by value, fixed
  * length, or in-line varlenas) into a buffer kept across rows, the layout
  * of heap_form_minimal_tuple done once per column without its general
@@ -207,6 +265,10 @@ put_plain_row(PtfOutput *out, TupleDesc desc, Datum *values, bool *nulls)
 	bool		varwidth = false;
 	int			i;
 
+	if (desc != out->byval_desc)
+		byval_layout(out, desc);
+	if (out->byval_len >= 0)
+		return put_byval_row(out, desc, values, nulls);
 	for (i = 0; i < desc->natts; i++)
 	{
 		Form_pg_attribute att = TupleDescAttr(desc, i);

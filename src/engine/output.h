@@ -36,6 +36,10 @@ typedef struct PtfOutput
 	}			shape;
 	bool		change_pack[2];
 	char		change_align[2];	/* attalign */
+	/* rows of byval_desc, every column by value: where each goes (-1: not so) */
+	TupleDesc	byval_desc;
+	int			byval_len;		/* the data's length, or -1 */
+	int16	   *byval_off;
 } PtfOutput;
 
 extern void ptf_output_init(FunctionCallInfo fcinfo, PtfOutput *out);

@@ -125,6 +125,9 @@ window_first_end(const WindowSpec *w, PtfTime slice_end)
 	switch (w->kind)
 	{
 		case WINDOW_HOP:
+			/* slices of a step (size a multiple of it): the window ending with it */
+			if (w->slice == w->step)
+				return slice_end;
 			/* the first window starts after the last start at or before t - size */
 			(void) window_aligned_start(slice_end - 1 - w->size, w->step, w->offset, &s);
 			return s + w->step + w->size;
@@ -141,6 +144,9 @@ window_last_end(const WindowSpec *w, PtfTime slice_end)
 	switch (w->kind)
 	{
 		case WINDOW_HOP:
+			/* slices of a step: the window starting with it (no division) */
+			if (w->slice == w->step)
+				return slice_end - w->step + w->size;
 			(void) window_aligned_start(slice_end - 1, w->step, w->offset, &s);
 			return s + w->size;
 		case WINDOW_CUMULATE:
