@@ -559,6 +559,7 @@ compile_outputs(AggSet *set, const AggSetSpec *spec, List *aggrefs)
 	set->output_types = palloc(sizeof(Oid) * Max(list_length(spec->targetlist), 1));
 	set->output_typmods = palloc(sizeof(int32) * Max(list_length(spec->targetlist), 1));
 	set->output_exprs = palloc(sizeof(ExprState *) * Max(list_length(spec->targetlist), 1));
+	set->output_outer = palloc(sizeof(AttrNumber) * Max(list_length(spec->targetlist), 1));
 	foreach(lc, spec->targetlist)
 	{
 		TargetEntry *tle = lfirst_node(TargetEntry, lc);
@@ -571,6 +572,9 @@ compile_outputs(AggSet *set, const AggSetSpec *spec, List *aggrefs)
 		set->output_types[set->noutputs] = exprType((Node *) tle->expr);
 		set->output_typmods[set->noutputs] = exprTypmod((Node *) tle->expr);
 		set->output_exprs[set->noutputs] = ExecInitExpr(e, NULL);
+		/* a key or an aggregate as it is: copied, not evaluated */
+		set->output_outer[set->noutputs] = (IsA(e, Var) && ((Var *) e)->varno == OUTER_VAR) ?
+			((Var *) e)->varattno : 0;
 		set->noutputs++;
 	}
 }
@@ -1643,8 +1647,16 @@ aggs_window_finish(AggSet *set, Datum *keys, bool *keynulls, Datum *values, bool
 	ExecStoreVirtualTuple(outer);
 	for (i = 0; i < set->noutputs; i++)
 	{
-		MemoryContext old = MemoryContextSwitchTo(set->win_mem->cxt);
+		AttrNumber	a = set->output_outer[i];
+		MemoryContext old;
 
+		if (a > 0)
+		{
+			values[i] = outer->tts_values[a - 1];
+			nulls[i] = outer->tts_isnull[a - 1];
+			continue;
+		}
+		old = MemoryContextSwitchTo(set->win_mem->cxt);
 		values[i] = ExecEvalExpr(set->output_exprs[i], set->outcxt, &nulls[i]);
 		MemoryContextSwitchTo(old);
 	}

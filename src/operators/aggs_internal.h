@@ -129,6 +129,7 @@ struct AggSet
 	Oid		   *output_types;
 	int32	   *output_typmods;
 	ExprState **output_exprs;
+	AttrNumber *output_outer;	/* per output, the outer column it is; 0: an expression */
 	TupleDesc	outer_desc;		/* keys, then aggregate results */
 	TupleTableSlot *outer_slot;
 	ExprContext *outcxt;

@@ -574,17 +574,34 @@ ns_settle_tail(NsSet *set)
 			tail[j] = tail[j - 1];
 		tail[j] = e;
 	}
-	/* merge from the back into the room the tail held */
-	i = set->n - t - 1;
-	j = t - 1;
-	k = set->n - 1;
-	while (j >= 0)
+	/*
+	 * Merge from the back into the room the tail held: for each tail entry,
+	 * the largest first, the sorted entries above it move up in one block
+	 * (entries of a set are many, the tail few).
+	 */
+	i = set->n - t;				/* entries[0 .. i) not moved yet */
+	k = set->n;					/* entries[k ..) in place */
+	for (j = t - 1; j >= 0; j--)
 	{
-		if (i >= 0 && set->entries[i].ns > tail[j].ns)
-			set->entries[k--] = set->entries[i--];
-		else
-			set->entries[k--] = tail[j--];
+		int			lo = 0;
+		int			hi = i;
+
+		/* the first of entries[0 .. i) above tail[j] */
+		while (lo < hi)
+		{
+			int			mid = (lo + hi) / 2;
+
+			if (set->entries[mid].ns < tail[j].ns)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		k -= i - lo;
+		memmove(&set->entries[k], &set->entries[lo], sizeof(NsEntry) * (i - lo));
+		set->entries[--k] = tail[j];
+		i = lo;
 	}
+	Assert(k == i);
 	set->tail = 0;
 #ifdef USE_ASSERT_CHECKING
 	for (i = 1; i < set->n; i++)
