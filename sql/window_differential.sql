@@ -170,6 +170,45 @@ SELECT * FROM compare($$SELECT * FROM win_diff.ours_sums('1 hour', '5 minutes')$
 SELECT rows_spilled > 0 AS spilled FROM last_call_stats();
 RESET work_mem;
 
+-- Rows batched for prefetching: a state past the frame's threshold (2 MB)
+-- of 16k keys over 8 hours in no order, and aggregates of plain columns
+-- only, so that each row's inputs are copied from it (not projected), its
+-- transitions all run inline, its key's hash and its slice come from the
+-- prefetch's first stage and the later stages run over whole batches.
+CREATE TYPE many_row AS (k int, window_start timestamp, window_end timestamp,
+    n bigint, s bigint, c bigint, lo int);
+CREATE TABLE many AS
+SELECT i AS seq, CASE WHEN i % 101 = 0 THEN NULL ELSE hashint4(i) & 16383 END AS k,
+       timestamp '2024-03-01' + ((hashint4(i * 7) & 1048575) % 28800) * interval '1 second' AS ts,
+       CASE WHEN i % 13 = 0 THEN NULL ELSE hashint4(i * 3) % 1000 END AS v
+  FROM generate_series(1, 150000) i;
+CREATE FUNCTION ours_many(win text, size interval, step interval DEFAULT NULL)
+RETURNS SETOF many_row LANGUAGE sql AS $$
+    SELECT * FROM ptf.window_aggregate(NULL::win_diff.many, NULL::win_diff.many_row, win, 'ts',
+        size, step, partition_by => '{k}',
+        aggregates => 'count(*) AS n, sum(v) AS s, count(v) AS c, min(v) AS lo',
+        query => 'SELECT * FROM win_diff.many ORDER BY seq')
+$$;
+SELECT * FROM compare($$SELECT * FROM win_diff.ours_many('tumble', '1 hour')$$,
+    $$SELECT k, date_bin('1 hour', ts, '2000-01-01') AS ws, date_bin('1 hour', ts, '2000-01-01') + interval '1 hour' AS we,
+             count(*) AS n, sum(v) AS s, count(v) AS c, min(v) AS lo
+        FROM win_diff.many GROUP BY 1, 2, 3$$);
+SELECT state_bytes > 4 * 1024 * 1024 AS batched FROM last_call_stats();
+SELECT * FROM compare($$SELECT * FROM win_diff.ours_many('hop', '1 hour', '10 minutes')$$,
+    $$SELECT k, ws, ws + interval '1 hour', count(*) AS n, sum(v) AS s, count(v) AS c, min(v) AS lo
+        FROM win_diff.many,
+             LATERAL (SELECT date_bin('10 minutes', ts, '2000-01-01') - i * interval '10 minutes'
+                        FROM generate_series(0, 5) i) w(ws)
+       GROUP BY 1, 2, 3$$);
+-- the state spills past 3 MB, after its rows were batched
+SET work_mem = '3MB';
+SELECT * FROM compare($$SELECT * FROM win_diff.ours_many('tumble', '1 hour')$$,
+    $$SELECT k, date_bin('1 hour', ts, '2000-01-01') AS ws, date_bin('1 hour', ts, '2000-01-01') + interval '1 hour' AS we,
+             count(*) AS n, sum(v) AS s, count(v) AS c, min(v) AS lo
+        FROM win_diff.many GROUP BY 1, 2, 3$$);
+SELECT rows_spilled > 0 AS spilled FROM last_call_stats();
+RESET work_mem;
+
 -- the TVFs: each row once per window, as the same joins
 SELECT * FROM compare(
     $$SELECT (data).seq, window_start::timestamp, window_end::timestamp
