@@ -195,6 +195,24 @@ row_store(PtfOutput *out, TupleDesc desc, Datum *values, bool *nulls)
 }
 
 /*
+ * A minimal tuple of desc's natts columns and len bytes of data begun in
+ * the buffer: its header set, the data (returned) still to be written.
+ */
+static char *
+row_begin(PtfOutput *out, TupleDesc desc, Size len, uint16 infomask)
+{
+	Size		hoff = MAXALIGN(SizeofMinimalTupleHeader);
+
+	row_buffer(out, desc, hoff + len);
+	memset(out->buf, 0, hoff);
+	out->buf->t_len = hoff + len;
+	HeapTupleHeaderSetNatts(out->buf, desc->natts);
+	out->buf->t_hoff = hoff + MINIMAL_TUPLE_OFFSET;
+	out->buf->t_infomask = infomask;
+	return (char *) out->buf + hoff;
+}
+
+/*
  * Where each column of desc goes when all are by value (a window's output:
  * keys, bounds, counts, sums): the same offsets for every row, found once.
  */
@@ -227,19 +245,14 @@ byval_layout(PtfOutput *out, TupleDesc desc)
 static bool
 put_byval_row(PtfOutput *out, TupleDesc desc, Datum *values, bool *nulls)
 {
-	Size		hoff = MAXALIGN(SizeofMinimalTupleHeader);
 	char	   *data;
 	int			i;
 
 	for (i = 0; i < desc->natts; i++)
 		if (nulls[i])
 			return false;
-	row_buffer(out, desc, hoff + out->byval_len);
-	memset(out->buf, 0, hoff + out->byval_len);	/* alignment padding too */
-	out->buf->t_len = hoff + out->byval_len;
-	HeapTupleHeaderSetNatts(out->buf, desc->natts);
-	out->buf->t_hoff = hoff + MINIMAL_TUPLE_OFFSET;
-	data = (char *) out->buf + hoff;
+	data = row_begin(out, desc, out->byval_len, 0);
+	memset(data, 0, out->byval_len);	/* the alignment padding */
 	for (i = 0; i < desc->natts; i++)
 		store_att_byval(data + out->byval_off[i], values[i], TupleDescAttr(desc, i)->attlen);
 	row_store(out, desc, values, nulls);
@@ -259,10 +272,10 @@ put_byval_row(PtfOutput *out, TupleDesc desc, Datum *values, bool *nulls)
 static bool
 put_plain_row(PtfOutput *out, TupleDesc desc, Datum *values, bool *nulls)
 {
-	Size		hoff = MAXALIGN(SizeofMinimalTupleHeader);
 	Size		len = 0;
 	Size		off;
 	bool		varwidth = false;
+	char	   *data;
 	int			i;
 
 	if (desc != out->byval_desc)
@@ -284,15 +297,10 @@ put_plain_row(PtfOutput *out, TupleDesc desc, Datum *values, bool *nulls)
 		len += vlen;
 		varwidth |= (att->attlen == -1);
 	}
-	row_buffer(out, desc, hoff + len);
-	memset(out->buf, 0, hoff);
-	out->buf->t_len = hoff + len;
-	HeapTupleHeaderSetNatts(out->buf, desc->natts);
-	out->buf->t_hoff = hoff + MINIMAL_TUPLE_OFFSET;
-	out->buf->t_infomask = varwidth ? HEAP_HASVARWIDTH : 0;
+	data = row_begin(out, desc, len, varwidth ? HEAP_HASVARWIDTH : 0);
 	off = 0;
 	for (i = 0; i < desc->natts; i++)
-		plain_value_fill(TupleDescAttr(desc, i), values[i], (char *) out->buf + hoff, &off);
+		plain_value_fill(TupleDescAttr(desc, i), values[i], data, &off);
 	Assert(off == len);
 	row_store(out, desc, values, nulls);
 	return true;
@@ -348,7 +356,6 @@ change_varlena(PtfOutput *out, int i, Datum v, Size off, Size *at, Size *len)
 static bool
 put_change_row(PtfOutput *out, Datum *values, bool *nulls)
 {
-	Size		hoff = MAXALIGN(SizeofMinimalTupleHeader);
 	Size		at0,
 				len0,
 				at1,
@@ -366,13 +373,8 @@ put_change_row(PtfOutput *out, Datum *values, bool *nulls)
 	at2 = TYPEALIGN(ALIGNOF_DOUBLE, at1 + len1);
 	len = at2 + 3 * sizeof(int64);
 
-	row_buffer(out, out->desc, hoff + len);
-	memset(out->buf, 0, hoff);
-	out->buf->t_len = hoff + len;
-	HeapTupleHeaderSetNatts(out->buf, 5);
-	out->buf->t_hoff = hoff + MINIMAL_TUPLE_OFFSET;
-	out->buf->t_infomask = HEAP_HASVARWIDTH;
-	data = (char *) out->buf + hoff;
+	Assert(out->desc->natts == 5);
+	data = row_begin(out, out->desc, len, HEAP_HASVARWIDTH);
 	memset(data, 0, at0);
 	plain_varlena_fill(values[0], how0, len0, data + at0);
 	memset(data + at0 + len0, 0, at1 - (at0 + len0));

@@ -907,13 +907,13 @@ tj_prefetch(PtfOperator *op, TupleTableSlot *row, const PtfRowContext *ctx, int 
 		TjVersion  *v = keyed_state_prefetch_ns_floor(op->state, scratch, TJ_SPACE_VERSIONS,
 													 ctx->event_time);
 
-		scratch[3] = (uint64) (uintptr_t) v;
+		scratch[KEYED_PREFETCH_WORDS] = (uint64) (uintptr_t) v;
 		if (v != NULL)
 			__builtin_prefetch(v);
 	}
 	else
 	{
-		TjVersion  *v = (TjVersion *) (uintptr_t) scratch[3];
+		TjVersion  *v = (TjVersion *) (uintptr_t) scratch[KEYED_PREFETCH_WORDS];
 
 		if (v != NULL && v->image.tuple != NULL)
 		{

@@ -68,7 +68,7 @@ enum
 };
 
 /* the word of a row's prefetch scratch holding its slice (operator.h) */
-#define PREFETCH_SLICE	3
+#define PREFETCH_SLICE	KEYED_PREFETCH_WORDS
 
 static const StateField window_agg_fields[] = {
 	{"prev_end", SF_TIME, 0},
@@ -304,23 +304,33 @@ winagg_key_remove(WinAggOp *wa, StateRecord *rec)
 	keyed_state_remove(wa->base.state, rec);
 }
 
+/* The end of the slice holding time t; PTF_TIME_MIN for none (no window holds infinity). */
+static PtfTime
+row_slice(WinAggOp *wa, PtfTime t)
+{
+	PtfTime		s = 0;
+
+	if (wa->spec.kind != WINDOW_SESSION && t != PTF_TIME_MIN && t != PTF_TIME_MAX &&
+		window_slice_end(&wa->spec, t, &s))
+		return s;
+	return PTF_TIME_MIN;
+}
+
 static PtfRowResult
 aligned_on_row(WinAggOp *wa, RowKind kind, TupleTableSlot *row, const PtfRowContext *ctx)
 {
 	KeyedState *ks = wa->base.state;
 	const WindowSpec *w = &wa->spec;
-	PtfTime		s = 0;
+	PtfTime		s;
 	PtfTime		last;
 	StateRef	ref;
 	KeyHot	   *hot;
 	SliceValue *sv;
 	int			weight = ROWKIND_IS_ADDITION(kind) ? 1 : -1;
 
-	if (ctx->prefetched != NULL)
-		s = (PtfTime) ctx->prefetched[PREFETCH_SLICE];	/* window_agg_prefetch's */
-	else if (ctx->event_time == PTF_TIME_MIN || ctx->event_time == PTF_TIME_MAX ||
-			 !window_slice_end(w, ctx->event_time, &s))
-		s = PTF_TIME_MIN;
+	/* a batched row's slice was found by window_agg_prefetch */
+	s = ctx->prefetched != NULL ? (PtfTime) ctx->prefetched[PREFETCH_SLICE] :
+		row_slice(wa, ctx->event_time);
 	if (s == PTF_TIME_MIN)
 	{
 		wa->skipped++;			/* no window holds infinity */
@@ -1050,20 +1060,9 @@ ensure_armed(WinAggOp *wa, PtfTime watermark)
  * A batch of rows asks for their keys' records, then for the slices they
  * go to, before the first of them is processed (keyed_state_prefetch_stage):
  * rows of many keys in no particular order otherwise wait for half a dozen
- * cache misses each, one after the other.
+ * cache misses each, one after the other.  The first stage finds the row's
+ * slice, once, also for on_row.
  */
-static PtfTime
-row_slice(WinAggOp *wa, PtfTime t)
-{
-	PtfTime		s = 0;
-
-	if (wa->spec.kind != WINDOW_SESSION && t != PTF_TIME_MIN && t != PTF_TIME_MAX &&
-		window_slice_end(&wa->spec, t, &s))
-		return s;
-	return PTF_TIME_MIN;
-}
-
-/* The first stage: the row's slice, found once, also for on_row. */
 static void
 window_agg_prefetch(PtfOperator *op, TupleTableSlot *row, const PtfRowContext *ctx,
 					int stage, uint64 *scratch)

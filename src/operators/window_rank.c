@@ -462,6 +462,9 @@ window_rank_restore(void *arg, const StateRef *ref, int space, int64 ns, void *n
 	timer_register(wr->base.timers, PTF_EVENT_TIME, ns - MS, ref->rec, ns, TIMER_WINDOW);
 }
 
+/* the word of a row's prefetch scratch holding its first window's end */
+#define PREFETCH_WINDOW	KEYED_PREFETCH_WORDS
+
 /*
  * A batch of rows asks for their keys' records and the list of their first
  * window (keyed_state_prefetch_stage), then for the list's sort values, the
@@ -470,8 +473,6 @@ window_rank_restore(void *arg, const StateRef *ref, int space, int64 ns, void *n
  * cache misses in turn.  Rows of several windows (HOP, CUMULATE) prefetch
  * their first window's only.
  */
-#define PREFETCH_WINDOW	3		/* the scratch word of the row's first window */
-
 static void
 window_rank_prefetch(PtfOperator *op, TupleTableSlot *row, const PtfRowContext *ctx,
 					 int stage, uint64 *scratch)

@@ -68,13 +68,13 @@ over_budget(KeyedState *ks, Size more)
 	return ks->full;
 }
 
-/* ---- inline layout ---- */
-
-/* scratch[0] holds the key's hash (stage 0 of the record layout) */
+/* staged prefetch (keyed_state_prefetch_stage): scratch[0] holds the key's hash */
 #define PREFETCHED_HASHED	((uint64) 1 << 32)
 
 /* stage 4's answer for an ns not in the set: lb, where it would go */
 #define PREFETCHED_ABSENT(lb)	((int64) -2 - (int64) (lb))
+
+/* ---- inline layout ---- */
 
 #if defined(__GNUC__) || defined(__clang__)
 #define prefetch_line(p)	__builtin_prefetch(p)
@@ -1163,27 +1163,26 @@ void
 keyed_state_prefetch_stage(KeyedState *ks, KeySpec *probe, TupleTableSlot *row, int stage,
 						   int space, int64 ns, uint64 *scratch)
 {
-	if (stage == 0)
+	uint32		hash;
+
+	if (stage > 0)
 	{
-		scratch[0] = 0;
-		scratch[1] = 0;
-		scratch[2] = (uint64) -1;
+		if (!ks->is_inline)
+			prefetch_later_stage(ks, stage, space, ns, scratch);
+		return;
 	}
+	scratch[0] = 0;
+	scratch[1] = 0;
+	scratch[2] = (uint64) -1;
 	if (ks->is_inline)
 	{
-		if (stage == 0 && keyed_state_can_prefetch(ks))
+		if (keyed_state_can_prefetch(ks))
 			keyed_state_prefetch(ks, probe, row);
 		return;
 	}
-	if (stage == 0)
-	{
-		uint32		hash = key_probe(probe, row);
-
-		scratch[0] = hash | PREFETCHED_HASHED;
-		prefetch_line(&ks->hash->data[hash & ks->hash->sizemask]);
-		return;
-	}
-	prefetch_later_stage(ks, stage, space, ns, scratch);
+	hash = key_probe(probe, row);
+	scratch[0] = hash | PREFETCHED_HASHED;
+	prefetch_line(&ks->hash->data[hash & ks->hash->sizemask]);
 }
 
 /*
@@ -1198,7 +1197,7 @@ keyed_state_prefetch_batch(KeyedState *ks, int stage, int space, int ns_word,
 	int			i;
 
 	Assert(stage > 0 && stage < KEYED_PREFETCH_STAGES);
-	Assert(ns_word >= 3);		/* 0 .. 2 are ours */
+	Assert(ns_word >= KEYED_PREFETCH_WORDS);
 	if (ks->is_inline)
 		return;
 	for (i = 0; i < n; i++)

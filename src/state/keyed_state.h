@@ -129,8 +129,12 @@ extern KeyedLookup keyed_state_lookup_prefetched(KeyedState *ks, KeySpec *probe,
 												 StateRef *ref);
 extern bool keyed_state_can_prefetch(KeyedState *ks);
 
-/* staged prefetch of a lookup and of namespace ns of space, for batches */
+/*
+ * staged prefetch of a lookup and of namespace ns of space, for batches;
+ * it takes the first KEYED_PREFETCH_WORDS words of a row's scratch
+ */
 #define KEYED_PREFETCH_STAGES 5
+#define KEYED_PREFETCH_WORDS 3
 extern void keyed_state_prefetch_stage(KeyedState *ks, KeySpec *probe, TupleTableSlot *row,
 									   int stage, int space, int64 ns, uint64 *scratch);
 /* stages after the first over n rows, their ns in word ns_word of their scratch */
