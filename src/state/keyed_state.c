@@ -937,7 +937,8 @@ keyed_state_create(const KeyedStateSpec *spec, MemoryContext parent)
 
 	Assert(spec->nspaces >= 0 && spec->nspaces <= KEYED_MAX_SPACES);
 	cxt = AllocSetContextCreate(parent, "ptf keyed state",
-								ALLOCSET_DEFAULT_SIZES);
+								ALLOCSET_DEFAULT_MINSIZE, ALLOCSET_DEFAULT_INITSIZE,
+								KEYED_STATE_MAX_BLOCK);
 	ks = MemoryContextAllocZero(cxt, sizeof(KeyedState));
 	ks->cxt = cxt;
 	ks->keys = keys;
