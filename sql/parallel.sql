@@ -90,6 +90,10 @@ SELECT * FROM compare($$SELECT * FROM ptf.window_aggregate(NULL::par.gen, NULL::
     partition_by => '{k2}', aggregates => 'count(*) AS n, sum(v) AS s, avg(v) AS a, min(v) AS lo')$$);
 SELECT * FROM compare($$SELECT * FROM ptf.window_aggregate(NULL::par.gen, NULL::par.wa_out, 'cumulate', 'ts', '1 hour', '15 minutes',
     partition_by => '{k2}', aggregates => 'count(*) AS n, sum(v) AS s, avg(v) AS a, min(v) AS lo')$$);
+-- one worker: the leader reads chunks besides (with a worker on every CPU it
+-- only combines the workers' partial states and fires)
+SELECT * FROM compare($$SELECT * FROM ptf.window_aggregate(NULL::par.gen, NULL::par.wa_out, 'hop', 'ts', '1 hour', '20 minutes',
+    partition_by => '{k2}', aggregates => 'count(*) AS n, sum(v) AS s, avg(v) AS a, min(v) AS lo')$$, 1);
 CREATE TYPE wa_out2 AS (k int, window_start timestamptz, window_end timestamptz, n bigint, s numeric);
 SET work_mem = '64kB';
 SELECT * FROM compare($$SELECT * FROM ptf.window_aggregate(NULL::par.gen, NULL::par.wa_out2, 'hop', 'ts', '1 hour', '30 minutes',
@@ -152,6 +156,8 @@ SELECT DISTINCT ON (k2, ts) k2, ts, (random() * 100)::numeric(6,2) AS rate
 SELECT * FROM compare($$SELECT * FROM ptf.temporal_join(NULL::par.gen, NULL::par.versions, 'ts', 'ts', '{k2}')$$);
 SELECT * FROM compare($$SELECT * FROM ptf.temporal_join(NULL::par.gen, NULL::par.versions, 'ts', 'ts', '{k2}',
     join_type => 'left', condition => 'build.rate < probe.v')$$);
+-- one worker: the leader joins probes besides
+SELECT * FROM compare($$SELECT * FROM ptf.temporal_join(NULL::par.gen, NULL::par.versions, 'ts', 'ts', '{k2}')$$, 1);
 SET work_mem = '64kB';
 SELECT * FROM compare($$SELECT * FROM ptf.temporal_join(NULL::par.gen, NULL::par.versions, 'ts', 'ts', '{k2}', join_type => 'left')$$);
 RESET work_mem;
