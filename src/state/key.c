@@ -268,9 +268,30 @@ key_probe_fill(KeySpec *spec, TupleTableSlot *row)
 	}
 }
 
+/*
+ * A key of one integer column, the commonest: its probe, hash and
+ * comparison without the loops over columns and their layout (a third of
+ * a window aggregate's key work per row).
+ */
+static inline bool
+key_is_one_int(const KeySpec *spec)
+{
+	return spec->ncols == 1 && spec->cols[0].int_hash != 0;
+}
+
 uint32
 key_probe(KeySpec *spec, TupleTableSlot *row)
 {
+	if (key_is_one_int(spec))
+	{
+		KeyColumn  *col = &spec->cols[0];
+		Datum		v = slot_getattr(row, col->attno, &spec->probe_nulls[0]);
+
+		spec->probe_values[0] = v;
+		spec->probe_has_nulls = spec->probe_nulls[0];
+		/* key_hash_values over one column: a NULL contributes 0 */
+		return murmurhash32(spec->probe_has_nulls ? 0 : key_hash_one(col, v));
+	}
 	key_probe_fill(spec, row);
 	return key_hash_values(spec, spec->probe_values, spec->probe_nulls);
 }
@@ -415,6 +436,12 @@ key_packed_equals_probe(KeySpec *spec, const char *packed, bool has_nulls)
 
 	if (has_nulls != spec->probe_has_nulls)
 		return false;
+	if (key_is_one_int(spec))
+	{
+		/* NULL equals NULL; else the value, by value, at the start */
+		return has_nulls ||
+			fetch_att(packed, true, spec->cols[0].typlen) == spec->probe_values[0];
+	}
 	off = has_nulls ? (spec->ncols + 7) / 8 : 0;
 
 	for (i = 0; i < spec->ncols; i++)
