@@ -127,10 +127,11 @@ for wm in $WORK_MEMS; do
 done
 
 echo
-echo "### State memory per key (work_mem = 256MB, ptf.last_call_stats())"
+echo "### State memory per key (work_mem = 256MB, the serial call, ptf.last_call_stats())"
 echo
 ptf_psql -X -q -v ON_ERROR_STOP=1 -P format=unaligned -P fieldsep='|' -t <<'SQL' |
 SET work_mem = '256MB';
+SET max_parallel_workers_per_gather = 0;
 SELECT count(*) FROM ptf.deduplicate_keep_first(NULL::bench_events, partition_by => '{k}') \g /dev/null
 SELECT 'integer key 0..499,999, by arrival (a bitmap: the statistics say the keys are dense)', keys, state_bytes, round(state_bytes::numeric / keys, 1), 4 FROM ptf.last_call_stats();
 SELECT count(*) FROM ptf.deduplicate_keep_first(NULL::bench_events, partition_by => '{k}',

@@ -156,7 +156,7 @@ SELECT DISTINCT ON (k2, ts) k2, ts, (random() * 100)::numeric(6,2) AS rate
 SELECT * FROM compare($$SELECT * FROM ptf.temporal_join(NULL::par.gen, NULL::par.versions, 'ts', 'ts', '{k2}')$$);
 SELECT * FROM compare($$SELECT * FROM ptf.temporal_join(NULL::par.gen, NULL::par.versions, 'ts', 'ts', '{k2}',
     join_type => 'left', condition => 'build.rate < probe.v')$$);
--- one worker: the leader joins probes besides
+-- one worker
 SELECT * FROM compare($$SELECT * FROM ptf.temporal_join(NULL::par.gen, NULL::par.versions, 'ts', 'ts', '{k2}')$$, 1);
 SET work_mem = '64kB';
 SELECT * FROM compare($$SELECT * FROM ptf.temporal_join(NULL::par.gen, NULL::par.versions, 'ts', 'ts', '{k2}', join_type => 'left')$$);

@@ -80,15 +80,16 @@
  * transaction.  Fewer workers than planned (none included) just leave
  * more chunks to the others and the leader.  With
  * parallel_leader_participation off the leader only combines, as under a
- * Gather (unless no worker started).  When SPLIT or PARTIAL, so it does
- * when every CPU this process may run on already has a worker: reading
- * chunks too, the leader would only share the workers' CPUs, and hold a
- * state of its own besides the one it combines, while the combining,
- * firing and emitting that only it does wait (window_aggregate TUMBLE, 5M
- * rows, 2 workers on 2 CPUs: 2128-2469 ms against 2416-2673 ms with the
- * leader reading).  Keep-first's leader still reads: the chunks it reads
- * itself are the ones that need no passing on (the same call over 50 rows
- * a key: 3-15% slower with the leader only combining).
+ * Gather (unless no worker started).  When PARTIAL, so it does when every
+ * CPU this process may run on already has a worker: reading chunks too,
+ * the leader would only share the workers' CPUs and aggregate into its
+ * state while the combining and firing that only it does wait
+ * (window_aggregate TUMBLE, 2 workers on 2 CPUs, alternating builds: 5M
+ * rows 2416-2673 ms -> 2128-2469 ms, 2M rows 1288-1548 -> 1117-1428 ms).
+ * The other modes' leader still reads: keep-first's own chunks are the
+ * ones that need no passing on (over 50 rows a key, 3-15% slower with the
+ * leader only combining), and a temporal join gained nothing measurable
+ * (5M probes: 2207-3289 ms reading, 2611-3167 ms not).
  *
  *-------------------------------------------------------------------------
  */
@@ -926,8 +927,7 @@ usable_cpus(void)
 
 /*
  * Does the leader read chunks too?  As under a Gather: unless told not
- * to, with workers; SPLIT and PARTIAL only if a CPU is left for it (see
- * the header).
+ * to, with workers; PARTIAL only if a CPU is left for it (see the header).
  */
 static bool
 leader_participates(PtfParallelMode mode, int nlaunched)
@@ -938,7 +938,7 @@ leader_participates(PtfParallelMode mode, int nlaunched)
 		return true;
 	if (!parallel_leader_participation)
 		return false;
-	if (mode == PTF_PARALLEL_FIRST_ARRIVAL || mode == PTF_PARALLEL_FIRST_EVENT)
+	if (mode != PTF_PARALLEL_PARTIAL)
 		return true;
 	cpus = usable_cpus();
 	return cpus <= 0 || nlaunched < cpus;
