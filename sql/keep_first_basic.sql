@@ -129,3 +129,10 @@ SELECT * FROM deduplicate_keep_first(NULL::pair, partition_by => '{k}',
 SELECT d.user_id, c.page
   FROM deduplicate_keep_first(NULL::clicks, partition_by => '{user_id}') d
   JOIN clicks c USING (seq) ORDER BY 1;
+
+-- a key whose hash is hashint4's but whose equality is not the Datum's bits
+-- (xid): equal values made by xidin and read from a stored key are one key
+CREATE TYPE xid_row AS (x xid, n int);
+SELECT x, n FROM deduplicate_keep_first(NULL::xid_row, partition_by => '{x}',
+    query => $$SELECT (CASE WHEN g % 2 = 0 THEN '3000000000' ELSE '5' END)::xid, g
+                 FROM generate_series(1, 6) g$$) ORDER BY n;

@@ -94,6 +94,11 @@ SELECT * FROM compare($$SELECT * FROM ptf.window_aggregate(NULL::par.gen, NULL::
 -- only combines the workers' partial states and fires)
 SELECT * FROM compare($$SELECT * FROM ptf.window_aggregate(NULL::par.gen, NULL::par.wa_out, 'hop', 'ts', '1 hour', '20 minutes',
     partition_by => '{k2}', aggregates => 'count(*) AS n, sum(v) AS s, avg(v) AS a, min(v) AS lo')$$, 1);
+-- the leader only combines and fires (as with a worker on every CPU)
+SET parallel_leader_participation = off;
+SELECT * FROM compare($$SELECT * FROM ptf.window_aggregate(NULL::par.gen, NULL::par.wa_out, 'tumble', 'ts', '1 hour',
+    partition_by => '{k2}', aggregates => 'count(*) AS n, sum(v) AS s, avg(v) AS a, min(v) AS lo')$$);
+RESET parallel_leader_participation;
 CREATE TYPE wa_out2 AS (k int, window_start timestamptz, window_end timestamptz, n bigint, s numeric);
 SET work_mem = '64kB';
 SELECT * FROM compare($$SELECT * FROM ptf.window_aggregate(NULL::par.gen, NULL::par.wa_out2, 'hop', 'ts', '1 hour', '30 minutes',

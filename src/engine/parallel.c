@@ -941,6 +941,7 @@ leader_participates(PtfParallelMode mode, int nlaunched)
 	if (mode != PTF_PARALLEL_PARTIAL)
 		return true;
 	cpus = usable_cpus();
+	/* not known: read, as a Gather's leader does */
 	return cpus <= 0 || nlaunched < cpus;
 }
 

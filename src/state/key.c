@@ -271,12 +271,15 @@ key_probe_fill(KeySpec *spec, TupleTableSlot *row)
 /*
  * A key of one integer column, the commonest: its probe, hash and
  * comparison without the loops over columns and their layout (a third of
- * a window aggregate's key work per row).
+ * a window aggregate's key work per row).  By value and compared by its
+ * bits: not int8 where a Datum is 4 bytes, nor xid or cid, whose hash is
+ * hashint4's but whose equality is not the Datum's.
  */
 static inline bool
 key_is_one_int(const KeySpec *spec)
 {
-	return spec->ncols == 1 && spec->cols[0].int_hash != 0;
+	return spec->ncols == 1 && spec->cols[0].int_hash != 0 &&
+		spec->cols[0].typbyval && spec->cols[0].bitwise_eq;
 }
 
 uint32
