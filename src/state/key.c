@@ -111,6 +111,13 @@ key_spec_alloc(TupleDesc rowdesc, int ncols)
 	return spec;
 }
 
+/*
+ * A key of one integer column is the commonest: its probe, hash and
+ * comparison go without the loops over columns and their layout (a third
+ * of a window aggregate's key work per row).  By value and compared by its
+ * bits: not int8 where a Datum is 4 bytes, nor xid or cid, whose hash is
+ * hashint4's but whose equality is not the Datum's.
+ */
 static void
 key_spec_finish(KeySpec *spec, TupleDesc rowdesc)
 {
@@ -118,6 +125,8 @@ key_spec_finish(KeySpec *spec, TupleDesc rowdesc)
 
 	for (i = 0; i < spec->ncols; i++)
 		TupleDescCopyEntry(spec->desc, i + 1, rowdesc, spec->cols[i].attno);
+	spec->one_int = (spec->ncols == 1 && spec->cols[0].int_hash != 0 &&
+					 spec->cols[0].typbyval && spec->cols[0].bitwise_eq);
 }
 
 KeySpec *
@@ -268,24 +277,10 @@ key_probe_fill(KeySpec *spec, TupleTableSlot *row)
 	}
 }
 
-/*
- * A key of one integer column, the commonest: its probe, hash and
- * comparison without the loops over columns and their layout (a third of
- * a window aggregate's key work per row).  By value and compared by its
- * bits: not int8 where a Datum is 4 bytes, nor xid or cid, whose hash is
- * hashint4's but whose equality is not the Datum's.
- */
-static inline bool
-key_is_one_int(const KeySpec *spec)
-{
-	return spec->ncols == 1 && spec->cols[0].int_hash != 0 &&
-		spec->cols[0].typbyval && spec->cols[0].bitwise_eq;
-}
-
 uint32
 key_probe(KeySpec *spec, TupleTableSlot *row)
 {
-	if (key_is_one_int(spec))
+	if (spec->one_int)
 	{
 		KeyColumn  *col = &spec->cols[0];
 		Datum		v = slot_getattr(row, col->attno, &spec->probe_nulls[0]);
@@ -439,7 +434,7 @@ key_packed_equals_probe(KeySpec *spec, const char *packed, bool has_nulls)
 
 	if (has_nulls != spec->probe_has_nulls)
 		return false;
-	if (key_is_one_int(spec))
+	if (spec->one_int)
 	{
 		/* NULL equals NULL; else the value, by value, at the start */
 		return has_nulls ||

@@ -39,6 +39,12 @@ typedef struct KeySpec
 	KeyColumn  *cols;
 	TupleDesc	desc;			/* the key columns as a row of their own */
 
+	/*
+	 * one int2/int4/int8 column, by value and equal by its bits: probed,
+	 * hashed and compared without the loops over columns (key.c)
+	 */
+	bool		one_int;
+
 	/* the key of the row being looked up, filled by key_probe() */
 	Datum	   *probe_values;
 	bool	   *probe_nulls;
