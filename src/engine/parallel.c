@@ -80,16 +80,23 @@
  * transaction.  Fewer workers than planned (none included) just leave
  * more chunks to the others and the leader.  With
  * parallel_leader_participation off the leader only combines, as under a
- * Gather (unless no worker started).  When PARTIAL, so it does when every
- * CPU this process may run on already has a worker: reading chunks too,
- * the leader would only share the workers' CPUs and aggregate into its
- * state while the combining and firing that only it does wait
+ * Gather (unless no worker started).  When SPLIT or PARTIAL, so it does
+ * when every CPU this process may run on already has a worker: reading
+ * chunks too, the leader would only share the workers' CPUs while the
+ * combining, firing and emitting that only it does wait
  * (window_aggregate TUMBLE, 2 workers on 2 CPUs, alternating builds: 5M
  * rows 2416-2673 ms -> 2128-2469 ms, 2M rows 1288-1548 -> 1117-1428 ms).
- * The other modes' leader still reads: keep-first's own chunks are the
- * ones that need no passing on (over 50 rows a key, 3-15% slower with the
- * leader only combining), and a temporal join gained nothing measurable
- * (5M probes: 2207-3289 ms reading, 2611-3167 ms not).
+ * Keep-first's leader still reads: its own chunks are the ones that need
+ * no passing on (over 50 rows a key, 3-15% slower with the leader only
+ * combining).
+ *
+ * Flow.  The leader of a SPLIT or PARTIAL call takes the workers' messages
+ * as they come, from whichever worker has one (drain), and between every
+ * PAR_DRAIN_ROWS rows of any input it reads itself: there a worker whose
+ * queue is full waits for the leader.  Keep-first's leader takes a
+ * worker's messages only when it combines that worker's chunk: there a
+ * worker spools what its queue cannot take, so that it never waits while
+ * it has rows to read.
  *
  *-------------------------------------------------------------------------
  */
@@ -279,12 +286,22 @@ claim_chunk(ParShared *shared, int who)
 	return c;
 }
 
-/* ---- the worker's outbox: never blocks while the worker has rows to read ---- */
+/*
+ * ---- the worker's outbox ----
+ *
+ * Blocking (SPLIT, PARTIAL), a full queue means the leader is behind: the
+ * worker waits for it, and leaves its CPU to the leader, instead of
+ * copying its rows into a spool and out again (a temporal join's worker,
+ * 2.5M probes on two CPUs, spooled most of what it sent: 46k page faults
+ * against 8k waiting).  Otherwise (keep-first) it spools: see "Flow" in
+ * the header.
+ */
 
 typedef struct Outbox
 {
 	shm_mq_handle *mqh;
 	MemoryContext cxt;			/* the worker's: rows come in short-lived contexts */
+	bool		blocking;		/* wait for a full queue, never spool */
 	bool		detached;		/* the leader is gone: nothing more to say */
 	StringInfoData pending;		/* a message the queue took part of, or none */
 	bool		has_pending;
@@ -397,7 +414,8 @@ outbox_put(Outbox *ob, char tag, int32 chunk, int32 nrows, const char *data, Siz
 		iov[0].len = PAR_MSG_HEADER;
 		iov[1].data = data;
 		iov[1].len = len;
-		res = shm_mq_sendv(ob->mqh, iov, len > 0 ? 2 : 1, true, false);
+		res = shm_mq_sendv(ob->mqh, iov, len > 0 ? 2 : 1, !ob->blocking, false);
+		Assert(!ob->blocking || res != SHM_MQ_WOULD_BLOCK);
 		if (res == SHM_MQ_SUCCESS)
 			return;
 		if (res == SHM_MQ_DETACHED)
@@ -492,13 +510,24 @@ worker_send_output(void *arg, RowKind kind, TupleTableSlot *row)
 			  row);
 }
 
-/* rows of the split input: counted, then on into the frame */
+/*
+ * Rows of the split input: counted, then on into the frame.  A leader
+ * reading an input of a SPLIT or PARTIAL call (drain_par set) takes what
+ * the workers sent every PAR_DRAIN_ROWS of its rows: their outboxes block
+ * when full, and a worker should not wait for a whole chunk of the
+ * leader's.
+ */
 typedef struct CountingSink
 {
 	PtfRowSink	sink;
 	void	   *arg;
 	uint64		rows;
+	PtfParallel *drain_par;		/* the leader's, or NULL */
 } CountingSink;
+
+#define PAR_DRAIN_ROWS 1024
+
+static void drain(PtfParallel *par, bool nowait);
 
 static void
 counting_push(void *arg, RowKind kind, TupleTableSlot *row, const PtfRowMeta *meta)
@@ -507,6 +536,8 @@ counting_push(void *arg, RowKind kind, TupleTableSlot *row, const PtfRowMeta *me
 
 	cs->rows++;
 	cs->sink(cs->arg, kind, row, meta);
+	if (cs->drain_par != NULL && cs->rows % PAR_DRAIN_ROWS == 0)
+		drain(cs->drain_par, true);
 }
 
 static PtfOperator *
@@ -581,7 +612,7 @@ ptf_parallel_worker_run(PtfCall *call)
 		chunk_scan_prepare(&scan, in, shared);
 		for (;;)
 		{
-			CountingSink counter = {sink, arg, 0};
+			CountingSink counter = {sink, arg, 0, NULL};
 			int			c = claim_chunk(shared, ParallelWorkerNumber);
 
 			if (c < 0)
@@ -681,6 +712,8 @@ ptf_parallel_main(dsm_segment *seg, shm_toc *toc)
 	shm_mq_set_sender(mq, MyProc);
 	w.outbox.mqh = shm_mq_attach(mq, seg, NULL);
 	w.outbox.cxt = CurrentMemoryContext;
+	w.outbox.blocking = (shared->mode == PTF_PARALLEL_SPLIT ||
+						 shared->mode == PTF_PARALLEL_PARTIAL);
 	initStringInfo(&w.outbox.pending);
 	initStringInfo(&w.batch);
 	enlargeStringInfo(&w.batch, PAR_BATCH_BYTES);
@@ -927,7 +960,8 @@ usable_cpus(void)
 
 /*
  * Does the leader read chunks too?  As under a Gather: unless told not
- * to, with workers; PARTIAL only if a CPU is left for it (see the header).
+ * to, with workers; SPLIT and PARTIAL only if a CPU is left for it (see
+ * the header).
  */
 static bool
 leader_participates(PtfParallelMode mode, int nlaunched)
@@ -938,7 +972,7 @@ leader_participates(PtfParallelMode mode, int nlaunched)
 		return true;
 	if (!parallel_leader_participation)
 		return false;
-	if (mode != PTF_PARALLEL_PARTIAL)
+	if (mode == PTF_PARALLEL_FIRST_ARRIVAL || mode == PTF_PARALLEL_FIRST_EVENT)
 		return true;
 	cpus = usable_cpus();
 	/* not known: read, as a Gather's leader does */
@@ -1177,25 +1211,57 @@ handle_output(PtfParallel *par, ParMsg *msg, char *payload, Size len)
 		elog(ERROR, "unexpected message '%c' from a parallel worker", msg->tag);
 }
 
-/* Everything the workers still have to say, until each has finished. */
+/*
+ * What the workers have to say: what is in their queues now (nowait), or
+ * everything until each has finished.  A message from each worker in
+ * turn, and a wait only when no queue has one: a worker whose queue is
+ * full waits for the leader (blocking outbox), and waiting on one worker
+ * until it finished would leave the others idle meanwhile.
+ */
 static void
 drain(PtfParallel *par, bool nowait)
 {
-	int			w;
-	ParMsg	   *msg;
-	char	   *payload;
-	Size		len;
+	for (;;)
+	{
+		bool		open = false;
+		bool		got = false;
+		int			w;
 
-	for (w = 0; w < par->nlaunched; w++)
-		while (receive(par, w, nowait, &msg, &payload, &len))
-			handle_output(par, msg, payload, len);
+		for (w = 0; w < par->nlaunched; w++)
+		{
+			ParMsg	   *msg;
+			char	   *payload;
+			Size		len;
+
+			if (par->mqh[w] == NULL)
+				continue;
+			open = true;
+			if (receive(par, w, true, &msg, &payload, &len))
+			{
+				handle_output(par, msg, payload, len);
+				got = true;
+			}
+		}
+		if (!open || (nowait && !got))
+			return;
+		if (!got)
+		{
+			/* a worker's send or exit sets our latch (shm_mq, bgw_notify_pid) */
+			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_EXIT_ON_PM_DEATH, -1,
+							 WAIT_EVENT_MQ_RECEIVE);
+			ResetLatch(MyLatch);
+			CHECK_FOR_INTERRUPTS();
+		}
+	}
 }
 
 static void
 counted_chunk(PtfParallel *par, ChunkScan *scan, int c, PtfRowSink sink, void *arg)
 {
-	CountingSink counter = {sink, arg, 0};
+	CountingSink counter = {sink, arg, 0, NULL};
 
+	if (par->shared->mode == PTF_PARALLEL_SPLIT || par->shared->mode == PTF_PARALLEL_PARTIAL)
+		counter.drain_par = par;
 	chunk_scan_run(scan, c, counting_push, &counter);
 	par->own_rows += counter.rows;
 	par->own_chunks++;
@@ -1298,7 +1364,9 @@ run_split(PtfParallel *par)
 
 		if (i != par->shared->split_input)
 		{
-			sql_input_run_in_active_snapshot(&in->sql, frame_push, in->handle);
+			CountingSink counter = {frame_push, in->handle, 0, par};
+
+			sql_input_run_in_active_snapshot(&in->sql, counting_push, &counter);
 			drain(par, true);
 			continue;
 		}
