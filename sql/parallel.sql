@@ -166,6 +166,12 @@ SELECT * FROM compare($$SELECT * FROM ptf.temporal_join(NULL::par.gen, NULL::par
 SET work_mem = '64kB';
 SELECT * FROM compare($$SELECT * FROM ptf.temporal_join(NULL::par.gen, NULL::par.versions, 'ts', 'ts', '{k2}', join_type => 'left')$$);
 RESET work_mem;
+-- the leader only emitting: rows_in counts the probes and the versions once, as serially
+SET parallel_leader_participation = off;
+SELECT count(*) > 0 AS joined FROM ptf.temporal_join(NULL::par.gen, NULL::par.versions, 'ts', 'ts', '{k2}');
+SELECT rows_in = (SELECT count(*) FROM par.gen) + (SELECT count(*) FROM par.versions) AS rows_in_counts_each_once
+  FROM ptf.last_call_stats();
+RESET parallel_leader_participation;
 
 -- what stays serial: a query input, a uid, a TTL, a watermark delay
 SELECT * FROM compare($$SELECT * FROM ptf.deduplicate_keep_first(NULL::par.gen, partition_by => '{k}', query => 'SELECT * FROM par.gen')$$);

@@ -146,7 +146,10 @@
 #define PAR_KEY_CALL		UINT64CONST(0x5054460000000002)
 #define PAR_KEY_QUEUES		UINT64CONST(0x5054460000000003)
 
-/* per worker; a worker ahead of the leader spools locally, so it need not be large */
+/*
+ * per worker: the only buffer of a blocking outbox (SPLIT, PARTIAL); a
+ * keep-first worker ahead of the leader spools behind it
+ */
 #define PAR_QUEUE_SIZE		(1024 * 1024)
 
 /* chunks per participant, for balance; and bounds of a chunk, in blocks */
@@ -196,6 +199,7 @@ typedef struct ParMsg
 typedef struct ParWorkerStats
 {
 	uint64		rows_read;		/* of the split input */
+	uint64		other_rows;		/* of the inputs read whole */
 	uint64		rows_passed;
 	int			chunks;
 	int64		cpu_us;			/* user and system time (DEBUG1) */
@@ -511,7 +515,7 @@ worker_send_output(void *arg, RowKind kind, TupleTableSlot *row)
 }
 
 /*
- * Rows of the split input: counted, then on into the frame.  A leader
+ * Rows of an input: counted, then on into the frame.  A leader
  * reading an input of a SPLIT or PARTIAL call (drain_par set) takes what
  * the workers sent every PAR_DRAIN_ROWS of its rows: their outboxes block
  * when full, and a worker should not wait for a whole chunk of the
@@ -605,8 +609,11 @@ ptf_parallel_worker_run(PtfCall *call)
 
 		if (i != shared->split_input)
 		{
+			CountingSink counter = {sink, arg, 0, NULL};
+
 			Assert(!ordered);
-			sql_input_run_in_active_snapshot(&in->sql, sink, arg);
+			sql_input_run_in_active_snapshot(&in->sql, counting_push, &counter);
+			w->stats.other_rows += counter.rows;
 			continue;
 		}
 		chunk_scan_prepare(&scan, in, shared);
@@ -770,8 +777,9 @@ struct PtfParallel
 	int			own_chunks;
 	int64		cpu_us;			/* the leader's, from the start (DEBUG1) */
 	uint64		passed;			/* rows the workers passed on */
-	uint64		worker_rows;	/* the workers' share of the split input */
+	uint64		worker_rows;	/* rows the workers read (see receive) */
 	bool		leader_reads;	/* leader_participates() */
+	bool		other_counted;	/* a worker's rows of the inputs read whole */
 	bool		snapshot_pushed;
 };
 
@@ -1082,10 +1090,22 @@ ptf_parallel_begin(PtfCall *call)
 	return par;
 }
 
-/* A worker left without saying it finished: its error, if it sent one, else ours. */
+/*
+ * A worker left without saying it finished: its error, if it sent one,
+ * else ours.  The queues are detached first: a worker waiting on a full
+ * one (a blocking outbox) would otherwise never finish.
+ */
 static void
 worker_lost(PtfParallel *par, int w)
 {
+	int			i;
+
+	for (i = 0; i < par->nlaunched; i++)
+		if (par->mqh[i] != NULL)
+		{
+			shm_mq_detach(par->mqh[i]);
+			par->mqh[i] = NULL;
+		}
 	WaitForParallelWorkersToFinish(par->pcxt);
 	ereport(ERROR,
 			(errcode(ERRCODE_INTERNAL_ERROR),
@@ -1129,6 +1149,12 @@ receive(PtfParallel *par, int w, bool nowait, ParMsg **msg, char **payload, Size
 		Assert(*len == sizeof(st));
 		memcpy(&st, *payload, sizeof(st));
 		par->worker_rows += st.rows_read;
+		/* every participant reads them whole; the serial call counts them once */
+		if (!par->leader_reads && !par->other_counted)
+		{
+			par->worker_rows += st.other_rows;
+			par->other_counted = true;
+		}
 		par->done[w] = true;
 		elog(DEBUG1, "parallel worker %d (pid %d): %d chunks, " UINT64_FORMAT " rows read, " UINT64_FORMAT " passed on, %.1f ms CPU, %ld page faults",
 			 w, st.pid, st.chunks, st.rows_read, st.rows_passed, st.cpu_us / 1000.0, (long) st.minflt);
@@ -1212,11 +1238,13 @@ handle_output(PtfParallel *par, ParMsg *msg, char *payload, Size len)
 }
 
 /*
- * What the workers have to say: what is in their queues now (nowait), or
- * everything until each has finished.  A message from each worker in
+ * What the workers have to say: until a round finds no message (nowait),
+ * or everything until each has finished.  A message from each worker in
  * turn, and a wait only when no queue has one: a worker whose queue is
  * full waits for the leader (blocking outbox), and waiting on one worker
- * until it finished would leave the others idle meanwhile.
+ * until it finished would leave the others idle meanwhile.  A leader
+ * behind its workers may stay here for the rest of the call: it answers
+ * a cancel every round.
  */
 static void
 drain(PtfParallel *par, bool nowait)
@@ -1227,6 +1255,7 @@ drain(PtfParallel *par, bool nowait)
 		bool		got = false;
 		int			w;
 
+		CHECK_FOR_INTERRUPTS();
 		for (w = 0; w < par->nlaunched; w++)
 		{
 			ParMsg	   *msg;
@@ -1250,7 +1279,6 @@ drain(PtfParallel *par, bool nowait)
 			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_EXIT_ON_PM_DEATH, -1,
 							 WAIT_EVENT_MQ_RECEIVE);
 			ResetLatch(MyLatch);
-			CHECK_FOR_INTERRUPTS();
 		}
 	}
 }
@@ -1348,8 +1376,8 @@ run_ordered(PtfParallel *par)
 
 /*
  * SPLIT, PARTIAL: the other inputs read whole, then chunks of the split
- * one as the leader can claim them, what the workers send taken between
- * chunks.
+ * one as the leader can claim them, what the workers send taken every
+ * PAR_DRAIN_ROWS rows the leader reads; the rest of it after.
  */
 static void
 run_split(PtfParallel *par)
