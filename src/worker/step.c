@@ -168,15 +168,40 @@ pipeline_make_origins(List *pipelines)
 	if (!any)
 		return;
 	StartTransactionCommand();
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
 	foreach(lc, pipelines)
 	{
 		Pipeline   *p = lfirst(lc);
-		char	   *name = ptf_pipeline_origin_name(MyDatabaseId, p->id);
+		Oid			argtypes[1] = {INT4OID};
+		Datum		args[1] = {Int32GetDatum(p->id)};
+		char	   *name;
 
-		if (!p->has_origin && replorigin_by_name(name, true) == InvalidRepOriginId)
+		if (p->has_origin)
+			continue;
+
+		/*
+		 * Not the origin of a pipeline being dropped: the list may have been
+		 * read before drop_pipeline committed, and an origin made after it
+		 * dropped the pipeline's would outlive the pipeline.  drop_pipeline
+		 * holds the pipeline's lock while it drops it; the registry is read
+		 * once the lock is ours, in a snapshot of its own (SPI, not read
+		 * only).  A pipeline whose lock is taken gets its origin next time,
+		 * or in its step, which checks the registry the same way.
+		 */
+		if (!ptf_lock(PTF_LOCK_PIPELINE, (uint32) p->id, ShareUpdateExclusiveLock,
+					  false, false))
+			continue;
+		ptf_spi_exec_as_owner("SELECT 1 FROM ptf.pipeline_registry WHERE id OPERATOR(pg_catalog.=) $1",
+							  1, argtypes, args, NULL, SPI_OK_SELECT);
+		if (SPI_processed != 1)
+			continue;
+		name = ptf_pipeline_origin_name(MyDatabaseId, p->id);
+		if (replorigin_by_name(name, true) == InvalidRepOriginId)
 			(void) replorigin_create(name);
 		p->has_origin = true;
 	}
+	SPI_finish();
 	CommitTransactionCommand();
 	MemoryContextSwitchTo(cxt);
 }
