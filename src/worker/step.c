@@ -170,6 +170,7 @@ pipeline_make_origins(List *pipelines)
 	StartTransactionCommand();
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
+	PushActiveSnapshot(GetTransactionSnapshot());
 	foreach(lc, pipelines)
 	{
 		Pipeline   *p = lfirst(lc);
@@ -186,8 +187,9 @@ pipeline_make_origins(List *pipelines)
 		 * dropped the pipeline's would outlive the pipeline.  drop_pipeline
 		 * holds the pipeline's lock while it drops it; the registry is read
 		 * once the lock is ours, in a snapshot of its own (SPI, not read
-		 * only).  A pipeline whose lock is taken gets its origin next time,
-		 * or in its step, which checks the registry the same way.
+		 * only, takes one per statement).  A pipeline whose lock is taken
+		 * gets its origin next time, or in its step, which checks the
+		 * registry the same way.
 		 */
 		if (!ptf_lock(PTF_LOCK_PIPELINE, (uint32) p->id, ShareUpdateExclusiveLock,
 					  false, false))
@@ -201,6 +203,7 @@ pipeline_make_origins(List *pipelines)
 			(void) replorigin_create(name);
 		p->has_origin = true;
 	}
+	PopActiveSnapshot();
 	SPI_finish();
 	CommitTransactionCommand();
 	MemoryContextSwitchTo(cxt);
