@@ -563,15 +563,16 @@ static bool
 slide_slices(WinAggOp *wa, StateRecord *rec, PtfTime lo, PtfTime hi, bool take_away)
 {
 	KeyedState *ks = wa->base.state;
-	int			n = keyed_state_ns_count(ks, rec, SPACE_SLICES);
+	int			n;
+	const NsEntry *slices = keyed_state_ns_entries(ks, rec, SPACE_SLICES, &n);
 	int			i;
 
+	/* adding to the slide reads the slices, and leaves them where they are */
 	for (i = keyed_state_ns_lower_bound(ks, rec, SPACE_SLICES, lo + 1); i < n; i++)
 	{
-		int64		s;
-		SliceValue *sv = keyed_state_ns_at(ks, rec, SPACE_SLICES, i, &s);
+		SliceValue *sv = slices[i].value;
 
-		if (s > hi)
+		if (slices[i].ns > hi)
 			break;
 		wa->slide_nrows += take_away ? -sv->nrows : sv->nrows;
 		if (!aggs_slide_add(wa->aggs, wa->slide, sv->accs, take_away))
@@ -584,7 +585,7 @@ slide_slices(WinAggOp *wa, StateRecord *rec, PtfTime lo, PtfTime hi, bool take_a
 	 * firing of this one.
 	 */
 	if (!take_away && i + SLIDE_PREFETCH < n)
-		__builtin_prefetch(keyed_state_ns_at(ks, rec, SPACE_SLICES, i + SLIDE_PREFETCH, NULL));
+		__builtin_prefetch(slices[i + SLIDE_PREFETCH].value);
 	return true;
 }
 

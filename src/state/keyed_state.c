@@ -835,6 +835,16 @@ keyed_state_ns_at(KeyedState *ks, StateRecord *rec, int space, int i, int64 *ns)
 	return set->entries[i].value;
 }
 
+const NsEntry *
+keyed_state_ns_entries(KeyedState *ks, StateRecord *rec, int space, int *n)
+{
+	NsSet	   *set = ks_ns_set(ks, rec, space);
+
+	ns_settle(set);				/* positions are in order */
+	*n = set->n;
+	return set->entries;
+}
+
 int
 keyed_state_ns_lower_bound(KeyedState *ks, StateRecord *rec, int space, int64 ns)
 {

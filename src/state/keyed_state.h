@@ -175,6 +175,14 @@ extern int	keyed_state_ns_count(KeyedState *ks, StateRecord *rec, int space);
 extern void *keyed_state_ns_at(KeyedState *ks, StateRecord *rec, int space, int i,
 							   int64 *ns);
 
+/*
+ * The space's entries in ascending order, *n of them, read in place: for a
+ * loop over them (a window's slices), which keyed_state_ns_at would settle
+ * and bound-check once per entry.  Valid until the space changes.
+ */
+extern const NsEntry *keyed_state_ns_entries(KeyedState *ks, StateRecord *rec, int space,
+											 int *n);
+
 /* the position of the first namespace >= ns (count when none) */
 extern int	keyed_state_ns_lower_bound(KeyedState *ks, StateRecord *rec, int space,
 									   int64 ns);
