@@ -275,6 +275,16 @@ chunk_scan_run(ChunkScan *cs, int c, PtfRowSink sink, void *arg)
 }
 
 /* The next chunk for a participant, or -1 when none is left. */
+/*
+ * Keep-first's modes: the leader combines the workers' rows in chunk
+ * order, and a worker spools what its queue cannot take (see "Flow").
+ */
+static inline bool
+mode_ordered(PtfParallelMode mode)
+{
+	return mode == PTF_PARALLEL_FIRST_ARRIVAL || mode == PTF_PARALLEL_FIRST_EVENT;
+}
+
 static int
 claim_chunk(ParShared *shared, int who)
 {
@@ -559,8 +569,7 @@ ptf_parallel_worker_run(PtfCall *call)
 	PtfOperator *op;
 	PtfFrame   *frame;
 	ChunkScan	scan;
-	bool		ordered = (shared->mode == PTF_PARALLEL_FIRST_ARRIVAL ||
-						   shared->mode == PTF_PARALLEL_FIRST_EVENT);
+	bool		ordered = mode_ordered(shared->mode);
 	int			i;
 
 	if (call->parallel != shared->mode || call->parallel_input != shared->split_input)
@@ -719,8 +728,7 @@ ptf_parallel_main(dsm_segment *seg, shm_toc *toc)
 	shm_mq_set_sender(mq, MyProc);
 	w.outbox.mqh = shm_mq_attach(mq, seg, NULL);
 	w.outbox.cxt = CurrentMemoryContext;
-	w.outbox.blocking = (shared->mode == PTF_PARALLEL_SPLIT ||
-						 shared->mode == PTF_PARALLEL_PARTIAL);
+	w.outbox.blocking = !mode_ordered(shared->mode);
 	initStringInfo(&w.outbox.pending);
 	initStringInfo(&w.batch);
 	enlargeStringInfo(&w.batch, PAR_BATCH_BYTES);
@@ -909,8 +917,7 @@ call_workers(PtfCall *call, BlockNumber *nblocks)
 		return 0;
 	if (call->parallel == PTF_PARALLEL_SPLIT && call->emit != ptf_output_emit_row)
 		return 0;
-	if ((call->parallel == PTF_PARALLEL_FIRST_ARRIVAL ||
-		 call->parallel == PTF_PARALLEL_FIRST_EVENT) && call->ninputs != 1)
+	if (mode_ordered(call->parallel) && call->ninputs != 1)
 		return 0;
 	if (call->parallel == PTF_PARALLEL_PARTIAL &&
 		(call->partial_desc == NULL || call->ninputs >= FRAME_MAX_INPUTS))
@@ -980,7 +987,7 @@ leader_participates(PtfParallelMode mode, int nlaunched)
 		return true;
 	if (!parallel_leader_participation)
 		return false;
-	if (mode == PTF_PARALLEL_FIRST_ARRIVAL || mode == PTF_PARALLEL_FIRST_EVENT)
+	if (mode_ordered(mode))
 		return true;
 	cpus = usable_cpus();
 	/* not known: read, as a Gather's leader does */
@@ -1284,12 +1291,11 @@ drain(PtfParallel *par, bool nowait)
 }
 
 static void
-counted_chunk(PtfParallel *par, ChunkScan *scan, int c, PtfRowSink sink, void *arg)
+counted_chunk(PtfParallel *par, ChunkScan *scan, int c, PtfRowSink sink, void *arg,
+			  bool drain)
 {
-	CountingSink counter = {sink, arg, 0, NULL};
+	CountingSink counter = {sink, arg, 0, drain ? par : NULL};
 
-	if (par->shared->mode == PTF_PARALLEL_SPLIT || par->shared->mode == PTF_PARALLEL_PARTIAL)
-		counter.drain_par = par;
 	chunk_scan_run(scan, c, counting_push, &counter);
 	par->own_rows += counter.rows;
 	par->own_chunks++;
@@ -1349,7 +1355,7 @@ run_ordered(PtfParallel *par)
 		}
 
 		if (owner == PAR_OWNER_LEADER)
-			counted_chunk(par, par->scan, m, frame_push, in->handle);
+			counted_chunk(par, par->scan, m, frame_push, in->handle, false);
 		else
 		{
 			ParMsg	   *msg;
@@ -1400,7 +1406,7 @@ run_split(PtfParallel *par)
 		}
 		while ((c = claim_chunk(par->shared, PAR_OWNER_LEADER)) >= 0)
 		{
-			counted_chunk(par, par->scan, c, frame_push, in->handle);
+			counted_chunk(par, par->scan, c, frame_push, in->handle, true);
 			drain(par, true);
 		}
 	}
