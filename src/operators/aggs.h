@@ -96,6 +96,8 @@ extern AggSet *aggs_create(const AggSetSpec *spec, MemoryContext cxt);
 
 /* sizes and shapes */
 extern int	aggs_nsliced(AggSet *set);	/* AggAcc per slice */
+extern bool aggs_sliced_byref(AggSet *set);
+extern void aggs_prefetch_sliced(AggSet *set, const AggAcc *accs);
 extern int	aggs_nmoving(AggSet *set);	/* AggAcc per window (MOVING) */
 
 /* keep_rows: the event time column of a kept row */

@@ -95,6 +95,13 @@ typedef struct AggDef
 	bool		resultbyval;
 } AggDef;
 
+/* Where a state kept by reference lies, for aggs_prefetch_sliced() */
+typedef struct AggStateLines
+{
+	int			slot;			/* its AggAcc in a slice's accs */
+	int			follow;			/* > 0: the line this far on holds more of it */
+} AggStateLines;
+
 struct AggSet
 {
 	MemoryContext cxt;
@@ -108,6 +115,8 @@ struct AggSet
 	AggDef	   *aggs;
 	AggDef	  **sliced_fast;	/* the SLICED ones, when all are call_fast's */
 	int			nsliced;
+	AggStateLines *sliced_byref;	/* SLICED states kept by reference */
+	int			nsliced_byref;
 	int			nmoving;
 	bool		keeps_rows;
 	bool		changelog;

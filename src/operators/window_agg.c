@@ -1076,12 +1076,36 @@ window_agg_prefetch(PtfOperator *op, TupleTableSlot *row, const PtfRowContext *c
 							   s == PTF_TIME_MIN ? -1 : SPACE_SLICES, s, scratch);
 }
 
-/* The later stages: the key's record, its slices, the row's slice. */
+/*
+ * The later stages: the key's record, its slices, the row's slice; then
+ * the states the slice holds by reference (numeric's sum), which the row's
+ * transition would otherwise wait for after the slice.
+ */
 static void
 window_agg_prefetch_batch(PtfOperator *op, int stage, uint64 *const *scratch, int n)
 {
+	WinAggOp   *wa = (WinAggOp *) op;
+	int			i;
+
 	StaticAssertStmt(KEYED_PREFETCH_NO_NS == PTF_TIME_MIN, "no slice is no namespace");
-	keyed_state_prefetch_batch(op->state, stage, SPACE_SLICES, PREFETCH_SLICE, scratch, n);
+	if (stage < KEYED_PREFETCH_STAGES)
+	{
+		keyed_state_prefetch_batch(op->state, stage, SPACE_SLICES, PREFETCH_SLICE, scratch, n);
+		return;
+	}
+	if (!aggs_sliced_byref(wa->aggs))
+		return;
+	for (i = 0; i < n; i++)
+	{
+		PtfTime		s = (PtfTime) scratch[i][PREFETCH_SLICE];
+		SliceValue *sv;
+
+		if (s == PTF_TIME_MIN || scratch[i][1] == 0)
+			continue;
+		sv = keyed_state_prefetch_ns_value(op->state, scratch[i], SPACE_SLICES, s);
+		if (sv != NULL)
+			aggs_prefetch_sliced(wa->aggs, sv->accs);
+	}
 }
 
 static const PtfOperatorMethods window_agg_methods = {
@@ -1089,7 +1113,7 @@ static const PtfOperatorMethods window_agg_methods = {
 	.on_row = window_agg_on_row,
 	.prefetch = window_agg_prefetch,
 	.prefetch_batch = window_agg_prefetch_batch,
-	.prefetch_stages = KEYED_PREFETCH_STAGES,
+	.prefetch_stages = KEYED_PREFETCH_STAGES + 1,
 	.on_start = window_agg_on_start,
 	.on_watermark = window_agg_on_watermark,
 	.on_finish = window_agg_on_finish,
