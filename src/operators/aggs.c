@@ -249,6 +249,7 @@ compile_agg(AggSet *set, AggDef *d, const AggSetSpec *spec)
 		transfn = form->aggtransfn;
 		finalfn = form->aggfinalfn;
 		finalextra = form->aggfinalextra;
+		d->final_read_only = (form->aggfinalmodify == AGGMODIFY_READ_ONLY);
 		d->transtype = resolve_aggregate_transtype(aggref->aggfnoid, form->aggtranstype,
 												   inputTypes, nargs);
 		textinit = SysCacheGetAttr(AGGFNOID, tup, Anum_pg_aggregate_agginitval, &isnull);
@@ -630,6 +631,7 @@ aggs_create(const AggSetSpec *spec, MemoryContext cxt)
 	s.targetlist = targetlist;
 	set->cxt = cxt;
 	set->changelog = spec->changelog;
+	set->one_slice = spec->one_slice;
 	set->nkeys = spec->nkeys;
 	set->key_attnos = palloc(sizeof(AttrNumber) * Max(spec->nkeys, 1));
 	memcpy(set->key_attnos, spec->key_attnos, sizeof(AttrNumber) * spec->nkeys);
@@ -1361,9 +1363,14 @@ aggs_window_add_slice(AggSet *set, const AggAcc *accs, const AggRows *rows)
 		if (d->mode != AGG_SLICED)
 			continue;
 		s = &accs[d->slot];
-		if (!OidIsValid(d->combinefn.oid))
+		/*
+		 * A window of one slice (TUMBLE) takes the slice's state as its own
+		 * instead of a combined copy when the final function only reads it
+		 * (the slice stays as it was); without a combine function there is
+		 * no other way.
+		 */
+		if (!OidIsValid(d->combinefn.oid) || (set->one_slice && d->final_read_only))
 		{
-			/* windows of one slice (TUMBLE): the slice's state is the window's */
 			Assert(!set->win_started[i]);
 			*w = *s;
 			set->win_started[i] = true;

@@ -77,6 +77,7 @@ typedef struct AggSetSpec
 	int			nkeys;			/* grouping columns of the input */
 	AttrNumber *key_attnos;
 	bool		combine;		/* windows are made of several slices */
+	bool		one_slice;		/* every window is one slice (TUMBLE) */
 	bool		changelog;		/* rows may be retractions */
 	bool		durable;		/* states are stored (a uid) */
 	bool		keep_rows;		/* every aggregate REPLAY: windows that may

@@ -63,6 +63,7 @@ typedef struct AggDef
 	Oid			transtype;
 	int16		translen;
 	bool		transbyval;
+	bool		final_read_only;	/* the final function leaves the state be */
 	Datum		initval;
 	bool		initnull;
 	AggFn		transfn;
@@ -118,6 +119,7 @@ struct AggSet
 	AggStateLines *sliced_byref;	/* SLICED states kept by reference */
 	int			nsliced_byref;
 	int			nmoving;
+	bool		one_slice;		/* AggSetSpec's */
 	bool		keeps_rows;
 	bool		changelog;
 

@@ -1148,6 +1148,7 @@ window_agg_create(const WindowAggOptions *opts, const PtfOperatorEnv *env)
 	as.key_attnos = key_attnos;
 	/* a parallel call combines and serializes every slice */
 	as.combine = (opts->spec.kind != WINDOW_TUMBLE) || opts->parallel;
+	as.one_slice = (opts->spec.kind == WINDOW_TUMBLE);
 	as.changelog = opts->changelog;
 	as.durable = env->durable || opts->parallel;
 	/* sessions over retractions keep their rows, with times, to regroup */
