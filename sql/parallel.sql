@@ -105,10 +105,37 @@ SELECT * FROM compare($$SELECT * FROM ptf.window_aggregate(NULL::par.gen, NULL::
     partition_by => '{k}', aggregates => 'count(*) AS n, sum(v) AS s')$$);
 SELECT rows_spilled > 0 AS leader_spilled FROM ptf.last_call_stats();
 RESET work_mem;
--- as many (key, slice) groups as rows, by the statistics: partial states do not pay, serial
+-- as many (key, slice) groups as rows, by the statistics: partial states do
+-- not pay; each worker computes the windows of a share of the keys, reading
+-- the whole table (BY_KEY)
 ANALYZE gen;
 SELECT * FROM compare($$SELECT * FROM ptf.window_aggregate(NULL::par.gen, NULL::par.wa_out2, 'hop', 'ts', '1 hour', '30 minutes',
     partition_by => '{k}', aggregates => 'count(*) AS n, sum(v) AS s')$$);
+SELECT rows_in = (SELECT count(*) FROM par.gen) AS rows_in_counts_each_once,
+       rows_out = (SELECT count(*) FROM ptf.window_aggregate(NULL::par.gen, NULL::par.wa_out2, 'hop', 'ts', '1 hour',
+           '30 minutes', partition_by => '{k}', aggregates => 'count(*) AS n, sum(v) AS s')) AS rows_out_all
+  FROM ptf.last_call_stats();
+SELECT * FROM compare($$SELECT * FROM ptf.window_aggregate(NULL::par.gen, NULL::par.wa_out2, 'cumulate', 'ts', '1 hour', '10 minutes',
+    partition_by => '{k}', aggregates => 'count(*) AS n, sum(v) AS s')$$);
+-- text under a nondeterministic collation: keys equal but unlike in one share
+ANALYZE gen_ci;
+CREATE TYPE wa_out3 AS (tk text, window_start timestamptz, window_end timestamptz, n bigint, s bigint);
+SELECT * FROM compare($$SELECT * FROM ptf.window_aggregate(NULL::par.gen_ci, NULL::par.wa_out3, 'tumble', 'ts', '1 minute',
+    partition_by => '{tk}', aggregates => 'count(*) AS n, sum(seq) AS s')$$);
+-- sessions, which partial states cannot split, go by key too
+SELECT * FROM compare($$SELECT * FROM ptf.window_aggregate(NULL::par.gen, NULL::par.wa_out2, 'session', 'ts', '3 minutes',
+    partition_by => '{k}', aggregates => 'count(*) AS n, sum(v) AS s')$$);
+-- spilling in the workers; one worker (one share); none (the leader reads every share)
+SET work_mem = '64kB';
+SELECT * FROM compare($$SELECT * FROM ptf.window_aggregate(NULL::par.gen, NULL::par.wa_out2, 'hop', 'ts', '1 hour', '30 minutes',
+    partition_by => '{k}', aggregates => 'count(*) AS n, sum(v) AS s')$$);
+RESET work_mem;
+SELECT * FROM compare($$SELECT * FROM ptf.window_aggregate(NULL::par.gen, NULL::par.wa_out2, 'hop', 'ts', '1 hour', '30 minutes',
+    partition_by => '{k}', aggregates => 'count(*) AS n, sum(v) AS s')$$, 1);
+SET max_parallel_workers = 0;
+SELECT * FROM compare($$SELECT * FROM ptf.window_aggregate(NULL::par.gen, NULL::par.wa_out2, 'hop', 'ts', '1 hour', '30 minutes',
+    partition_by => '{k}', aggregates => 'count(*) AS n, sum(v) AS s')$$);
+RESET max_parallel_workers;
 -- few groups: parallel
 SELECT * FROM compare($$SELECT * FROM ptf.window_aggregate(NULL::par.gen, NULL::par.wa_out, 'tumble', 'ts', '1 hour',
     partition_by => '{k2}', aggregates => 'count(*) AS n, sum(v) AS s, avg(v) AS a, min(v) AS lo')$$);
@@ -141,7 +168,7 @@ RESET parallel_leader_participation;
 -- the leader reads ranges too (which, timing decides)
 SELECT * FROM compare($$SELECT * FROM ptf.deduplicate_keep_first(NULL::par.gen_dense, partition_by => '{k}')$$);
 SELECT * FROM compare($$SELECT * FROM ptf.deduplicate_keep_first(NULL::par.gen_dense, partition_by => '{k}', on_time => 'ts')$$);
--- aggregates without a combine function, and parallel-unsafe ones: serial
+-- an aggregate without a combine function: by key; a parallel-unsafe one: serial
 CREATE TYPE wa_arr AS (k2 int, window_start timestamptz, window_end timestamptz, a numeric[]);
 SELECT * FROM compare($$SELECT * FROM ptf.window_aggregate(NULL::par.gen, NULL::par.wa_arr, 'tumble', 'ts', '1 hour',
     partition_by => '{k2}', aggregates => 'array_agg(v ORDER BY seq) AS a')$$);

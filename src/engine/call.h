@@ -44,7 +44,12 @@ typedef enum PtfParallelMode
 	 * their share, which the leader's operator combines: a further input of
 	 * its frame, call->ninputs, keyed by call->partial_keys
 	 */
-	PTF_PARALLEL_PARTIAL
+	PTF_PARALLEL_PARTIAL,
+	/*
+	 * the operator whole in every worker over the rows of its share of the
+	 * keys, its one input read whole by each; its output is the call's
+	 */
+	PTF_PARALLEL_BY_KEY
 } PtfParallelMode;
 
 /* What the operator being built is part of (build sees call->parallel_role). */

@@ -796,10 +796,16 @@ build_window_agg(PtfCall *call, const PtfOperatorEnv *env, const PtfCallBuild *b
 	opts.rowdesc = b->rowdescs[0];
 	opts.keys = b->keys[0];
 	opts.changelog = call->inputs[0].frame.changelog;
-	/* a parallel call's (engine/parallel.c): workers' partial rows come as input ninputs */
-	opts.parallel = (call->parallel_role != PTF_ROLE_SERIAL);
-	opts.partial = (call->parallel_role == PTF_ROLE_WORKER);
-	opts.partial_input = (call->parallel_role == PTF_ROLE_LEADER) ? call->ninputs : -1;
+	/*
+	 * a parallel call's of partial results (engine/parallel.c): workers'
+	 * partial rows come as input ninputs; by key, each runs the serial
+	 * operator
+	 */
+	opts.parallel = (call->parallel == PTF_PARALLEL_PARTIAL &&
+					 call->parallel_role != PTF_ROLE_SERIAL);
+	opts.partial = (opts.parallel && call->parallel_role == PTF_ROLE_WORKER);
+	opts.partial_input = (opts.parallel && call->parallel_role == PTF_ROLE_LEADER) ?
+		call->ninputs : -1;
 	opts.partial_desc = call->partial_desc;
 	return window_agg_create(&opts, env);
 }
@@ -902,21 +908,26 @@ window_agg_prepared(PtfCall *call)
 	ptf_input_watermark(&in->frame, in->arg.relid, call->on_time, wc->delay, call->uid != NULL);
 
 	/*
-	 * Bounded, without a watermark before the end, over insert-only rows:
-	 * workers may aggregate shares of the slices, the leader combine them
-	 * (operators/window_partial.c), when every aggregate can be combined
-	 * and may run in a worker.
+	 * Bounded, without a watermark before the end, over insert-only rows,
+	 * with aggregates that may run in a worker: parallel (engine/parallel.c).
+	 * Workers aggregate shares of the slices and the leader combines them
+	 * (operators/window_partial.c), when every aggregate can be combined and
+	 * the slices are far fewer than the rows; else (sessions too) each
+	 * worker computes the windows of a share of the keys.
 	 */
 	if (call->uid == NULL && !in->frame.has_delay && !call->need_proc_time &&
-		!in->frame.changelog && wc->opts.spec.kind != WINDOW_SESSION &&
-		in->query == NULL && OidIsValid(in->arg.relid) &&
-		ptf_parallel_expr_safe((Node *) wc->opts.targetlist) &&
-		partials_pay(in, &wc->opts.spec))
+		!in->frame.changelog && in->query == NULL && OidIsValid(in->arg.relid) &&
+		ptf_parallel_expr_safe((Node *) wc->opts.targetlist))
 	{
 		WindowAggOptions opts = wc->opts;
 
 		opts.changelog = false;
-		if (window_agg_parallel_ok(&opts))
+		/* without keys, one share would hold every row */
+		if (in->frame.keys->ncols > 0)
+			call->parallel = PTF_PARALLEL_BY_KEY;
+		call->parallel_input = 0;
+		if (wc->opts.spec.kind != WINDOW_SESSION && partials_pay(in, &wc->opts.spec) &&
+			window_agg_parallel_ok(&opts))
 		{
 			int			nkeys = in->frame.keys->ncols;
 			AttrNumber *attnos = palloc(sizeof(AttrNumber) * Max(nkeys, 1));
@@ -927,7 +938,6 @@ window_agg_prepared(PtfCall *call)
 			call->partial_desc = window_agg_partial_desc(in->arg.rowdesc, in->frame.keys);
 			call->partial_keys = key_spec_from_attnos(call->partial_desc, nkeys, attnos);
 			call->parallel = PTF_PARALLEL_PARTIAL;
-			call->parallel_input = 0;
 		}
 	}
 }
