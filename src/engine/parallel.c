@@ -336,8 +336,8 @@ claim_chunk(ParShared *shared, int who)
 /*
  * ---- the worker's outbox ----
  *
- * Blocking (SPLIT, PARTIAL, BY_KEY), a full queue means the leader is behind: the
- * worker waits for it, and leaves its CPU to the leader, instead of
+ * Blocking (SPLIT, PARTIAL, BY_KEY), a full queue means the leader is
+ * behind: the worker waits for it, and leaves its CPU to the leader, instead of
  * copying its rows into a spool and out again (a temporal join's worker,
  * 2.5M probes on two CPUs, spooled most of what it sent: 46k page faults
  * against 8k waiting).  Otherwise (keep-first) it spools: see "Flow" in
