@@ -797,9 +797,9 @@ build_window_agg(PtfCall *call, const PtfOperatorEnv *env, const PtfCallBuild *b
 	opts.keys = b->keys[0];
 	opts.changelog = call->inputs[0].frame.changelog;
 	/*
-	 * a parallel call's of partial results (engine/parallel.c): workers'
-	 * partial rows come as input ninputs; by key, each runs the serial
-	 * operator
+	 * a parallel call by partial states (engine/parallel.c): workers' partial
+	 * rows come as input ninputs; split by key, every participant runs the
+	 * serial operator
 	 */
 	opts.parallel = (call->parallel == PTF_PARALLEL_PARTIAL &&
 					 call->parallel_role != PTF_ROLE_SERIAL);
