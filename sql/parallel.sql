@@ -115,6 +115,15 @@ SELECT rows_in = (SELECT count(*) FROM par.gen) AS rows_in_counts_each_once,
        rows_out = (SELECT count(*) FROM ptf.window_aggregate(NULL::par.gen, NULL::par.wa_out2, 'hop', 'ts', '1 hour',
            '30 minutes', partition_by => '{k}', aggregates => 'count(*) AS n, sum(v) AS s')) AS rows_out_all
   FROM ptf.last_call_stats();
+-- its state is the workers': the call's memory sums theirs, as large as the serial call's
+SET max_parallel_workers_per_gather = 0;
+SELECT count(*) > 0 AS ran FROM ptf.window_aggregate(NULL::par.gen, NULL::par.wa_out2, 'hop', 'ts', '1 hour', '30 minutes',
+    partition_by => '{k}', aggregates => 'count(*) AS n, sum(v) AS s');
+SELECT state_bytes AS serial_bytes FROM ptf.last_call_stats() \gset
+SET max_parallel_workers_per_gather = 2;
+SELECT count(*) > 0 AS ran FROM ptf.window_aggregate(NULL::par.gen, NULL::par.wa_out2, 'hop', 'ts', '1 hour', '30 minutes',
+    partition_by => '{k}', aggregates => 'count(*) AS n, sum(v) AS s');
+SELECT workers_launched, state_bytes > :serial_bytes / 2 AS workers_state_counted FROM ptf.last_call_stats();
 SELECT * FROM compare($$SELECT * FROM ptf.window_aggregate(NULL::par.gen, NULL::par.wa_out2, 'cumulate', 'ts', '1 hour', '10 minutes',
     partition_by => '{k}', aggregates => 'count(*) AS n, sum(v) AS s')$$);
 -- text under a nondeterministic collation: keys equal but unlike in one share

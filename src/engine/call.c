@@ -885,8 +885,12 @@ ptf_call_run(PtfCall *call)
 	if (call->upsert != NULL)
 		ptf_record_more_state(ptf_operator_memory(ptf_upsert_operator(call->upsert)));
 	if (par != NULL)
+	{
 		ptf_record_parallel_stats(pstats.workers_planned, pstats.workers_launched,
 								  pstats.worker_rows, pstats.rows_from_workers);
+		if (pstats.by_key)
+			ptf_record_workers_state(&pstats.workers_state);
+	}
 	if (load != NULL)
 	{
 		kept_operator_bound(call_kept(call), call->uid, op, load, call->upsert);

@@ -469,6 +469,19 @@ ptf_record_parallel_stats(int planned, int launched, uint64 worker_rows,
 	last_call.frame.rows_in += worker_rows - rows_from_workers;
 }
 
+/*
+ * A parallel call split by key: its state is the workers', each holding
+ * the keys of its share; summed (state_bytes: the sum of their peaks).
+ */
+void
+ptf_record_workers_state(const PtfFrameStats *workers)
+{
+	last_call.frame.keys += workers->keys;
+	last_call.frame.state_bytes += workers->state_bytes;
+	last_call.frame.rows_spilled += workers->rows_spilled;
+	last_call.frame.spill_partitions += workers->spill_partitions;
+}
+
 void
 ptf_record_state_load_stats(struct PtfStateLoad *load)
 {

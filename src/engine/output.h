@@ -75,6 +75,7 @@ extern const PtfCallStats *ptf_get_last_call_stats(void);
  */
 extern void ptf_record_parallel_stats(int planned, int launched, uint64 worker_rows,
 									  uint64 rows_from_workers);
+extern void ptf_record_workers_state(const PtfFrameStats *workers);
 
 /* how the last call read its uid's state (after ptf_record_call_stats) */
 struct PtfStateLoad;

@@ -226,6 +226,7 @@ typedef struct ParWorkerStats
 	int64		cpu_us;			/* user and system time (DEBUG1) */
 	int64		minflt;
 	int			pid;
+	PtfFrameStats state;		/* its frame's at the end (BY_KEY sums them) */
 } ParWorkerStats;
 
 /* this process's CPU time so far, in microseconds */
@@ -748,6 +749,7 @@ ptf_parallel_worker_run(PtfCall *call)
 		}
 	}
 	frame_finish(frame, true);
+	frame_stats(frame, &w->stats.state);
 	w->stats.cpu_us = cpu_time_us() - w->stats.cpu_us;
 	{
 		struct rusage ru;
@@ -888,6 +890,7 @@ struct PtfParallel
 	int64		cpu_us;			/* the leader's, from the start (DEBUG1) */
 	uint64		passed;			/* rows the workers passed on */
 	uint64		worker_rows;	/* rows the workers read (see receive) */
+	PtfFrameStats workers_state;	/* summed (see receive) */
 	bool		leader_reads;	/* leader_participates() */
 	bool		other_counted;	/* a worker's rows of the inputs read whole */
 	bool		snapshot_pushed;
@@ -1269,6 +1272,10 @@ receive(PtfParallel *par, int w, bool nowait, ParMsg **msg, char **payload, Size
 		Assert(*len == sizeof(st));
 		memcpy(&st, *payload, sizeof(st));
 		par->worker_rows += st.rows_read;
+		par->workers_state.keys += st.state.keys;
+		par->workers_state.state_bytes += st.state.state_bytes;
+		par->workers_state.rows_spilled += st.state.rows_spilled;
+		par->workers_state.spill_partitions += st.state.spill_partitions;
 		/* every participant reads them whole; the serial call counts them once */
 		if (!par->leader_reads && !par->other_counted)
 		{
@@ -1591,7 +1598,9 @@ ptf_parallel_run(PtfParallel *par)
 void
 ptf_parallel_end(PtfParallel *par, PtfParallelStats *stats)
 {
+	/* the shared memory goes with the parallel context */
 	int			nchunks = par->shared->nchunks;
+	bool		by_key = (par->shared->mode == PTF_PARALLEL_BY_KEY);
 
 	WaitForParallelWorkersToFinish(par->pcxt);
 	DestroyParallelContext(par->pcxt);
@@ -1608,4 +1617,6 @@ ptf_parallel_end(PtfParallel *par, PtfParallelStats *stats)
 	stats->workers_launched = par->nlaunched;
 	stats->rows_from_workers = par->passed;
 	stats->worker_rows = par->worker_rows;
+	stats->by_key = by_key;
+	stats->workers_state = par->workers_state;
 }

@@ -30,6 +30,9 @@ typedef struct PtfParallelStats
 	int			workers_launched;
 	uint64		rows_from_workers;	/* rows the leader's frame got from workers */
 	uint64		worker_rows;	/* rows of the split input the workers read */
+	/* split by key: the workers' states, whose keys are the call's */
+	bool		by_key;
+	PtfFrameStats workers_state;	/* keys, state_bytes, rows_spilled, spill_partitions summed */
 } PtfParallelStats;
 
 /*
