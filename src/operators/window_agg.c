@@ -1082,30 +1082,22 @@ window_agg_prefetch(PtfOperator *op, TupleTableSlot *row, const PtfRowContext *c
  * transition would otherwise wait for after the slice.
  */
 static void
+slice_states_ask(void *arg, void *value)
+{
+	aggs_prefetch_sliced(((WinAggOp *) arg)->aggs, ((SliceValue *) value)->accs);
+}
+
+static void
 window_agg_prefetch_batch(PtfOperator *op, int stage, uint64 *const *scratch, int n)
 {
 	WinAggOp   *wa = (WinAggOp *) op;
-	int			i;
 
 	StaticAssertStmt(KEYED_PREFETCH_NO_NS == PTF_TIME_MIN, "no slice is no namespace");
 	if (stage < KEYED_PREFETCH_STAGES)
-	{
 		keyed_state_prefetch_batch(op->state, stage, SPACE_SLICES, PREFETCH_SLICE, scratch, n);
-		return;
-	}
-	if (!aggs_sliced_byref(wa->aggs))
-		return;
-	for (i = 0; i < n; i++)
-	{
-		PtfTime		s = (PtfTime) scratch[i][PREFETCH_SLICE];
-		SliceValue *sv;
-
-		if (s == PTF_TIME_MIN || scratch[i][1] == 0)
-			continue;
-		sv = keyed_state_prefetch_ns_value(op->state, scratch[i], SPACE_SLICES, s);
-		if (sv != NULL)
-			aggs_prefetch_sliced(wa->aggs, sv->accs);
-	}
+	else if (aggs_sliced_byref(wa->aggs))
+		keyed_state_prefetch_batch_values(op->state, SPACE_SLICES, PREFETCH_SLICE, scratch, n,
+										  slice_states_ask, wa);
 }
 
 static const PtfOperatorMethods window_agg_methods = {

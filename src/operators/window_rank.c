@@ -491,32 +491,29 @@ window_rank_prefetch(PtfOperator *op, TupleTableSlot *row, const PtfRowContext *
 							   end == PTF_TIME_MIN ? -1 : SPACE_WINDOWS, end, scratch);
 }
 
+/* the last entry of a window's list, which a row is compared with first */
+static void
+rank_list_ask(void *arg, void *value)
+{
+	WinRankOp  *wr = (WinRankOp *) arg;
+	RankList   *l = (RankList *) value;
+
+	if (l->n > 0)
+	{
+		__builtin_prefetch(&l->vals[(l->n - 1) * wr->nsort]);
+		__builtin_prefetch(&l->nulls[(l->n - 1) * wr->nsort]);
+	}
+}
+
 static void
 window_rank_prefetch_batch(PtfOperator *op, int stage, uint64 *const *scratch, int n)
 {
-	WinRankOp  *wr = (WinRankOp *) op;
-	int			i;
-
 	StaticAssertStmt(KEYED_PREFETCH_NO_NS == PTF_TIME_MIN, "no window is no namespace");
 	if (stage < KEYED_PREFETCH_STAGES)
-	{
 		keyed_state_prefetch_batch(op->state, stage, SPACE_WINDOWS, PREFETCH_WINDOW, scratch, n);
-		return;
-	}
-	for (i = 0; i < n; i++)
-	{
-		PtfTime		end = (PtfTime) scratch[i][PREFETCH_WINDOW];
-		RankList   *l;
-
-		if (end == PTF_TIME_MIN || scratch[i][1] == 0)
-			continue;
-		l = keyed_state_prefetch_ns_value(op->state, scratch[i], SPACE_WINDOWS, end);
-		if (l != NULL && l->n > 0)
-		{
-			__builtin_prefetch(&l->vals[(l->n - 1) * wr->nsort]);
-			__builtin_prefetch(&l->nulls[(l->n - 1) * wr->nsort]);
-		}
-	}
+	else
+		keyed_state_prefetch_batch_values(op->state, SPACE_WINDOWS, PREFETCH_WINDOW, scratch, n,
+										  rank_list_ask, op);
 }
 
 static const PtfOperatorMethods window_rank_methods = {

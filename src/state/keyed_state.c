@@ -1304,6 +1304,32 @@ keyed_state_prefetch_ns_value(KeyedState *ks, const uint64 *scratch, int space, 
 }
 
 /*
+ * A stage after the last, over n rows as keyed_state_prefetch_batch: for
+ * each whose value of ns the stages found, ask(arg, value), which asks for
+ * what the operator reads through it.
+ */
+void
+keyed_state_prefetch_batch_values(KeyedState *ks, int space, int ns_word,
+								  uint64 *const *scratch, int n,
+								  void (*ask) (void *arg, void *value), void *arg)
+{
+	int			i;
+
+	Assert(ns_word >= KEYED_PREFETCH_WORDS);
+	for (i = 0; i < n; i++)
+	{
+		int64		ns = (int64) scratch[i][ns_word];
+		void	   *value;
+
+		if (ns == KEYED_PREFETCH_NO_NS || scratch[i][1] == 0)
+			continue;
+		value = keyed_state_prefetch_ns_value(ks, scratch[i], space, ns);
+		if (value != NULL)
+			ask(arg, value);
+	}
+}
+
+/*
  * The same for the greatest ns at or below the given one, of the sorted
  * entries (an unsorted tail is not searched: a prefetch may miss); its
  * position goes to scratch[2], for keyed_state_ns_floor_prefetched().

@@ -143,6 +143,10 @@ extern void keyed_state_prefetch_batch(KeyedState *ks, int stage, int space, int
 									   uint64 *const *scratch, int n);
 extern void *keyed_state_prefetch_ns_value(KeyedState *ks, const uint64 *scratch, int space,
 										   int64 ns);
+extern void keyed_state_prefetch_batch_values(KeyedState *ks, int space, int ns_word,
+											  uint64 *const *scratch, int n,
+											  void (*ask) (void *arg, void *value),
+											  void *arg);
 extern void *keyed_state_prefetch_ns_floor(KeyedState *ks, uint64 *scratch, int space,
 										   int64 ns);
 extern int	keyed_state_ns_floor_prefetched(KeyedState *ks, StateRecord *rec, int space,
