@@ -644,7 +644,8 @@ key_shares_run(ChunkScan *scan, KeySpec *keys, int nshares, uint64 mask, PtfRowS
 	ks.keys = keys;
 	ks.nshares = nshares;
 	ks.mask = mask;
-	ks.all = (mask == (nshares == 64 ? ~UINT64CONST(0) : (UINT64CONST(1) << nshares) - 1));
+	ks.all = (mask == (nshares == PAR_MAX_KEY_SHARES ? ~UINT64CONST(0) :
+					   (UINT64CONST(1) << nshares) - 1));
 	ks.rows = 0;
 	whole_scan_run(scan, key_share_push, &ks);
 	return ks.rows;
