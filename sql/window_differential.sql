@@ -123,6 +123,56 @@ SELECT * FROM compare($$SELECT * FROM win_diff.ours('session', '20 minutes')$$,
 SELECT rows_spilled > 0 AS spilled FROM last_call_stats();
 RESET work_mem;
 
+-- Two keys over 20k minutes, one row a minute in no order: each key holds
+-- 10k slices until the input ends, most of them added out of order.  They
+-- wait in a sorted tail as long as the square root of the others before
+-- merging (a tail of 8 made every eighth new slice move them all).
+CREATE TABLE long_span AS
+SELECT row_number() OVER (ORDER BY random()) AS seq, i % 2 AS k,
+       timestamp '2024-03-01' + i * interval '1 minute' + (random() * 59)::int * interval '1 second' AS ts,
+       i % 100 AS v
+  FROM generate_series(1, 20000) i;
+CREATE TYPE span_row AS (k int, window_start timestamp, window_end timestamp, n bigint, s bigint);
+SELECT * FROM compare($$SELECT * FROM ptf.window_aggregate(NULL::win_diff.long_span, NULL::win_diff.span_row,
+                          'tumble', 'ts', '1 minute', partition_by => '{k}',
+                          aggregates => 'count(*) AS n, sum(v) AS s',
+                          query => 'SELECT * FROM win_diff.long_span ORDER BY seq')$$,
+    $$SELECT k, date_bin('1 minute', ts, '2000-01-01'), date_bin('1 minute', ts, '2000-01-01') + interval '1 minute',
+             count(*), sum(v) FROM win_diff.long_span GROUP BY 1, 2, 3$$);
+
+-- SESSION with array_agg over 3000 keys: each session's states have a
+-- memory context of their own, and the state's memory is measured for
+-- fewer of the new keys (keyed_state.c, over_budget); in memory and
+-- spilled, the sessions are those of gaps and islands
+CREATE TABLE sess AS
+SELECT row_number() OVER (ORDER BY random()) AS seq, k, ts
+  FROM (SELECT (random() * 3000)::int AS k,
+               timestamp '2024-03-01' + (random() * 172800)::int * interval '1 second' AS ts
+          FROM generate_series(1, 60000)) g;
+CREATE TYPE sess_row AS (k int, window_start timestamp, window_end timestamp, n bigint, seqs bigint[]);
+CREATE FUNCTION sess_ours() RETURNS TABLE (k int, ws timestamp, we timestamp, n bigint, seqs bigint[])
+LANGUAGE sql AS $$
+    SELECT k, window_start, window_end, n, (SELECT array_agg(x ORDER BY x) FROM unnest(seqs) x)
+      FROM ptf.window_aggregate(NULL::win_diff.sess, NULL::win_diff.sess_row, 'session', 'ts',
+          '20 minutes', partition_by => '{k}', aggregates => 'count(*) AS n, array_agg(seq) AS seqs',
+          query => 'SELECT * FROM win_diff.sess ORDER BY seq')
+$$;
+CREATE VIEW sess_plain AS
+WITH marked AS (
+    SELECT *, CASE WHEN ts - lag(ts) OVER w <= interval '20 minutes' THEN 0 ELSE 1 END AS starts
+      FROM win_diff.sess WINDOW w AS (PARTITION BY k ORDER BY ts, seq)),
+numbered AS (SELECT *, sum(starts) OVER (PARTITION BY k ORDER BY ts, seq) AS sess FROM marked)
+SELECT k, min(ts) AS ws, max(ts) + interval '20 minutes' AS we, count(*) AS n,
+       array_agg(seq ORDER BY seq) AS seqs
+  FROM numbered GROUP BY k, sess;
+SET work_mem = '64MB';
+SELECT * FROM compare('SELECT * FROM win_diff.sess_ours()', 'SELECT * FROM win_diff.sess_plain');
+SELECT rows_spilled FROM last_call_stats();
+SET work_mem = '256kB';
+SELECT * FROM compare('SELECT * FROM win_diff.sess_ours()', 'SELECT * FROM win_diff.sess_plain');
+SELECT rows_spilled > 0 AS spilled FROM last_call_stats();
+RESET work_mem;
+
 -- HOP with counts and integer sums alone: at the end of the input each
 -- window is made from the key's previous one (the slices that enter and
 -- leave), not from all of its slices; sums of NULLs alone stay NULL.  Keys

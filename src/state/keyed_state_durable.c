@@ -292,6 +292,7 @@ inline_evict(KeyedState *ks)
 		pfree(old_cold);
 	pfree(old_hits);
 	ks->full = false;
+	ks->budget_skip = 0;
 	return before - map->used;
 }
 
@@ -338,6 +339,7 @@ keyed_state_evict(KeyedState *ks, KeyedEvictFn release, void *arg)
 	}
 	list_free(evict);
 	ks->full = false;
+	ks->budget_skip = 0;
 	return n;
 }
 

@@ -73,8 +73,10 @@ typedef struct InlineMap
  * far more often than from anywhere else: the array may begin past the
  * start of its allocation (off entries), so that dropping the first entry
  * moves nothing and adding a first one reuses the room.  Entries added in
- * the middle (rows out of time order) first wait in a short unsorted tail:
- * lookups scan it, and anything that walks positions merges it first.
+ * the middle (rows out of time order) first wait in a tail, sorted on its
+ * own, of up to NS_TAIL_MAX entries or the square root of the others
+ * (ns_tail_full): lookups search it too, and anything that walks positions
+ * merges it first.
  */
 typedef struct NsSet
 {
@@ -83,10 +85,10 @@ typedef struct NsSet
 	int32		n;
 	int32		cap;			/* entries the allocation holds */
 	int32		off;
-	int32		tail;			/* the last tail entries are in no order */
+	int32		tail;			/* the last tail entries: a second sorted run */
 } NsSet;
 
-/* entries added out of order wait unsorted at the end, this many at most */
+/* entries added out of order wait at the end, at least this many */
 #define NS_TAIL_MAX 8
 
 /* records up to this many MAXALIGN units are recycled (StateRecord.pad) */
@@ -111,6 +113,7 @@ struct KeyedState
 	int64		ttl_us;			/* 0: keep forever */
 	Size		mem_limit;		/* 0: unbounded */
 	bool		full;			/* once full, no new key until the end */
+	int			budget_skip;	/* new keys admitted before measuring again */
 	Size		block_size;		/* of the arena and the image pools */
 
 	bool		is_inline;
