@@ -115,7 +115,8 @@ SELECT rows_in = (SELECT count(*) FROM par.gen) AS rows_in_counts_each_once,
        rows_out = (SELECT count(*) FROM ptf.window_aggregate(NULL::par.gen, NULL::par.wa_out2, 'hop', 'ts', '1 hour',
            '30 minutes', partition_by => '{k}', aggregates => 'count(*) AS n, sum(v) AS s')) AS rows_out_all
   FROM ptf.last_call_stats();
--- its state is the workers': the call's memory sums theirs, as large as the serial call's
+-- its state is the workers': the call's memory sums theirs, as large as the
+-- serial call's -- each sized for its share of the keys, the leader's for none
 SET max_parallel_workers_per_gather = 0;
 SELECT count(*) > 0 AS ran FROM ptf.window_aggregate(NULL::par.gen, NULL::par.wa_out2, 'hop', 'ts', '1 hour', '30 minutes',
     partition_by => '{k}', aggregates => 'count(*) AS n, sum(v) AS s');
@@ -124,6 +125,25 @@ SET max_parallel_workers_per_gather = 2;
 SELECT count(*) > 0 AS ran FROM ptf.window_aggregate(NULL::par.gen, NULL::par.wa_out2, 'hop', 'ts', '1 hour', '30 minutes',
     partition_by => '{k}', aggregates => 'count(*) AS n, sum(v) AS s');
 SELECT workers_launched, state_bytes > :serial_bytes / 2 AS workers_state_counted FROM ptf.last_call_stats();
+-- as many keys as rows: the state is mostly its table of keys, sized for a
+-- share of them in each worker and for none in the leader (when each was
+-- sized for them all, the call held 1.05x the serial call's bytes)
+CREATE TABLE uniq AS
+SELECT i AS k, timestamptz '2024-01-01 00:00+00' + (i % 1000) * interval '1 minute' AS ts
+  FROM generate_series(1, 100000) i;
+ANALYZE uniq;
+CREATE TYPE uniq_out AS (k int, window_start timestamptz, window_end timestamptz, n bigint);
+SET work_mem = '256MB';
+SET max_parallel_workers_per_gather = 0;
+SELECT count(*) AS windows FROM ptf.window_aggregate(NULL::par.uniq, NULL::par.uniq_out, 'tumble', 'ts', '1 hour',
+    partition_by => '{k}', aggregates => 'count(*) AS n');
+SELECT state_bytes AS serial_bytes FROM ptf.last_call_stats() \gset
+SET max_parallel_workers_per_gather = 2;
+SELECT count(*) AS windows FROM ptf.window_aggregate(NULL::par.uniq, NULL::par.uniq_out, 'tumble', 'ts', '1 hour',
+    partition_by => '{k}', aggregates => 'count(*) AS n');
+SELECT workers_launched, rows_spilled, state_bytes BETWEEN :serial_bytes * 0.9 AND :serial_bytes * 1.02 AS sized_once
+  FROM ptf.last_call_stats();
+RESET work_mem;
 SELECT * FROM compare($$SELECT * FROM ptf.window_aggregate(NULL::par.gen, NULL::par.wa_out2, 'cumulate', 'ts', '1 hour', '10 minutes',
     partition_by => '{k}', aggregates => 'count(*) AS n, sum(v) AS s')$$);
 -- text under a nondeterministic collation: keys equal but unlike in one share

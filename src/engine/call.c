@@ -290,8 +290,9 @@ ptf_call_key_estimates(Oid relid, KeySpec *keys, uint64 *expected, PtfKeyRange *
 /*
  * The operator of a call without a uid, its state sized for the keys the
  * planner's statistics expect when the first input is a table keyed by
- * one column, and told the range of its values when they are integers
- * (partitions spilled later start small: spill_factory).
+ * one column (those of its share when split by key), and told the range
+ * of its values when they are integers (partitions spilled later start
+ * small: spill_factory).
  */
 static PtfOperator *
 build_memory_operator(PtfCall *call)
@@ -302,9 +303,11 @@ build_memory_operator(PtfCall *call)
 	call->expected_keys = 0;
 	memset(&range, 0, sizeof(range));
 	if (!call->changes && in->query == NULL && OidIsValid(in->arg.relid) &&
-		in->adapter == NULL)
+		in->adapter == NULL && call->keys_share_of >= 0)
 		ptf_call_key_estimates(in->arg.relid, in->frame.keys, &call->expected_keys,
 							   &range);
+	if (call->keys_share_of > 1)
+		call->expected_keys /= (uint64) call->keys_share_of;
 	return build_operator(call, call->cxt, false, get_hash_memory_limit(),
 						  call->expected_keys, &range);
 }

@@ -116,6 +116,12 @@ struct PtfCall
 	bool		need_proc_time; /* TTL or processing-time timers */
 	bool		probe_ok;		/* its state may be read a key at a time */
 	uint64		expected_keys;	/* set by ptf_call_run: the planner's estimate, 0: none */
+	/*
+	 * Of those keys, the operator built here holds one share in this many
+	 * (a BY_KEY worker: engine/parallel.c); -1: none (a BY_KEY leader whose
+	 * workers hold them all); 0: all of them.
+	 */
+	int			keys_share_of;
 
 	/* what a uid's state depends on, besides the inputs and keys */
 	const char *on_time;

@@ -700,6 +700,8 @@ ptf_parallel_worker_run(PtfCall *call)
 		/* the operator's output (or partial rows) goes to the leader, spilled partitions' too */
 		call->emit = worker_send_output;
 		call->emit_arg = w;
+		if (shared->mode == PTF_PARALLEL_BY_KEY)
+			call->keys_share_of = shared->nchunks;
 		op = ptf_call_build_operator(call, false);
 		frame = frame_create(call->need_proc_time, ptf_call_spill_factory, call);
 		for (i = 0; i < call->ninputs; i++)
@@ -1206,6 +1208,9 @@ ptf_parallel_begin(PtfCall *call)
 	}
 	par->nlaunched = pcxt->nworkers_launched;
 	par->leader_reads = leader_participates(call->parallel, par->nlaunched);
+	/* by key, the workers hold every key: the leader's state starts empty */
+	if (call->parallel == PTF_PARALLEL_BY_KEY && par->nlaunched > 0)
+		call->keys_share_of = -1;
 	par->mqh = palloc0(sizeof(shm_mq_handle *) * Max(par->nlaunched, 1));
 	par->done = palloc0(sizeof(bool) * Max(par->nlaunched, 1));
 	for (i = 0; i < par->nlaunched; i++)
