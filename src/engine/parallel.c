@@ -503,6 +503,16 @@ ptf_parallel_in_worker(void)
 	return par_worker != NULL;
 }
 
+bool
+ptf_parallel_leader_partials(void)
+{
+	PtfParallelMode mode;
+
+	Assert(par_worker != NULL);
+	mode = par_worker->shared->mode;
+	return mode == PTF_PARALLEL_PARTIAL || mode_ordered(mode);
+}
+
 /* The rows batched so far, as one message. */
 static void
 batch_flush(ParWorker *w)

@@ -32,6 +32,7 @@
 #include "base/ptf_time.h"
 #include "catalog.h"
 #include "functions/common.h"
+#include "engine/parallel.h"
 #include "engine/state_load.h"
 
 int64		ptf_state_ttl_us = 0;
@@ -384,11 +385,18 @@ ptf_input_watermark(PtfFrameInputSpec *frame, Oid relid, const char *on_time, in
 bool
 ptf_partials_pay(Oid relid, KeySpec *keys, double per_key)
 {
-	HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	HeapTuple	tup;
 	double		rows;
 	double		groups = 1;
 	int			i;
 
+	/*
+	 * A worker decides as its leader did: an ANALYZE that committed since
+	 * would have it split the call otherwise, an error.
+	 */
+	if (ptf_parallel_in_worker())
+		return ptf_parallel_leader_partials();
+	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
 	if (!HeapTupleIsValid(tup))
 		return true;
 	rows = ((Form_pg_class) GETSTRUCT(tup))->reltuples;
