@@ -197,9 +197,14 @@ RESET parallel_leader_participation;
 -- the leader reads ranges too (which, timing decides)
 SELECT * FROM compare($$SELECT * FROM ptf.deduplicate_keep_first(NULL::par.gen_dense, partition_by => '{k}')$$);
 SELECT * FROM compare($$SELECT * FROM ptf.deduplicate_keep_first(NULL::par.gen_dense, partition_by => '{k}', on_time => 'ts')$$);
--- an aggregate without a combine function: by key; a parallel-unsafe one: serial
-CREATE TYPE wa_arr AS (k2 int, window_start timestamptz, window_end timestamptz, a numeric[]);
+-- an aggregate without a combine function: by key (over 3000 keys; over 3
+-- and NULL, serial: by their hash a share could hold every row); a
+-- parallel-unsafe one: serial
+CREATE TYPE wa_arr AS (k int, window_start timestamptz, window_end timestamptz, a numeric[]);
 SELECT * FROM compare($$SELECT * FROM ptf.window_aggregate(NULL::par.gen, NULL::par.wa_arr, 'tumble', 'ts', '1 hour',
+    partition_by => '{k}', aggregates => 'array_agg(v ORDER BY seq) AS a')$$);
+CREATE TYPE wa_arr2 AS (k2 int, window_start timestamptz, window_end timestamptz, a numeric[]);
+SELECT * FROM compare($$SELECT * FROM ptf.window_aggregate(NULL::par.gen, NULL::par.wa_arr2, 'tumble', 'ts', '1 hour',
     partition_by => '{k2}', aggregates => 'array_agg(v ORDER BY seq) AS a')$$);
 CREATE FUNCTION unsafe_sum(numeric, numeric) RETURNS numeric LANGUAGE sql PARALLEL UNSAFE
     AS 'SELECT $1 + $2';

@@ -503,14 +503,11 @@ ptf_parallel_in_worker(void)
 	return par_worker != NULL;
 }
 
-bool
-ptf_parallel_leader_partials(void)
+PtfParallelMode
+ptf_parallel_leader_mode(void)
 {
-	PtfParallelMode mode;
-
 	Assert(par_worker != NULL);
-	mode = par_worker->shared->mode;
-	return mode == PTF_PARALLEL_PARTIAL || mode_ordered(mode);
+	return par_worker->shared->mode;
 }
 
 /* The rows batched so far, as one message. */

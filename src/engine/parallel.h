@@ -56,8 +56,8 @@ extern bool ptf_parallel_expr_safe(Node *expr);
 
 /* In a parallel worker of a call: its share, run instead of the serial call. */
 extern bool ptf_parallel_in_worker(void);
-/* In a worker: does its leader's split pass partial results on (PARTIAL, FIRST_*)? */
-extern bool ptf_parallel_leader_partials(void);
+/* In a worker: how its leader splits the call */
+extern PtfParallelMode ptf_parallel_leader_mode(void);
 extern void ptf_parallel_worker_run(PtfCall *call);
 
 /* the parallel workers' entry point (CreateParallelContext) */

@@ -373,6 +373,37 @@ ptf_input_watermark(PtfFrameInputSpec *frame, Oid relid, const char *on_time, in
 	frame->delay_us = Max(delay, 0);
 }
 
+/* keys a share of a call split by key should hold at least, by the statistics */
+#define BY_KEY_MIN_KEYS_PER_SHARE 16
+
+/*
+ * The rows of relid and its groups of keys (at most as many), by the
+ * planner's statistics; false when they do not say (not analyzed).
+ */
+static bool
+estimate_groups(Oid relid, KeySpec *keys, double *rows, double *groups)
+{
+	HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	int			i;
+
+	if (!HeapTupleIsValid(tup))
+		return false;
+	*rows = ((Form_pg_class) GETSTRUCT(tup))->reltuples;
+	ReleaseSysCache(tup);
+	if (*rows <= 0)
+		return false;
+	*groups = 1;
+	for (i = 0; i < keys->ncols; i++)
+	{
+		uint64		n = sql_input_estimate_distinct(relid, keys->cols[i].attno);
+
+		if (n == 0)
+			return false;
+		*groups = Min(*groups * n, *rows);
+	}
+	return true;
+}
+
 /*
  * Whether a parallel call's partial results pay (engine/parallel.c): each
  * participant passes on a row per group it met -- a key's first rows, a
@@ -385,32 +416,41 @@ ptf_input_watermark(PtfFrameInputSpec *frame, Oid relid, const char *on_time, in
 bool
 ptf_partials_pay(Oid relid, KeySpec *keys, double per_key)
 {
-	HeapTuple	tup;
 	double		rows;
-	double		groups = 1;
-	int			i;
+	double		groups;
 
 	/*
 	 * A worker decides as its leader did: an ANALYZE that committed since
 	 * would have it split the call otherwise, an error.
 	 */
 	if (ptf_parallel_in_worker())
-		return ptf_parallel_leader_partials();
-	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
-	if (!HeapTupleIsValid(tup))
-		return true;
-	rows = ((Form_pg_class) GETSTRUCT(tup))->reltuples;
-	ReleaseSysCache(tup);
-	if (rows <= 0)
-		return true;
-	for (i = 0; i < keys->ncols; i++)
 	{
-		uint64		n = sql_input_estimate_distinct(relid, keys->cols[i].attno);
+		PtfParallelMode mode = ptf_parallel_leader_mode();
 
-		if (n == 0)
-			return true;
-		groups = Min(groups * n, rows);
+		return mode == PTF_PARALLEL_PARTIAL || mode == PTF_PARALLEL_FIRST_ARRIVAL ||
+			mode == PTF_PARALLEL_FIRST_EVENT;
 	}
+	if (!estimate_groups(relid, keys, &rows, &groups))
+		return true;
 	groups = Min(groups * per_key, rows);
 	return groups * (max_parallel_workers_per_gather + 1) * 4 <= rows;
+}
+
+/*
+ * Whether a call split by key (engine/parallel.c, BY_KEY) has keys enough
+ * for its shares: by their hash, a few keys would leave a worker with the
+ * serial call's work and the others with a read of the table for nothing.
+ * A table not analyzed is tried; a worker takes its leader's answer.
+ */
+bool
+ptf_keys_fill_shares(Oid relid, KeySpec *keys)
+{
+	double		rows;
+	double		groups;
+
+	if (ptf_parallel_in_worker())
+		return ptf_parallel_leader_mode() == PTF_PARALLEL_BY_KEY;
+	if (!estimate_groups(relid, keys, &rows, &groups))
+		return true;
+	return groups >= (double) BY_KEY_MIN_KEYS_PER_SHARE * Max(max_parallel_workers_per_gather, 1);
 }

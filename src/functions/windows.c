@@ -922,8 +922,8 @@ window_agg_prepared(PtfCall *call)
 		WindowAggOptions opts = wc->opts;
 
 		opts.changelog = false;
-		/* without keys, one share would hold every row */
-		if (in->frame.keys->ncols > 0)
+		/* without keys (or with a few), one share would hold every row */
+		if (in->frame.keys->ncols > 0 && ptf_keys_fill_shares(in->arg.relid, in->frame.keys))
 			call->parallel = PTF_PARALLEL_BY_KEY;
 		call->parallel_input = 0;
 		if (wc->opts.spec.kind != WINDOW_SESSION && partials_pay(in, &wc->opts.spec) &&
