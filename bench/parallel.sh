@@ -6,7 +6,7 @@
 #
 # Data: ROWS rows (default 10M) over KEYS keys (default ROWS / 10) with a
 # timestamp over a day and a numeric value; WKEYS keys (default 10000) for
-# the windows; PROBES (default ROWS) probes over VERSIONS versions (default
+# the windows and for keep-first again (few answers); PROBES (default ROWS) probes over VERSIONS versions (default
 # 100k) of TJKEYS keys (default 10000) for the temporal join.  Each
 # statement runs REPS times (default 3) after a warm-up, serial
 # (max_parallel_workers_per_gather = 0) and parallel (WORKERS, default 2)
@@ -64,6 +64,8 @@ statements() {
 count|SELECT count(*) FROM bench_events
 arrival|SELECT count(*) FROM ptf.deduplicate_keep_first(NULL::bench_events, partition_by => '{k}')
 event|SELECT count(*) FROM ptf.deduplicate_keep_first(NULL::bench_events, partition_by => '{k}', on_time => 'ts')
+arrival_few|SELECT count(*) FROM ptf.deduplicate_keep_first(NULL::bench_events, partition_by => '{wk}')
+event_few|SELECT count(*) FROM ptf.deduplicate_keep_first(NULL::bench_events, partition_by => '{wk}', on_time => 'ts')
 tumble|SELECT count(*) FROM ptf.window_aggregate(NULL::bench_events, NULL::wa_out, 'tumble', 'ts', '1 hour', partition_by => '{wk}', aggregates => 'count(*) AS n, sum(v) AS s')
 hop|SELECT count(*) FROM ptf.window_aggregate(NULL::bench_events, NULL::wa_out, 'hop', 'ts', '1 hour', '15 minutes', partition_by => '{wk}', aggregates => 'count(*) AS n, sum(v) AS s')
 tj|SELECT count(*) FROM ptf.temporal_join(NULL::bench_probes, NULL::bench_versions, 'ts', 'ts', '{k}')
@@ -115,6 +117,8 @@ row() {
 }
 row arrival "keep-first by arrival, $KEYS keys"
 row event "keep-first by event time, $KEYS keys"
+row arrival_few "keep-first by arrival, $WKEYS keys"
+row event_few "keep-first by event time, $WKEYS keys"
 row tumble "window_aggregate TUMBLE 1 h, $WKEYS keys"
 row hop "window_aggregate HOP 1 h / 15 min, $WKEYS keys"
 row tj "temporal join, $PROBES probes x $VERSIONS versions"
