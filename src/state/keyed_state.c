@@ -505,6 +505,22 @@ record_lookup(KeyedState *ks, KeySpec *probe, uint32 hash, PtfTime now,
 /* ---- namespaces ---- */
 
 
+/* The first of entries[lo .. hi), ascending, whose ns >= ns; hi if none. */
+static inline int
+ns_bisect(const NsEntry *entries, int lo, int hi, int64 ns)
+{
+	while (lo < hi)
+	{
+		int			mid = (lo + hi) / 2;
+
+		if (entries[mid].ns < ns)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
 /*
  * Position of the first entry >= ns among the sorted ones.  Namespaces
  * are mostly times on a grid (slice ends, a key's versions) and mostly
@@ -562,35 +578,14 @@ ns_search(NsSet *set, int64 ns)
 		}
 		Assert(lo <= hi && set->entries[hi].ns >= ns && set->entries[lo - 1].ns < ns);
 	}
-	while (lo < hi)
-	{
-		int			mid = (lo + hi) / 2;
-
-		if (set->entries[mid].ns < ns)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
+	return ns_bisect(set->entries, lo, hi, ns);
 }
 
 /* Position of the first tail entry >= ns (the tail is sorted too). */
 static inline int
 ns_tail_search(NsSet *set, int64 ns)
 {
-	int			lo = set->n - set->tail;
-	int			hi = set->n;
-
-	while (lo < hi)
-	{
-		int			mid = (lo + hi) / 2;
-
-		if (set->entries[mid].ns < ns)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
+	return ns_bisect(set->entries, set->n - set->tail, set->n, ns);
 }
 
 /* The position of ns in the tail; -1 when it is not there. */
@@ -687,19 +682,9 @@ ns_settle_tail(NsSet *set)
 	k = set->n;					/* entries[k ..) in place */
 	for (j = t - 1; j >= 0; j--)
 	{
-		int			lo = 0;
-		int			hi = i;
-
 		/* the first of entries[0 .. i) above tail[j] */
-		while (lo < hi)
-		{
-			int			mid = (lo + hi) / 2;
+		int			lo = ns_bisect(set->entries, 0, i, tail[j].ns);
 
-			if (set->entries[mid].ns < tail[j].ns)
-				lo = mid + 1;
-			else
-				hi = mid;
-		}
 		k -= i - lo;
 		memmove(&set->entries[k], &set->entries[lo], sizeof(NsEntry) * (i - lo));
 		set->entries[--k] = tail[j];
