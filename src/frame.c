@@ -1136,6 +1136,20 @@ frame_stats(PtfFrame *frame, PtfFrameStats *stats)
 	stats->watermark = frame->watermark;
 }
 
+/*
+ * Another frame's state added to stats: keys, state bytes (their peaks
+ * summed: frames holding parts of one state at once), rows spilled and
+ * spill partitions.
+ */
+void
+frame_stats_add_state(PtfFrameStats *stats, const PtfFrameStats *other)
+{
+	stats->keys += other->keys;
+	stats->state_bytes += other->state_bytes;
+	stats->rows_spilled += other->rows_spilled;
+	stats->spill_partitions += other->spill_partitions;
+}
+
 void
 frame_input_progress(PtfFrameInput *input, PtfTime *max_event_time, PtfTime *watermark,
 					 PtfTime *last_row_proc_time)

@@ -120,6 +120,7 @@ typedef struct PtfFrameStats
 } PtfFrameStats;
 
 extern void frame_stats(PtfFrame *frame, PtfFrameStats *stats);
+extern void frame_stats_add_state(PtfFrameStats *stats, const PtfFrameStats *other);
 extern void frame_input_progress(PtfFrameInput *input, PtfTime *max_event_time,
 								 PtfTime *watermark, PtfTime *last_row_proc_time);
 extern PtfTime frame_processing_time(PtfFrame *frame);

@@ -476,10 +476,7 @@ ptf_record_parallel_stats(int planned, int launched, uint64 worker_rows,
 void
 ptf_record_workers_state(const PtfFrameStats *workers)
 {
-	last_call.frame.keys += workers->keys;
-	last_call.frame.state_bytes += workers->state_bytes;
-	last_call.frame.rows_spilled += workers->rows_spilled;
-	last_call.frame.spill_partitions += workers->spill_partitions;
+	frame_stats_add_state(&last_call.frame, workers);
 }
 
 void

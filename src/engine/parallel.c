@@ -1285,10 +1285,7 @@ receive(PtfParallel *par, int w, bool nowait, ParMsg **msg, char **payload, Size
 		Assert(*len == sizeof(st));
 		memcpy(&st, *payload, sizeof(st));
 		par->worker_rows += st.rows_read;
-		par->workers_state.keys += st.state.keys;
-		par->workers_state.state_bytes += st.state.state_bytes;
-		par->workers_state.rows_spilled += st.state.rows_spilled;
-		par->workers_state.spill_partitions += st.state.spill_partitions;
+		frame_stats_add_state(&par->workers_state, &st.state);
 		/* every participant reads them whole; the serial call counts them once */
 		if (!par->leader_reads && !par->other_counted)
 		{
