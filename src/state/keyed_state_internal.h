@@ -73,10 +73,11 @@ typedef struct InlineMap
  * far more often than from anywhere else: the array may begin past the
  * start of its allocation (off entries), so that dropping the first entry
  * moves nothing and adding a first one reuses the room.  Entries added in
- * the middle (rows out of time order) first wait in a tail, sorted on its
- * own, of up to NS_TAIL_MAX entries or the square root of the others
- * (ns_tail_full): lookups search it too, and anything that walks positions
- * merges it first.
+ * the middle (rows out of time order) of a set of more than NS_TAIL_MAX
+ * squared first wait in a tail, sorted on its own, of up to NS_TAIL_MAX
+ * entries or the square root of the others (ns_tail_full): lookups search
+ * it too, and anything that walks positions merges it first.  A smaller
+ * set takes them in order at once.
  */
 typedef struct NsSet
 {
