@@ -642,7 +642,7 @@ ns_floor(NsSet *set, int64 ns)
  * merge moves per entry merged (rows in random time order over a long
  * span: 150k slices a key cost minutes when every eighth new one moved
  * them all).  A set of up to NS_TAIL_MAX squared sorted entries merges
- * each one at once, an insertion moving at most a few cache lines: a
+ * each one at once, an insertion moving at most 64 entries (1.5 kB): a
  * tail left there searches lines the staged prefetch did not ask for
  * (TUMBLE over 24 slices a key, rows in random order: a fifth of the
  * call's samples on one load in the tail's bisection).

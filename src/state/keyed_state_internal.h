@@ -72,12 +72,13 @@ typedef struct InlineMap
  * Entries are taken from the front (the oldest slice, the oldest version)
  * far more often than from anywhere else: the array may begin past the
  * start of its allocation (off entries), so that dropping the first entry
- * moves nothing and adding a first one reuses the room.  Entries added in
- * the middle (rows out of time order) of a set of more than NS_TAIL_MAX
- * squared first wait in a tail, sorted on its own, of up to NS_TAIL_MAX
- * entries or the square root of the others (ns_tail_full): lookups search
- * it too, and anything that walks positions merges it first.  A smaller
- * set takes them in order at once.
+ * moves nothing and adding a first one reuses the room.  Entries added
+ * out of order (rows out of time order; after the last sorted entry too,
+ * once a tail is waiting) first wait in a tail, sorted on its own, of up
+ * to NS_TAIL_MAX entries or the square root of the others (ns_tail_full):
+ * lookups search it too, and anything that walks positions merges it
+ * first.  A set of up to NS_TAIL_MAX squared sorted entries merges its
+ * tail at its next insertion (so at once, unless it shrank with a tail).
  */
 typedef struct NsSet
 {
