@@ -304,32 +304,59 @@ reassigned_roles(ReassignOwnedStmt *stmt)
 	return roles;
 }
 
+/*
+ * The roles' pipelines first, as drop_pipeline locks a pipeline before its
+ * uid: a step in progress finishes, and later ones find the pipeline busy
+ * and come back after the REASSIGN (worker/step.c).  A step that started
+ * would hold its sink and want its source, which the REASSIGN may hold
+ * already while it waits for the sink: a deadlock that failed the
+ * REASSIGN.  Then the uids, in one order, as any caller of several uids
+ * would meet them.
+ */
 static void
 lock_streams_of(ReassignOwnedStmt *stmt)
 {
+	static const char *const what[] = {
+		"SELECT id FROM ptf.pipeline_registry "
+		"WHERE owner OPERATOR(pg_catalog.=) $1 ORDER BY id",
+		"SELECT uid FROM ptf.uid_registry "
+		"WHERE owner OPERATOR(pg_catalog.=) $1 ORDER BY uid",
+	};
 	List	   *roles;
-	ListCell   *lc;
+	int			pass;
 
 	if (!OidIsValid(get_extension_oid(PTF_EXTENSION_NAME, true)))
 		return;
 	roles = reassigned_roles(stmt);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	foreach(lc, roles)
+	for (pass = 0; pass < (int) lengthof(what); pass++)
 	{
-		Oid			argtypes[1] = {REGROLEOID};
-		Datum		args[1] = {ObjectIdGetDatum(lfirst_oid(lc))};
-		uint64		i;
+		ListCell   *lc;
 
-		/* in one order, as any caller of several uids would meet them */
-		ptf_spi_exec_as_owner("SELECT uid FROM ptf.uid_registry "
-							  "WHERE owner OPERATOR(pg_catalog.=) $1 ORDER BY uid",
-							  1, argtypes, args, NULL, SPI_OK_SELECT);
-		for (i = 0; i < SPI_processed; i++)
-			(void) ptf_lock(PTF_LOCK_UID,
-							ptf_lock_id_of_name(SPI_getvalue(SPI_tuptable->vals[i],
-															 SPI_tuptable->tupdesc, 1)),
-							ExclusiveLock, false, true);
+		foreach(lc, roles)
+		{
+			Oid			argtypes[1] = {REGROLEOID};
+			Datum		args[1] = {ObjectIdGetDatum(lfirst_oid(lc))};
+			uint64		i;
+
+			ptf_spi_exec_as_owner(what[pass], 1, argtypes, args, NULL, SPI_OK_SELECT);
+			for (i = 0; i < SPI_processed; i++)
+			{
+				HeapTuple	tup = SPI_tuptable->vals[i];
+				TupleDesc	desc = SPI_tuptable->tupdesc;
+				bool		isnull;
+
+				if (pass == 0)
+					(void) ptf_lock(PTF_LOCK_PIPELINE,
+									(uint32) DatumGetInt32(SPI_getbinval(tup, desc, 1, &isnull)),
+									ExclusiveLock, false, true);
+				else
+					(void) ptf_lock(PTF_LOCK_UID,
+									ptf_lock_id_of_name(SPI_getvalue(tup, desc, 1)),
+									ExclusiveLock, false, true);
+			}
+		}
 	}
 	SPI_finish();
 }

@@ -724,8 +724,21 @@ pipeline_run_step(PipelineWorker *w, Pipeline *p, bool *failed)
 		busy = !ptf_lock(PTF_LOCK_PIPELINE, (uint32) p->id, ShareUpdateExclusiveLock,
 						 true, false);
 		if (!busy)
-			ptf_spi_exec_as_owner("SELECT paused FROM ptf.pipeline_registry WHERE id OPERATOR(pg_catalog.=) $1",
+		{
+			ptf_spi_exec_as_owner("SELECT paused, owner FROM ptf.pipeline_registry WHERE id OPERATOR(pg_catalog.=) $1",
 								  1, argtypes, args, NULL, SPI_OK_SELECT);
+
+			/*
+			 * A REASSIGN OWNED committed since the pipelines were loaded: the
+			 * step would run as the owner before, who may have no rights left
+			 * (a failure, retried after a pause).  It comes back once they are
+			 * loaded again, as the registry's invalidation has them be.
+			 */
+			if (SPI_processed == 1 &&
+				DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
+											   2, &isnull)) != p->owner)
+				busy = true;
+		}
 		if (!busy && SPI_processed == 1 &&
 			!DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)))
 		{

@@ -114,6 +114,47 @@ for my $round (1 .. 3)
 }
 sink_is_table('hand-overs under a running pipeline');
 
+# ---- a REASSIGN right after a pipeline is made, its worker stepping: the
+# REASSIGN waits for a step under way and later steps wait for it, so it
+# neither deadlocks with a step (which held the sink and wanted the source
+# the REASSIGN held) nor has one run as the role before (which had lost its
+# rights on the schema: a failure, retried)
+my ($reassign_errors, $failures, $delivered) = (0, 0, 0);
+for my $round (1 .. 30)
+{
+    # one session, so that the REASSIGN follows the insert's wake-up at once
+    my ($ret, $out, $err) = $node->psql('postgres', qq{
+        CREATE ROLE rq$round;
+        GRANT ptf_stream TO rq$round;
+        CREATE SCHEMA sq$round AUTHORIZATION rq$round;
+        SET ROLE rq$round;
+        CREATE TABLE sq$round.t (id int PRIMARY KEY);
+        CREATE TABLE sq$round.sink (id int);
+        SELECT ptf.create_pipeline('q$round', \$q\$SELECT (data).* FROM ptf.to_changelog(
+            NULL::sq$round.t, changes => true, uid => 'q$round')\$q\$, 'sq$round.sink');
+        INSERT INTO sq$round.t VALUES ($round);
+        RESET ROLE;
+        REASSIGN OWNED BY rq$round TO rb;
+    });
+    if ($ret != 0)
+    {
+        diag("round $round: $err");
+        $reassign_errors++;
+        next;
+    }
+    $node->safe_psql('postgres', qq{SET ROLE rb; INSERT INTO sq$round.t VALUES ($round + 1000)});
+    $delivered++ if $node->poll_query_until('postgres',
+        qq{SELECT count(*) FROM sq$round.sink}, '2');
+    $failures += $node->safe_psql('postgres',
+        qq{SELECT failures FROM ptf.pipeline_status WHERE name = 'q$round'});
+    $node->safe_psql('postgres', qq{SET ROLE rb; SELECT ptf.drop_pipeline('q$round');
+        DROP SCHEMA sq$round CASCADE});
+    $node->safe_psql('postgres', qq{DROP OWNED BY rq$round; DROP ROLE rq$round});
+}
+is($reassign_errors, 0, 'no REASSIGN right after a pipeline was made failed');
+is($delivered, 30, 'each such pipeline delivered its rows from before and after it');
+is($failures, 0, 'and none of their steps failed');
+
 $node->safe_psql('postgres', q{SELECT ptf.drop_pipeline('copy'); SELECT ptf.drop_state('cdc')});
 $node->stop;
 done_testing();
