@@ -472,12 +472,12 @@ ptf_pipeline_worker_main(Datum arg)
 				pipeline_record_paused(p, 0);
 			else if (pipeline_step_due(p, now, &wake_at))
 			{
-				bool		failed;
+				bool		reload;
 
-				more |= pipeline_run_step(&worker, p, &failed);
+				more |= pipeline_run_step(&worker, p, &reload);
 				stepped = true;
-				/* what failed may be what the registry says: load it again */
-				if (failed)
+				/* a failure, or a new owner, may be the registry's: load it again */
+				if (reload)
 					pipelines_valid = false;
 			}
 			CHECK_FOR_INTERRUPTS();

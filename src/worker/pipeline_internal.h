@@ -47,7 +47,7 @@ typedef struct PipelineWorker
 
 /* step.c: one step of one pipeline, and what comes with it */
 extern void pipeline_step_setup(PipelineWorker *w);
-extern bool pipeline_run_step(PipelineWorker *w, Pipeline *p, bool *failed);
+extern bool pipeline_run_step(PipelineWorker *w, Pipeline *p, bool *reload);
 extern bool pipeline_step_due(Pipeline *p, TimestampTz now, TimestampTz *wake_at);
 /* recheck_at: when to look again at a pause not in the registry (Citus), or 0 */
 extern void pipeline_record_paused(Pipeline *p, TimestampTz recheck_at);

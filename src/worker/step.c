@@ -670,10 +670,11 @@ release_session_locks(PipelineWorker *w)
 
 /*
  * One step of one pipeline; true when it may have more to do at once.
- * *failed: it failed (and was recorded so).
+ * *reload: the pipelines as loaded may be out of date -- the step failed
+ * (and was recorded so), or the registry names another owner.
  */
 bool
-pipeline_run_step(PipelineWorker *w, Pipeline *p, bool *failed)
+pipeline_run_step(PipelineWorker *w, Pipeline *p, bool *reload)
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	volatile bool more = false;
@@ -681,7 +682,7 @@ pipeline_run_step(PipelineWorker *w, Pipeline *p, bool *failed)
 	volatile PtfStepFence fence = PTF_STEP_GO;
 	StepResult	result;
 
-	*failed = false;
+	*reload = false;
 	memset(&result, 0, sizeof(result));
 	result.report.reached_end = true;
 	result.started_at = GetCurrentTimestamp();
@@ -732,12 +733,16 @@ pipeline_run_step(PipelineWorker *w, Pipeline *p, bool *failed)
 			 * A REASSIGN OWNED committed since the pipelines were loaded: the
 			 * step would run as the owner before, who may have no rights left
 			 * (a failure, retried after a pause).  It comes back once they are
-			 * loaded again, as the registry's invalidation has them be.
+			 * loaded again (the registry's invalidation has them be, but not
+			 * under 1.1's trigger, which fires on inserts only).
 			 */
 			if (SPI_processed == 1 &&
 				DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
 											   2, &isnull)) != p->owner)
+			{
 				busy = true;
+				*reload = true;
+			}
 		}
 		if (!busy && SPI_processed == 1 &&
 			!DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)))
@@ -838,7 +843,7 @@ pipeline_run_step(PipelineWorker *w, Pipeline *p, bool *failed)
 		}
 		FreeErrorData(edata);
 		more = false;
-		*failed = true;
+		*reload = true;
 		if (ptf_step_hooks.step_done)
 			ptf_step_hooks.step_done(p->id, false, false);
 	}
