@@ -304,6 +304,17 @@ reassigned_roles(ReassignOwnedStmt *stmt)
 	return roles;
 }
 
+/* SPI: what sql (a query of one parameter, a role) finds of role */
+static uint64
+owned_by(const char *sql, Oid role)
+{
+	Oid			argtypes[1] = {REGROLEOID};
+	Datum		args[1] = {ObjectIdGetDatum(role)};
+
+	ptf_spi_exec_as_owner(sql, 1, argtypes, args, NULL, SPI_OK_SELECT);
+	return SPI_processed;
+}
+
 /*
  * The roles' pipelines first, as drop_pipeline locks a pipeline before its
  * uid: a step in progress finishes, and later ones find the pipeline busy
@@ -316,47 +327,36 @@ reassigned_roles(ReassignOwnedStmt *stmt)
 static void
 lock_streams_of(ReassignOwnedStmt *stmt)
 {
-	static const char *const what[] = {
-		"SELECT id FROM ptf.pipeline_registry "
-		"WHERE owner OPERATOR(pg_catalog.=) $1 ORDER BY id",
-		"SELECT uid FROM ptf.uid_registry "
-		"WHERE owner OPERATOR(pg_catalog.=) $1 ORDER BY uid",
-	};
 	List	   *roles;
-	int			pass;
+	ListCell   *lc;
+	uint64		i;
+	uint64		n;
+	bool		isnull;
 
 	if (!OidIsValid(get_extension_oid(PTF_EXTENSION_NAME, true)))
 		return;
 	roles = reassigned_roles(stmt);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	for (pass = 0; pass < (int) lengthof(what); pass++)
+	foreach(lc, roles)
 	{
-		ListCell   *lc;
-
-		foreach(lc, roles)
-		{
-			Oid			argtypes[1] = {REGROLEOID};
-			Datum		args[1] = {ObjectIdGetDatum(lfirst_oid(lc))};
-			uint64		i;
-
-			ptf_spi_exec_as_owner(what[pass], 1, argtypes, args, NULL, SPI_OK_SELECT);
-			for (i = 0; i < SPI_processed; i++)
-			{
-				HeapTuple	tup = SPI_tuptable->vals[i];
-				TupleDesc	desc = SPI_tuptable->tupdesc;
-				bool		isnull;
-
-				if (pass == 0)
-					(void) ptf_lock(PTF_LOCK_PIPELINE,
-									(uint32) DatumGetInt32(SPI_getbinval(tup, desc, 1, &isnull)),
-									ExclusiveLock, false, true);
-				else
-					(void) ptf_lock(PTF_LOCK_UID,
-									ptf_lock_id_of_name(SPI_getvalue(tup, desc, 1)),
-									ExclusiveLock, false, true);
-			}
-		}
+		n = owned_by("SELECT id FROM ptf.pipeline_registry "
+					 "WHERE owner OPERATOR(pg_catalog.=) $1 ORDER BY id", lfirst_oid(lc));
+		for (i = 0; i < n; i++)
+			(void) ptf_lock(PTF_LOCK_PIPELINE,
+							(uint32) DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i],
+																 SPI_tuptable->tupdesc, 1, &isnull)),
+							ExclusiveLock, false, true);
+	}
+	foreach(lc, roles)
+	{
+		n = owned_by("SELECT uid FROM ptf.uid_registry "
+					 "WHERE owner OPERATOR(pg_catalog.=) $1 ORDER BY uid", lfirst_oid(lc));
+		for (i = 0; i < n; i++)
+			(void) ptf_lock(PTF_LOCK_UID,
+							ptf_lock_id_of_name(SPI_getvalue(SPI_tuptable->vals[i],
+															 SPI_tuptable->tupdesc, 1)),
+							ExclusiveLock, false, true);
 	}
 	SPI_finish();
 }
