@@ -132,6 +132,36 @@ SELECT count(*) FROM (SELECT id FROM (SELECT id, row_number() OVER (PARTITION BY
 SELECT function, rows_in, rows_spilled > 0 AS spilled FROM last_call_stats();
 RESET work_mem;
 
+-- the parallel query settings: same()'s CREATE TABLE AS runs a plan that holds the scan
+-- without parallel mode (the call's SPI cannot advance the command counter there)
+SET max_parallel_workers_per_gather = 2;
+SET min_parallel_table_scan_size = 0;
+SET parallel_setup_cost = 0;
+SET parallel_tuple_cost = 0;
+SELECT same($$SELECT id, k FROM (SELECT id, k, row_number() OVER (PARTITION BY k ORDER BY uts) AS rn FROM gen) t WHERE rn = 1$$);
+CREATE TABLE firsts AS SELECT * FROM (SELECT *, row_number() OVER (PARTITION BY g ORDER BY uts) AS rn FROM gen) t WHERE rn = 1;
+SELECT count(*) FROM firsts;
+DROP TABLE firsts;
+RESET max_parallel_workers_per_gather;
+RESET min_parallel_table_scan_size;
+RESET parallel_setup_cost;
+RESET parallel_tuple_cost;
+
+-- what the scan's rows do not carry, the whole row or a system column, read in the
+-- select list or a WHERE: PostgreSQL's plan
+CREATE TABLE ids (id bigint NOT NULL, user_id int, amount int, t timestamptz NOT NULL);
+INSERT INTO ids VALUES (1790000000000000002, 1, 10, '2024-01-01 10:00'),
+ (1790000000000000001, 1, 20, '2024-01-01 09:00'), (1790000000000000003, 2, 30, '2024-01-01 11:00');
+SELECT same($$SELECT * FROM (SELECT i, row_number() OVER (PARTITION BY user_id ORDER BY t) AS rn FROM ids i) t WHERE rn = 1$$);
+SELECT same($$SELECT * FROM (SELECT ctid, user_id, row_number() OVER (PARTITION BY user_id ORDER BY amount DESC) AS rn FROM ids) t WHERE rn = 1$$);
+SELECT same($$SELECT * FROM (SELECT user_id, t, row_number() OVER (PARTITION BY user_id ORDER BY t) AS rn FROM ids WHERE ctid <> '(0,1)') t WHERE rn = 1$$);
+SELECT same($$SELECT * FROM (SELECT user_id, t, row_number() OVER (PARTITION BY user_id ORDER BY t) AS rn FROM ids WHERE tableoid = 'ids'::regclass) t WHERE rn = 1$$);
+SELECT same($$SELECT * FROM (SELECT user_id, t, row_number() OVER (PARTITION BY user_id ORDER BY t) AS rn FROM ids f WHERE f::text LIKE '%10:00%') t WHERE rn = 1$$);
+-- ordered by a bigint (an id as often as milliseconds): Top-N, compared as bigints
+EXPLAIN (COSTS OFF) SELECT * FROM (SELECT *, row_number() OVER (PARTITION BY user_id ORDER BY id) AS rn FROM ids) t WHERE rn = 1;
+SELECT * FROM (SELECT *, row_number() OVER (PARTITION BY user_id ORDER BY id) AS rn FROM ids) t WHERE rn = 1 ORDER BY user_id;
+SELECT same($$SELECT * FROM (SELECT *, row_number() OVER (PARTITION BY user_id ORDER BY id) AS rn FROM ids) t WHERE rn = 1$$);
+
 DROP VIEW big_orders;
-DROP TABLE orders, maybe, gen;
+DROP TABLE orders, maybe, gen, ids;
 DROP FUNCTION same(text);

@@ -330,8 +330,16 @@ SELECT window_start, count(*) FROM tumble(NULL::bid, 'bidtime', '-10 minutes') G
 SELECT window_start, count(*) FROM hop(NULL::bid, 'nope', '5 minutes', '10 minutes') GROUP BY 1;
 SELECT window_end, count(*) FROM cumulate(NULL::bid, 'bidtime', '3 minutes', '10 minutes') GROUP BY 1;
 INSERT INTO bid VALUES (NULL, 1, 'N', 'supplier9');
-SELECT window_start, count(*) FROM tumble(NULL::bid, 'bidtime', '10 minutes') WHERE (data).bidtime IS NOT NULL GROUP BY 1;
+SELECT window_start, count(*) FROM tumble(NULL::bid, 'bidtime', '10 minutes') GROUP BY 1;
+-- a WHERE on data leaves the row out before its time is looked at, as PostgreSQL's plan does
+SELECT window_start, count(*) FROM tumble(NULL::bid, 'bidtime', '10 minutes') WHERE (data).bidtime IS NOT NULL GROUP BY 1 ORDER BY 1;
+SELECT same($$SELECT window_start, count(*) FROM tumble(NULL::bid, 'bidtime', '10 minutes') WHERE (data).bidtime IS NOT NULL GROUP BY 1$$);
+SELECT same($$SELECT * FROM (SELECT (data).item, window_start, row_number() OVER (PARTITION BY window_start, window_end ORDER BY (data).price DESC) AS rn FROM hop(NULL::bid, 'bidtime', '5 minutes', '10 minutes') WHERE (data).supplier_id <> 'supplier9') t WHERE rn <= 2$$);
 DELETE FROM bid WHERE bidtime IS NULL;
+
+-- the whole TVF row read above a Window Top-N: PostgreSQL's plan (the scan does not carry it)
+SELECT count(*) AS window_scans FROM plan($$SELECT * FROM (SELECT f, row_number() OVER (PARTITION BY window_start, window_end ORDER BY (data).price DESC) AS rn FROM tumble(NULL::bid, 'bidtime', '10 minutes') f) t WHERE rn <= 1$$) p WHERE p LIKE '%PtfWindowScan%';
+SELECT same($$SELECT * FROM (SELECT f::text AS f, row_number() OVER (PARTITION BY window_start, window_end ORDER BY (data).price DESC, (data).item) AS rn FROM tumble(NULL::bid, 'bidtime', '10 minutes') f) t WHERE rn <= 1$$);
 
 DROP FUNCTION same(text), plan(text);
 DROP TABLE bid, bid2, odd;

@@ -27,7 +27,6 @@ typedef struct PtfRowFilter
 	ExprState  *qual;			/* NULL: every row */
 	ExprContext *econtext;
 	PtfTime    *range;			/* [least, greatest] event time passed, or NULL */
-	bool		pass_untimed;	/* rows without a usable time are not filtered */
 } PtfRowFilter;
 
 static void
@@ -35,40 +34,41 @@ filter_row(void *arg, RowKind kind, TupleTableSlot *row, const PtfRowMeta *meta)
 {
 	PtfRowFilter *f = (PtfRowFilter *) arg;
 	AttrNumber	time_attno = f->in->frame.on_time_attno;
-	PtfTime		ts = PTF_TIME_MIN;
-	bool		usable = true;	/* without a time column, every row */
 
-	if (time_attno != InvalidAttrNumber)
-	{
-		bool		isnull;
-		Datum		t = slot_getattr(row, time_attno, &isnull);
-
-		/* the frame says what is wrong with a NULL, the operator skips infinity */
-		usable = false;
-		if (!isnull)
-		{
-			ts = ptf_time_from_datum(t, f->in->frame.on_time_type);
-			usable = (ts != PTF_TIME_MIN && ts != PTF_TIME_MAX);
-		}
-	}
-	if ((usable || !f->pass_untimed) && f->qual != NULL)
+	/*
+	 * Before anything looks at the row's time: a row the WHERE leaves out is
+	 * not the query's, NULL time or not (as where PostgreSQL plans the
+	 * TVF's inlined form, the WHERE below the time's check).
+	 */
+	if (f->qual != NULL)
 	{
 		ResetExprContext(f->econtext);
 		f->econtext->ecxt_scantuple = row;
 		if (!ExecQual(f->qual, f->econtext))
 			return;
 	}
-	if (usable && f->range != NULL && time_attno != InvalidAttrNumber)
+	if (f->range != NULL && time_attno != InvalidAttrNumber)
 	{
-		f->range[0] = Min(f->range[0], ts);
-		f->range[1] = Max(f->range[1], ts);
+		bool		isnull;
+		Datum		t = slot_getattr(row, time_attno, &isnull);
+
+		/* the frame says what is wrong with a NULL, the operator skips infinity */
+		if (!isnull)
+		{
+			PtfTime		ts = ptf_time_from_datum(t, f->in->frame.on_time_type);
+
+			if (ts != PTF_TIME_MIN && ts != PTF_TIME_MAX)
+			{
+				f->range[0] = Min(f->range[0], ts);
+				f->range[1] = Max(f->range[1], ts);
+			}
+		}
 	}
 	frame_push(f->in->handle, kind, row, meta);
 }
 
 void
-ptf_row_filter_attach(PtfCallInput *in, List *quals, PtfTime *range, bool pass_untimed,
-					  MemoryContext cxt)
+ptf_row_filter_attach(PtfCallInput *in, List *quals, PtfTime *range, MemoryContext cxt)
 {
 	MemoryContext old = MemoryContextSwitchTo(cxt);
 	PtfRowFilter *f = palloc0(sizeof(PtfRowFilter));
@@ -78,7 +78,6 @@ ptf_row_filter_attach(PtfCallInput *in, List *quals, PtfTime *range, bool pass_u
 	f->qual = quals != NIL ? ExecInitQual(quals, NULL) : NULL;
 	f->econtext = CreateStandaloneExprContext();
 	f->range = range;
-	f->pass_untimed = pass_untimed;
 	if (range != NULL)
 	{
 		range[0] = PTF_TIME_MAX;

@@ -13,14 +13,12 @@
 
 /*
  * Rows of in pass into the frame only where every qual (Vars of varno 1
- * over the input row type; NIL: all) is true.  With pass_untimed, a row
- * whose event time is NULL or infinite passes unfiltered: the frame
- * refuses it, or the operator skips it, before any WHERE is evaluated, as
- * for a window TVF's own rows.  With range, the least and greatest finite
- * event time of the rows that pass are kept in range[0] and range[1]
- * (PTF_TIME_MAX, PTF_TIME_MIN when none does).
+ * over the input row type; NIL: all) is true, evaluated first: a row left
+ * out is not checked further (a NULL event time included).  With range,
+ * the least and greatest finite event time of the rows that pass are kept
+ * in range[0] and range[1] (PTF_TIME_MAX, PTF_TIME_MIN when none does).
  */
 extern void ptf_row_filter_attach(PtfCallInput *in, List *quals, PtfTime *range,
-								  bool pass_untimed, MemoryContext cxt);
+								  MemoryContext cxt);
 
 #endif							/* PTF_ROW_FILTER_H */

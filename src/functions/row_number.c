@@ -131,7 +131,7 @@ ptf_first_rows_run_planned(PtfPlannedFirstRows *p)
 	call->options = p->describe;
 	call->build = build_first_rows;
 	if (p->filter != NIL)
-		ptf_row_filter_attach(in, p->filter, NULL, false, call->cxt);
+		ptf_row_filter_attach(in, p->filter, NULL, call->cxt);
 
 	fc.out.store = p->store;
 	fc.out.desc = p->outdesc;

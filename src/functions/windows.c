@@ -473,7 +473,7 @@ run_planned(PlannedCall *pc, PtfCallInput *in)
 	pw->spec = pc->spec;
 	pw->time_type = in->frame.on_time_type;
 	if (pw->filter != NIL || pw->track_range)
-		ptf_row_filter_attach(in, pw->filter, pw->track_range ? pw->time_range : NULL, true,
+		ptf_row_filter_attach(in, pw->filter, pw->track_range ? pw->time_range : NULL,
 							  call->cxt);
 
 	pc->out.store = pw->store;

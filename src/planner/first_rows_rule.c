@@ -15,14 +15,16 @@
  * PostgreSQL 15 makes the outer filter the window clause's run condition
  * (as for Window Top-N, window_rank_rule.c): the WindowAgg returns, per
  * partition, its first rows.  Ordered by one time column ascending
- * (timestamp, timestamptz or bigint milliseconds, a column that cannot be
- * NULL), N = 1, that is keep-first by event time: the earliest row per
- * key, ties to either row as PostgreSQL's sort may pick either -- the
- * DEDUPLICATE_KEEP_FIRST seed's pattern, run by its operator.  Any other
- * order, DESC (the last row per key), or N > 1, is the Top-N operator
- * with one window per key.  The input is bounded: the table read through
- * SPI when the plan runs, with no watermark (one declared on the table is
- * not the query's).
+ * (timestamp or timestamptz, a column that cannot be NULL), N = 1, that is
+ * keep-first by event time: the earliest row per key, ties to either row
+ * as PostgreSQL's sort may pick either -- the DEDUPLICATE_KEEP_FIRST
+ * seed's pattern, run by its operator.  Any other order (a bigint too:
+ * an id's order as often as a time's), DESC (the last row per key), or
+ * N > 1, is the Top-N operator with one window per key.  Only the
+ * table's columns are read above the stage or in its WHERE (not its whole
+ * row, nor a system column: the scan's rows carry neither).  The input is
+ * bounded: the table read through SPI when the plan runs, with no
+ * watermark (one declared on the table is not the query's).
  *
  * Only in a database that has the extension (the library may be loaded
  * into every backend of the server).  The table is read whole ("SELECT *
@@ -53,7 +55,6 @@
 #include "utils/typcache.h"
 #include "utils/rel.h"
 
-#include "base/ptf_time.h"
 #include "planner/rules.h"
 #include "planner/window_scan.h"
 
@@ -71,9 +72,14 @@ table_column(Node *expr, Index rti)
 	return v->varattno;
 }
 
-/* Vars of the table as Vars of the input row (varno 1); NULL if anything else is read */
+typedef struct ToRowContext
+{
+	Index		rti;
+	bool		other;			/* read something other than a column of rti */
+} ToRowContext;
+
 static Node *
-to_row_mutator(Node *node, Index *rti)
+to_row_mutator(Node *node, ToRowContext *c)
 {
 	if (node == NULL)
 		return NULL;
@@ -81,14 +87,28 @@ to_row_mutator(Node *node, Index *rti)
 	{
 		Var		   *v = (Var *) copyObject(node);
 
-		if ((Index) v->varno != *rti || v->varlevelsup != 0 || v->varattno <= 0)
-			return NULL;
+		/* a system column or the whole row: not in the input row */
+		if ((Index) v->varno != c->rti || v->varlevelsup != 0 || v->varattno <= 0)
+			c->other = true;
 		v->varno = 1;
 		v->varnosyn = 0;
 		v->varattnosyn = 0;
 		return (Node *) v;
 	}
-	return expression_tree_mutator(node, to_row_mutator, (void *) rti);
+	return expression_tree_mutator(node, to_row_mutator, (void *) c);
+}
+
+/* Vars of the table as Vars of the input row (varno 1); NULL if anything else is read */
+static Node *
+to_row(Node *qual, Index rti)
+{
+	ToRowContext c;
+	Node	   *row;
+
+	c.rti = rti;
+	c.other = false;
+	row = to_row_mutator(qual, &c);
+	return c.other ? NULL : row;
 }
 
 /* a qual the filter can run per input row: no executor parameters, subqueries, volatility */
@@ -157,6 +177,8 @@ first_rows_rule_paths(PlannerInfo *root, RelOptInfo *input_rel, RelOptInfo *wind
 	if (!OidIsValid(rowtype) || !OidIsValid(get_extension_oid("deduplicate_keep_first", true)))
 		return;
 	rowdesc = lookup_rowtype_tupdesc_copy(rowtype, -1);
+	if (!window_rule_reads_columns(input_rel, rti, rowdesc->natts))
+		return;
 
 	memset(&plan, 0, sizeof(plan));
 	plan.kind = PTF_PLANNED_FIRST_ROWS;
@@ -193,7 +215,7 @@ first_rows_rule_paths(PlannerInfo *root, RelOptInfo *input_rel, RelOptInfo *wind
 		Node	   *qual = (Node *) lfirst_node(RestrictInfo, lc)->clause;
 		Node	   *f;
 
-		if (!qual_usable(qual) || (f = to_row_mutator(qual, &rti)) == NULL)
+		if (!qual_usable(qual) || (f = to_row(qual, rti)) == NULL)
 			return;
 		filter = lappend(filter, f);
 	}
@@ -207,7 +229,12 @@ first_rows_rule_paths(PlannerInfo *root, RelOptInfo *input_rel, RelOptInfo *wind
 		Oid			opcintype;
 		int16		strategy;
 
-		if (ptf_is_time_type(att->atttypid) && att->attnotnull &&
+		/*
+		 * Not bigint: its order is an id's as often as a time's, and
+		 * keep-first reads it as milliseconds, in a narrower range.
+		 */
+		if ((att->atttypid == TIMESTAMPOID || att->atttypid == TIMESTAMPTZOID) &&
+			att->attnotnull &&
 			get_ordering_op_properties(linitial_oid(plan.sort_ops), &opfamily, &opcintype,
 									   &strategy) &&
 			strategy == BTLessStrategyNumber && opcintype == att->atttypid &&

@@ -233,6 +233,7 @@ ptf_planner(Query *parse, const char *query_string, int cursorOptions,
 	 */
 	if (cxt.depends_on_role)
 		stmt->dependsOnRole = true;
+	window_scan_plan_done(stmt);
 	return stmt;
 }
 

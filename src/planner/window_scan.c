@@ -890,6 +890,81 @@ window_scan_cheapest(List *paths)
 	return cheapest;
 }
 
+/* plan, or a plan under it, is a window scan */
+static bool
+plan_has_window_scan(Plan *plan)
+{
+	List	   *children = NIL;
+	ListCell   *lc;
+
+	if (plan == NULL)
+		return false;
+	if (IsA(plan, CustomScan) && ((CustomScan *) plan)->methods == &window_scan_methods)
+		return true;
+	if (plan_has_window_scan(plan->lefttree) || plan_has_window_scan(plan->righttree))
+		return true;
+	switch (nodeTag(plan))
+	{
+		case T_Append:
+			children = ((Append *) plan)->appendplans;
+			break;
+		case T_MergeAppend:
+			children = ((MergeAppend *) plan)->mergeplans;
+			break;
+		case T_BitmapAnd:
+			children = ((BitmapAnd *) plan)->bitmapplans;
+			break;
+		case T_BitmapOr:
+			children = ((BitmapOr *) plan)->bitmapplans;
+			break;
+		case T_SubqueryScan:
+			children = list_make1(((SubqueryScan *) plan)->subplan);
+			break;
+		case T_CustomScan:
+			children = ((CustomScan *) plan)->custom_plans;
+			break;
+		default:
+			break;
+	}
+	foreach(lc, children)
+	{
+		if (plan_has_window_scan((Plan *) lfirst(lc)))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * A statement whose plan holds a window scan runs without parallel mode.
+ * The scan's call reads its input through SPI, which advances the command
+ * counter: refused in parallel mode once the statement has written (CREATE
+ * TABLE AS, a data-modifying CTE) -- and a Gather anywhere in the plan,
+ * the fallback's too, puts the whole statement in parallel mode.  Without
+ * it, a Gather runs its plan in the backend alone, as under a cursor; the
+ * call itself may still start its own workers (engine/parallel.c).
+ */
+void
+window_scan_plan_done(PlannedStmt *stmt)
+{
+	ListCell   *lc;
+
+	if (!stmt->parallelModeNeeded)
+		return;
+	if (plan_has_window_scan(stmt->planTree))
+	{
+		stmt->parallelModeNeeded = false;
+		return;
+	}
+	foreach(lc, stmt->subplans)
+	{
+		if (plan_has_window_scan((Plan *) lfirst(lc)))
+		{
+			stmt->parallelModeNeeded = false;
+			return;
+		}
+	}
+}
+
 Path *
 window_scan_fallback(const PtfTvf *tvf, List *paths)
 {

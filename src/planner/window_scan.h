@@ -10,6 +10,7 @@
 #define PTF_PLANNER_WINDOW_SCAN_H
 
 #include "nodes/pathnodes.h"
+#include "nodes/plannodes.h"
 
 #include "planner/planned.h"
 #include "planner/tvf_call.h"
@@ -73,6 +74,9 @@ extern Path *window_scan_path(PlannerInfo *root, RelOptInfo *rel, PathTarget *ta
  * windows are window_aggregate's) over a timestamp column, or one whose
  * column is not known until it runs?  The cheapest of paths, then.
  */
+/* after planning: a statement that runs a window scan needs no parallel mode */
+extern void window_scan_plan_done(PlannedStmt *stmt);
+
 extern Path *window_scan_fallback(const PtfTvf *tvf, List *paths);
 extern Path *window_scan_cheapest(List *paths);
 

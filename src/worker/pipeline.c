@@ -89,9 +89,6 @@ static bool pipelines_valid = false;
 static Oid	registry_relid = InvalidOid;	/* ptf.pipeline_registry's, when loaded */
 
 
-
-
-
 static void
 clear_worker_entry(int code, Datum arg)
 {
@@ -264,17 +261,6 @@ current_pipelines(uint64 generation)
 }
 
 
-
-
-
-
-
-
-
-
-
-
-
 /*
  * The tables whose commits wake the worker: those of its pipelines that
  * may step -- not paused ones, nor failing ones before their retry, which
@@ -318,22 +304,6 @@ watch_sources(List *pipelines, TimestampTz now)
 	}
 	ptf_wake_watch(relids, n);
 }
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 
 
 /* Take the worker's lock, held for its life. */
