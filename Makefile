@@ -34,6 +34,7 @@ OBJS = \
 	src/citus/status.o \
 	src/commands/drops.o \
 	src/commands/renames.o \
+	src/commands/unlogged.o \
 	src/engine/call.o \
 	src/engine/output.o \
 	src/engine/parallel.o \

@@ -195,5 +195,58 @@ INSERT INTO nokey VALUES (1);
 UPDATE nokey SET v = 2;
 SELECT op, data FROM to_changelog(NULL::nokey, changes => true, uid => 'nokey');
 
+-- the replica identity switched and back between two calls: the changes made meanwhile hold
+-- less than the stream reads -- an error at them, not rows of NULLs or a lost delete
+CREATE TABLE ri (id int PRIMARY KEY, v text, n int);
+ALTER TABLE ri REPLICA IDENTITY FULL;
+SELECT * FROM to_changelog(NULL::ri, changes => true, uid => 'ri-full');
+INSERT INTO ri VALUES (1, 'one', 10), (2, 'two', 20);
+SELECT op, data FROM to_changelog(NULL::ri, changes => true, uid => 'ri-full');
+ALTER TABLE ri REPLICA IDENTITY DEFAULT;
+DELETE FROM ri WHERE id = 2;
+ALTER TABLE ri REPLICA IDENTITY FULL;
+\set VERBOSITY terse
+SELECT op, data FROM to_changelog(NULL::ri, changes => true, uid => 'ri-full');
+SELECT op, data FROM to_changelog(NULL::ri, changes => true, uid => 'ri-full');
+\set VERBOSITY default
+SELECT drop_state('ri-full');
+ALTER TABLE ri REPLICA IDENTITY DEFAULT;
+SELECT * FROM to_changelog(NULL::ri, changes => true, uid => 'ri-norm');
+UPDATE ri SET n = 11 WHERE id = 1;
+SELECT op, data FROM to_changelog(NULL::ri, changes => true, uid => 'ri-norm');
+ALTER TABLE ri REPLICA IDENTITY NOTHING;
+DELETE FROM ri WHERE id = 1;
+ALTER TABLE ri REPLICA IDENTITY DEFAULT;
+\set VERBOSITY terse
+SELECT op, data FROM to_changelog(NULL::ri, changes => true, uid => 'ri-norm');
+\set VERBOSITY default
+-- a stream that asks for neither -U rows nor whole deletes reads what the WAL has
+SELECT drop_state('ri-norm');
+INSERT INTO ri VALUES (3, 'three', 30);
+SELECT * FROM to_changelog(NULL::ri, changes => true, uid => 'ri-keys', produces_full_deletes => false,
+                           op_mapping => '{"INSERT": "c", "UPDATE_AFTER": "u", "DELETE": "d"}');
+ALTER TABLE ri REPLICA IDENTITY NOTHING;
+UPDATE ri SET n = 31 WHERE id = 3;
+ALTER TABLE ri REPLICA IDENTITY DEFAULT;
+DELETE FROM ri WHERE id = 3;
+SELECT op, data FROM to_changelog(NULL::ri, changes => true, uid => 'ri-keys', produces_full_deletes => false,
+                                  op_mapping => '{"INSERT": "c", "UPDATE_AFTER": "u", "DELETE": "d"}');
+
+-- an unlogged or temporary table's changes are not in the WAL: no stream over one, and a
+-- streamed table stays logged
+CREATE UNLOGGED TABLE ul (id int PRIMARY KEY, v text);
+SELECT * FROM to_changelog(NULL::ul, changes => true, uid => 'ul');
+CREATE TEMP TABLE tmp (id int PRIMARY KEY, v text);
+SELECT * FROM to_changelog(NULL::tmp, changes => true, uid => 'tmp');
+ALTER TABLE ul SET LOGGED;
+SELECT * FROM to_changelog(NULL::ul, changes => true, uid => 'ul');
+ALTER TABLE ul SET UNLOGGED;
+ALTER TABLE ul ADD COLUMN w int, SET UNLOGGED;
+INSERT INTO ul VALUES (1, 'a');
+SELECT op, data FROM to_changelog(NULL::ul, changes => true, uid => 'ul');
+SELECT drop_state('ul');
+ALTER TABLE ul SET UNLOGGED;
+DROP TABLE ul, tmp;
+
 SELECT drop_state(uid) FROM state ORDER BY uid;
 SELECT count(*) AS slots FROM pg_replication_slots WHERE slot_name LIKE 'ptf\_%';

@@ -56,6 +56,7 @@
 #include "catalog.h"
 #include "commands/drops.h"
 #include "commands/renames.h"
+#include "commands/unlogged.h"
 #include "functions/pipelines.h"
 #include "input/change_stream.h"
 #include "state/durable.h"
@@ -574,6 +575,8 @@ ptf_process_utility(PlannedStmt *pstmt, const char *queryString,
 		refuse_dropping_stream_owners((DropRoleStmt *) stmt);
 	else if (IsA(stmt, ReassignOwnedStmt))
 		lock_streams_of((ReassignOwnedStmt *) stmt);
+	else if (IsA(stmt, AlterTableStmt))
+		ptf_refuse_unlogging_streamed((AlterTableStmt *) stmt);
 	else if (IsA(stmt, DropdbStmt))
 	{
 		dropped_db = get_database_oid(((DropdbStmt *) stmt)->dbname, true);

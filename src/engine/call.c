@@ -72,6 +72,7 @@ ptf_call_add_input(PtfCall *call, const char *name, const PtfInputArg *arg,
 	in->arg = *arg;
 	in->query = query;
 	in->on_truncate = TRUNCATE_SKIP;
+	in->old_rows = OLD_ROWS_ANY;
 	in->frame.name = name;
 	in->frame.rowdesc = arg->rowdesc;
 	return in;
@@ -606,6 +607,7 @@ run_inputs(PtfCall *call, const char *slot_name, DurableProgress *progress,
 			tables[i].relid = in->arg.relid;
 			tables[i].rowdesc = in->arg.rowdesc;
 			tables[i].on_truncate = in->on_truncate;
+			tables[i].old_rows = in->old_rows;
 			tables[i].sink = in->adapter ? in->adapter : frame_push;
 			tables[i].sink_arg = in->adapter ? in->adapter_arg : (void *) in->handle;
 		}

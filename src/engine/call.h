@@ -66,6 +66,7 @@ typedef struct PtfCallInput
 	PtfInputArg arg;			/* its row type, and relation */
 	const char *query;			/* its rows come from this query, or NULL */
 	ChangeStreamTruncate on_truncate;	/* for its change stream */
+	ChangeStreamOldRows old_rows;	/* what its stream's old rows must hold */
 	bool		inserts_only;	/* its stream's updates are passed over */
 
 	/*

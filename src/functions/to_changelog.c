@@ -264,6 +264,12 @@ ptf_to_changelog(PG_FUNCTION_ARGS)
 	 */
 	in->on_truncate = (tc.normalize || tc.mapping.truncate_code != NULL) ?
 		TRUNCATE_PASS : TRUNCATE_ERROR;
+	/* normalizing finds old rows by their key; -U rows and whole deletes as they come need FULL */
+	if (tc.normalize)
+		in->old_rows = OLD_ROWS_KEY;
+	else if (call->changes && (tc.mapping.mapped[ROWKIND_UPDATE_BEFORE] ||
+							   (tc.mapping.mapped[ROWKIND_DELETE] && tc.full_deletes)))
+		in->old_rows = OLD_ROWS_FULL;
 	call->need_proc_time = tc.normalize && call->ttl_us > 0;
 	/* no processing-time timers; event-time ones are found by time */
 	call->probe_ok = true;

@@ -833,7 +833,11 @@ choose_old_rows(PtfCall *call, PtfCallInput *in)
 	KeySpec    *keys = ptf_replica_identity_keys(in->arg.relid, in->arg.rowdesc, &ident);
 
 	if (ident == REPLICA_IDENTITY_FULL)
+	{
+		/* updates and deletes retract their whole old rows */
+		in->old_rows = OLD_ROWS_FULL;
 		return;
+	}
 	if (keys == NULL || keys->ncols == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -844,6 +848,7 @@ choose_old_rows(PtfCall *call, PtfCallInput *in)
 				 errhint("ALTER TABLE %s ADD PRIMARY KEY (...), or ALTER TABLE %s REPLICA IDENTITY FULL; (for a table only inserted into, FULL costs nothing)",
 						 ptf_relation_sql_name(in->arg.relid), ptf_relation_sql_name(in->arg.relid))));
 	in->upsert_keys = keys;
+	in->old_rows = OLD_ROWS_KEY;
 	/* a truncation forgets the kept rows; the windows keep theirs, as under FULL */
 	in->on_truncate = TRUNCATE_PASS;
 	call->keeps_images = true;

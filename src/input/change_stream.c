@@ -609,7 +609,7 @@ check_rights_then(PtfChangeStream *cs, StreamTable *st, Relation rel)
 									GetUserNameFromId(cs->reader, true) ?
 									GetUserNameFromId(cs->reader, true) : "a role dropped since") : "",
 						   LSN_FORMAT_ARGS(cs->meta.lsn)),
-				 errhint("The stream cannot go on past this change: ptf.drop_state() forgets the uid, and a first call with snapshot => true starts it again from the table's rows.")));
+				 errhint("The stream cannot go on past this change: ptf.drop_state() forgets the uid (a pipeline's: ptf.drop_pipeline()), and a first call with snapshot => true starts it again from the table's rows.")));
 	if (check_enable_rls(relid, cs->reader, false) == RLS_ENABLED)
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
@@ -617,8 +617,57 @@ check_rights_then(PtfChangeStream *cs, StreamTable *st, Relation rel)
 						RelationGetRelationName(rel)),
 				 errdetail("The change is at %X/%X. A change stream cannot apply row-level security, and delivers no change made under it.",
 						   LSN_FORMAT_ARGS(cs->meta.lsn)),
-				 errhint("The stream cannot go on past this change: ptf.drop_state() forgets the uid, and a first call with snapshot => true starts it again from the table's rows.")));
+				 errhint("The stream cannot go on past this change: ptf.drop_state() forgets the uid (a pipeline's: ptf.drop_pipeline()), and a first call with snapshot => true starts it again from the table's rows.")));
 	st->rights_checked = true;
+}
+
+static const char *
+replica_identity_name(char ident)
+{
+	switch (ident)
+	{
+		case REPLICA_IDENTITY_FULL:
+			return "FULL";
+		case REPLICA_IDENTITY_INDEX:
+			return "USING INDEX";
+		case REPLICA_IDENTITY_NOTHING:
+			return "NOTHING";
+		default:
+			return "DEFAULT";
+	}
+}
+
+/*
+ * An update or delete of rel (the relation as it was when the change was
+ * made) holds the old row its reader needs.  The function chose how to
+ * read the stream from the replica identity when it was called; one
+ * switched and back between two calls left changes with less in the WAL
+ * -- a key only, or nothing -- which would read as rows of NULLs or be
+ * lost.
+ */
+static void
+check_old_rows(PtfChangeStream *cs, StreamTable *st, Relation rel)
+{
+	char		ident = rel->rd_rel->relreplident;
+
+	if (st->t.old_rows == OLD_ROWS_ANY || ident == REPLICA_IDENTITY_FULL)
+		return;
+	if (st->t.old_rows == OLD_ROWS_KEY &&
+		(ident == REPLICA_IDENTITY_INDEX ||
+		 (ident == REPLICA_IDENTITY_DEFAULT && OidIsValid(RelationGetReplicaIndex(rel)))))
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("a change of table %s was made under REPLICA IDENTITY %s%s, which this stream cannot read",
+					RelationGetRelationName(rel), replica_identity_name(ident),
+					ident == REPLICA_IDENTITY_DEFAULT &&
+					!OidIsValid(RelationGetReplicaIndex(rel)) ? " without a primary key" : ""),
+			 errdetail("The change is at %X/%X. The stream needs the %s of updated and deleted rows, which the WAL holds only under %s; the table's replica identity changed while the stream ran.",
+					   LSN_FORMAT_ARGS(cs->meta.lsn),
+					   st->t.old_rows == OLD_ROWS_FULL ? "whole old images" : "keys",
+					   st->t.old_rows == OLD_ROWS_FULL ? "REPLICA IDENTITY FULL" :
+					   "REPLICA IDENTITY FULL, or a key"),
+			 errhint("The stream cannot go on past this change: ptf.drop_state() forgets the uid (a pipeline's: ptf.drop_pipeline()), and a first call with snapshot => true starts it again from the table's rows.")));
 }
 
 static void
@@ -640,6 +689,9 @@ cs_change(void *arg, ReorderBufferTXN *txn, Relation rel, ReorderBufferChange *c
 	check_descriptor(cs, st, rel);
 	check_rights_then(cs, st, rel);
 	full = (rel->rd_rel->relreplident == REPLICA_IDENTITY_FULL);
+	if (change->action == REORDER_BUFFER_CHANGE_UPDATE ||
+		change->action == REORDER_BUFFER_CHANGE_DELETE)
+		check_old_rows(cs, st, rel);
 	newtup = change->data.tp.newtuple ? &change->data.tp.newtuple->tuple : NULL;
 	oldtup = change->data.tp.oldtuple ? &change->data.tp.oldtuple->tuple : NULL;
 
@@ -700,7 +752,7 @@ cs_truncate(void *arg, ReorderBufferTXN *txn, int nrelations, Relation *relation
 							RelationGetRelationName(relations[i])),
 					 errdetail("The truncation is at %X/%X; the WAL names no row it removed.",
 							   LSN_FORMAT_ARGS(change->lsn)),
-					 errhint("Map \"TRUNCATE\" in op_mapping to read it as a row of its own, then call again; ptf.drop_state() forgets the uid and starts a new stream.")));
+					 errhint("Map \"TRUNCATE\" in op_mapping to read it as a row of its own, then call again; ptf.drop_state() forgets the uid and starts a new stream (a pipeline, whose query cannot change: ptf.drop_pipeline(), and a new one that maps it).")));
 		if (st->t.on_truncate == TRUNCATE_PASS)
 		{
 			cs->meta.lsn = change->lsn;

@@ -36,6 +36,19 @@ typedef enum ChangeStreamTruncate
 	TRUNCATE_PASS				/* handed over as ROWKIND_TRUNCATE */
 } ChangeStreamTruncate;
 
+/*
+ * What a reader needs of an update's or delete's old row, which the WAL
+ * holds as the table's replica identity was when the change was made: a
+ * change made under a weaker one cannot be read right (the identity
+ * switched and back between two calls of a uid).
+ */
+typedef enum ChangeStreamOldRows
+{
+	OLD_ROWS_ANY,				/* whatever the WAL has */
+	OLD_ROWS_KEY,				/* the key at least: not NOTHING */
+	OLD_ROWS_FULL				/* whole rows: REPLICA IDENTITY FULL */
+} ChangeStreamOldRows;
+
 extern int	ptf_max_changes_per_call;	/* GUC; 0: no limit */
 
 /* How far a read of a stream went (change_stream_report). */
@@ -53,6 +66,7 @@ typedef struct ChangeStreamTable
 	Oid			relid;
 	TupleDesc	rowdesc;
 	ChangeStreamTruncate on_truncate;
+	ChangeStreamOldRows old_rows;
 	PtfRowSink	sink;
 	void	   *sink_arg;
 } ChangeStreamTable;

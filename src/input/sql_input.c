@@ -163,6 +163,8 @@ changelog_kind(TupleTableSlot *slot, AttrNumber attno)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("input changelog row has unknown kind \"%s\"", s),
+				 strcmp(s, "TRUNCATE") == 0 ?
+				 errhint("Kinds are +I, -U, +U, -D (or INSERT, UPDATE_BEFORE, UPDATE_AFTER, DELETE). A truncation, which to_changelog reads as a row of its own, is none: leave it out (WHERE op <> 'TRUNCATE'; a stream that keeps images deletes each row before it).") :
 				 errhint("Kinds are +I, -U, +U, -D (or INSERT, UPDATE_BEFORE, UPDATE_AFTER, DELETE).")));
 	return kind;
 }

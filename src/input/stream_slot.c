@@ -382,6 +382,16 @@ check_stream_table(Oid relid)
 				 relkind == RELKIND_PARTITIONED_TABLE ?
 				 errhint("The changes of a partitioned table arrive per partition; read a partition.") : 0));
 
+	/* an unlogged table's changes are not in the WAL (commands/unlogged.c) */
+	if (get_rel_persistence(relid) != RELPERSISTENCE_PERMANENT)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("changes => true needs a logged table, and %s is %s", get_rel_name(relid),
+						get_rel_persistence(relid) == RELPERSISTENCE_TEMP ? "temporary" : "unlogged"),
+				 errdetail("Its changes are not written to the WAL, which a change stream reads."),
+				 get_rel_persistence(relid) == RELPERSISTENCE_UNLOGGED ?
+				 errhint("ALTER TABLE %s SET LOGGED, then start the stream (snapshot => true reads the rows it has).",
+						 quote_identifier(get_rel_name(relid))) : 0));
 	if (!stream_may_read_every_row(relid))
 		aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_TABLE, get_rel_name(relid));
 	if (check_enable_rls(relid, InvalidOid, false) == RLS_ENABLED)

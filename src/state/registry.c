@@ -198,7 +198,7 @@ row_type_name(Oid typid)
 	char	   *s = format_type_extended(typid, -1, FORMAT_TYPE_ALLOW_INVALID);
 
 	if (strcmp(s, "???") == 0)
-		return psprintf("a row type that no longer exists (OID %u; its table was dropped?)",
+		return psprintf("OID %u, a type that no longer exists (its table was dropped?)",
 						typid);
 	return s;
 }
