@@ -62,6 +62,18 @@ SELECT * FROM window_aggregate(NULL::bid2, NULL::item_total, 'session', 'bidtime
  ORDER BY window_start, item;
 SELECT * FROM window_aggregate(NULL::bid2, NULL::total, 'session', 'bidtime', '5 minutes',
     aggregates => 'sum(price) AS total_price');
+-- a session that would end past the end of PostgreSQL's timestamps has no window, as an
+-- aligned window: the row is passed over
+INSERT INTO bid2 VALUES ('294276-12-31 23:59:59', 9.00, 'Z');
+SELECT * FROM window_aggregate(NULL::bid2, NULL::item_total, 'session', 'bidtime', '5 minutes',
+    partition_by => '{item}', aggregates => 'sum(price) AS total_price')
+ ORDER BY window_start, item;
+SELECT rows_in, rows_out FROM last_call_stats();
+SELECT * FROM window_aggregate(NULL::bid2, NULL::item_total, 'tumble', 'bidtime', '5 minutes',
+    partition_by => '{item}', aggregates => 'sum(price) AS total_price')
+ ORDER BY window_start, item;
+SELECT rows_in, rows_out FROM last_call_stats();
+DELETE FROM bid2 WHERE item = 'Z';
 
 -- any aggregate: built-in, DISTINCT, FILTER, ORDER BY, expressions, expressions over
 -- aggregates and keys; aggregates without a combine function (array_agg, string_agg)

@@ -14,6 +14,7 @@
  */
 #include "postgres.h"
 
+#include "datatype/timestamp.h"
 #include "funcapi.h"
 
 #include "base/ptf_time.h"
@@ -322,8 +323,9 @@ winagg_session_on_row(WinAggOp *wa, RowKind kind, TupleTableSlot *row, const Ptf
 	int			i;
 
 	Assert(wa->changelog || ROWKIND_IS_ADDITION(kind));
+	/* as for aligned windows: none past the end of PostgreSQL's timestamps */
 	if (ts == PTF_TIME_MIN || ts == PTF_TIME_MAX ||
-		pg_add_s64_overflow(ts, wa->spec.size, &hi))
+		pg_add_s64_overflow(ts, wa->spec.size, &hi) || !IS_VALID_TIMESTAMP(hi))
 	{
 		wa->skipped++;
 		return PTF_ROW_DONE;
