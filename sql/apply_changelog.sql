@@ -315,5 +315,28 @@ SELECT inserted FROM apply_changelog('ac.mirror_bare', $$SELECT kind, data FROM 
 ROLLBACK;
 SELECT proacl IS NULL AS default_acl FROM pg_proc WHERE oid = 'ptf.from_changelog'::regproc;
 
+-- a truncation of the changelog's table (to_changelog's TRUNCATE row, data NULL) takes every
+-- row of the target, as logical replication truncates a subscriber: keyed and not, after
+-- the changes before it and before those after it; counted as a delete of each row
+CREATE TABLE tr_src (id int PRIMARY KEY, v text);
+ALTER TABLE tr_src REPLICA IDENTITY FULL;
+CREATE TABLE tr_keyed (id int PRIMARY KEY, v text);
+CREATE TABLE tr_bag (id int, v text);
+INSERT INTO tr_keyed VALUES (9, 'there before');
+SELECT count(*) FROM ptf.to_changelog(NULL::ac.tr_src, changes => true, uid => 'ac-tr');
+INSERT INTO tr_src VALUES (1, 'a'), (2, 'b');
+TRUNCATE tr_src;
+INSERT INTO tr_src VALUES (3, 'c');
+CREATE TABLE tr_changes AS SELECT op, data FROM ptf.to_changelog(NULL::ac.tr_src, changes => true, uid => 'ac-tr');
+SELECT op, data FROM tr_changes;
+SELECT * FROM apply_changelog('tr_keyed', $$SELECT op, ROW((data).*)::ac.tr_keyed FROM ac.tr_changes$$);
+SELECT * FROM tr_keyed;
+SELECT * FROM apply_changelog('tr_bag', $$SELECT op, ROW((data).*)::ac.tr_bag FROM ac.tr_changes$$);
+SELECT * FROM tr_bag;
+SELECT ptf.drop_state('ac-tr');
+-- elsewhere a truncation is no kind
+SELECT count(*) FROM deduplicate_keep_first(NULL::ac.tr_keyed, partition_by => '{id}',
+    query => $$SELECT op, ROW((data).*)::ac.tr_keyed FROM ac.tr_changes$$);
+
 DROP OWNED BY regress_ptf_apply;
 DROP ROLE regress_ptf_apply;

@@ -162,6 +162,7 @@ ptf_apply_changelog(PG_FUNCTION_ARGS)
 	memset(&in, 0, sizeof(in));
 	in.query = query;
 	in.rowdesc = apply_sink_rowdesc(sink);
+	in.truncations = true;
 	sql_input_prepare(&in);
 	fexpr = in.changelog ? bare_from_changelog(in.plan) : NULL;
 	if (fexpr != NULL)

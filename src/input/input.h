@@ -40,6 +40,13 @@ typedef struct PtfSqlInput
 	Oid		   *paramtypes;
 	ParamListInfo params;
 
+	/*
+	 * A changelog's TRUNCATE rows (to_changelog's row for a truncation of
+	 * its table, data NULL) are handed on as ROWKIND_TRUNCATE, with an
+	 * empty row; else such a row is an error, as any unknown kind.
+	 */
+	bool		truncations;
+
 	/* filled by sql_input_prepare() */
 	SPIPlanPtr	plan;
 	bool		changelog;		/* the query returns (kind, data) */

@@ -147,7 +147,7 @@ dest_startup(DestReceiver *self, int operation, TupleDesc typeinfo)
 }
 
 static RowKind
-changelog_kind(TupleTableSlot *slot, AttrNumber attno)
+changelog_kind(TupleTableSlot *slot, AttrNumber attno, bool truncations)
 {
 	bool		isnull;
 	Datum		d = slot_getattr(slot, attno, &isnull);
@@ -159,12 +159,14 @@ changelog_kind(TupleTableSlot *slot, AttrNumber attno)
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("input changelog row has a NULL kind")));
 	s = TextDatumGetCString(d);
+	if (truncations && strcmp(s, "TRUNCATE") == 0)
+		return ROWKIND_TRUNCATE;
 	if (!rowkind_parse(s, &kind))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("input changelog row has unknown kind \"%s\"", s),
 				 strcmp(s, "TRUNCATE") == 0 ?
-				 errhint("Kinds are +I, -U, +U, -D (or INSERT, UPDATE_BEFORE, UPDATE_AFTER, DELETE). A truncation, which to_changelog reads as a row of its own, is none: leave it out (WHERE op <> 'TRUNCATE'; a stream that keeps images deletes each row before it).") :
+				 errhint("Kinds are +I, -U, +U, -D (or INSERT, UPDATE_BEFORE, UPDATE_AFTER, DELETE). A truncation (to_changelog's TRUNCATE row) is one for apply_changelog only: leave it out here (WHERE op <> 'TRUNCATE').") :
 				 errhint("Kinds are +I, -U, +U, -D (or INSERT, UPDATE_BEFORE, UPDATE_AFTER, DELETE).")));
 	return kind;
 }
@@ -182,17 +184,26 @@ dest_receive(TupleTableSlot *slot, DestReceiver *self)
 
 	if (d->in->changelog)
 	{
-		RowKind		kind = changelog_kind(slot, d->kind_attno);
+		RowKind		kind = changelog_kind(slot, d->kind_attno, d->in->truncations);
 		bool		isnull;
 		Datum		data = slot_getattr(slot, d->data_attno, &isnull);
 
-		if (isnull)
-			ereport(ERROR,
-					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-					 errmsg("input changelog row has a NULL data row")));
-		ptf_slot_store_composite(d->data_slot, data, &d->data_tuple);
-		d->sink(d->sink_arg, kind, d->data_slot, NULL);
-		ExecClearTuple(d->data_slot);
+		if (kind == ROWKIND_TRUNCATE)
+		{
+			/* the table's every row goes: no row of its own */
+			ExecClearTuple(d->data_slot);
+			d->sink(d->sink_arg, kind, d->data_slot, NULL);
+		}
+		else
+		{
+			if (isnull)
+				ereport(ERROR,
+						(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+						 errmsg("input changelog row has a NULL data row")));
+			ptf_slot_store_composite(d->data_slot, data, &d->data_tuple);
+			d->sink(d->sink_arg, kind, d->data_slot, NULL);
+			ExecClearTuple(d->data_slot);
+		}
 	}
 	else if (d->conv_slot != NULL)
 	{

@@ -92,6 +92,8 @@ struct ApplySink
 	SPIPlanPtr	insert_plan;	/* keyless */
 	SPIPlanPtr	delete_one_plan;
 	char	   *delete_one_sql;
+	SPIPlanPtr	delete_all_plan;	/* a truncation's */
+	char	   *delete_all_sql;
 	MemoryContextCallback plans_cb;
 
 	MemoryContext batch_cxt;
@@ -139,10 +141,11 @@ equality_operator(Oid type, const char *column)
 	return result;
 }
 
+/* sql of one parameter of type argtype, or of none (InvalidOid) */
 static SPIPlanPtr
 prepare(const char *sql, Oid argtype)
 {
-	SPIPlanPtr	plan = SPI_prepare(sql, 1, &argtype);
+	SPIPlanPtr	plan = SPI_prepare(sql, OidIsValid(argtype) ? 1 : 0, &argtype);
 
 	if (plan == NULL)
 		elog(ERROR, "could not prepare \"%s\": %s", sql,
@@ -369,6 +372,8 @@ apply_sink_create(Oid relid)
 									 name, name, roweq.data);
 	}
 
+	s->delete_all_sql = psprintf("DELETE FROM %s", name);
+
 	s->plans_cb.func = free_plans;
 	s->plans_cb.arg = s;
 	MemoryContextRegisterResetCallback(CurrentMemoryContext, &s->plans_cb);
@@ -388,7 +393,8 @@ static void
 free_plans(void *arg)
 {
 	ApplySink  *s = (ApplySink *) arg;
-	SPIPlanPtr *plans[] = {&s->upsert_plan, &s->delete_plan, &s->insert_plan, &s->delete_one_plan};
+	SPIPlanPtr *plans[] = {&s->upsert_plan, &s->delete_plan, &s->insert_plan, &s->delete_one_plan,
+	&s->delete_all_plan};
 	int			i;
 
 	for (i = 0; i < (int) lengthof(plans); i++)
@@ -732,11 +738,49 @@ batch_full(ApplySink *s)
 		MemoryContextMemAllocated(s->batch_cxt, true) > (Size) work_mem * 1024;
 }
 
+/*
+ * A truncation of the changelog's table (to_changelog's TRUNCATE row):
+ * every row of the target goes, as PostgreSQL's logical replication
+ * truncates a subscriber's table -- by DELETE, as the caller, so that its
+ * policies and triggers apply as to every other change.  Counted as a
+ * delete received and done for each row it removed.
+ */
+static void
+apply_truncate(ApplySink *s)
+{
+	uint64		n;
+
+	if (s->n > 0)
+		flush(s);
+	if (s->delete_all_plan == NULL)
+	{
+		/* inside the query that feeds us: a connection of its own */
+		if (SPI_connect() != SPI_OK_CONNECT)
+			elog(ERROR, "SPI_connect failed");
+		s->delete_all_plan = prepare(s->delete_all_sql, InvalidOid);
+		SPI_finish();
+	}
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (SPI_execute_plan(s->delete_all_plan, NULL, NULL, false, 0) != SPI_OK_DELETE)
+		elog(ERROR, "applying a truncation failed");
+	n = SPI_processed;
+	SPI_finish();
+	s->counts.received[ROWKIND_DELETE] += n;
+	s->counts.deleted += n;
+}
+
 void
 apply_sink_put(ApplySink *s, RowKind kind, TupleTableSlot *row)
 {
 	HeapTuple	tuple;
 
+	if (kind == ROWKIND_TRUNCATE)
+	{
+		apply_truncate(s);
+		return;
+	}
+	Assert(kind >= 0 && kind < ROWKIND_COUNT);
 	s->counts.received[kind]++;
 
 	/* in order on a keyless table: what was added before may be what goes */
