@@ -334,6 +334,9 @@ SELECT * FROM tr_keyed;
 SELECT * FROM apply_changelog('tr_bag', $$SELECT op, ROW((data).*)::ac.tr_bag FROM ac.tr_changes$$);
 SELECT * FROM tr_bag;
 SELECT ptf.drop_state('ac-tr');
+-- data of another row type: said so, with the cast to make
+SELECT * FROM apply_changelog('tr_keyed', $$SELECT op, data FROM ac.tr_changes$$);
+SELECT * FROM apply_changelog('tr_keyed', $$SELECT op, ROW((data).*) FROM ac.tr_changes$$);
 -- elsewhere a truncation is no kind
 SELECT count(*) FROM deduplicate_keep_first(NULL::ac.tr_keyed, partition_by => '{id}',
     query => $$SELECT op, ROW((data).*)::ac.tr_keyed FROM ac.tr_changes$$);

@@ -85,6 +85,35 @@ is_changelog_shape(TupleDesc result, TupleDesc rowdesc)
 		TupleDescAttr(result, cols[1] - 1)->atttypid == rowdesc->tdtypeid;
 }
 
+/*
+ * A result (kind text, data <another row type>) is a changelog of the
+ * wrong type, unless the row type's own columns are (text, that type):
+ * said so, rather than as a mismatch of its first column by position.
+ */
+static void
+check_changelog_type(TupleDesc result, TupleDesc rowdesc)
+{
+	AttrNumber	cols[2];
+	AttrNumber	rowcols[2];
+	Oid			data;
+
+	if (visible_columns(result, cols, 2) != 2 ||
+		TupleDescAttr(result, cols[0] - 1)->atttypid != TEXTOID)
+		return;
+	data = TupleDescAttr(result, cols[1] - 1)->atttypid;
+	if (!type_is_rowtype(data))
+		return;
+	if (visible_columns(rowdesc, rowcols, 2) == 2 &&
+		TupleDescAttr(rowdesc, rowcols[0] - 1)->atttypid == TEXTOID &&
+		TupleDescAttr(rowdesc, rowcols[1] - 1)->atttypid == data)
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_DATATYPE_MISMATCH),
+			 errmsg("the query returns (text, %s) rows, and a changelog's data must be of type %s",
+					format_type_be(data), format_type_be(rowdesc->tdtypeid)),
+			 errhint("Make it one: ROW((data).*)::%s.", format_type_be(rowdesc->tdtypeid))));
+}
+
 void
 sql_input_prepare(PtfSqlInput *in)
 {
@@ -119,6 +148,8 @@ sql_input_prepare(PtfSqlInput *in)
 	in->changelog = (in->query != NULL && is_changelog_shape(result, in->rowdesc));
 	if (!in->changelog)
 	{
+		if (in->query != NULL)
+			check_changelog_type(result, in->rowdesc);
 		/* errors (42804) naming the first column that does not match */
 		in->map = convert_tuples_by_position(result, in->rowdesc,
 											 in->query != NULL ?
