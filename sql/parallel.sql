@@ -250,6 +250,27 @@ SET min_parallel_table_scan_size = 0;
 ALTER TABLE gen SET (parallel_workers = 0);
 SELECT * FROM compare($$SELECT * FROM ptf.deduplicate_keep_first(NULL::par.gen, partition_by => '{k}')$$);
 ALTER TABLE gen RESET (parallel_workers);
+-- keys whose hash and equality call functions that are not parallel safe for their parts
+-- (hash_record a field's, hash_array an element's): serial, as the key's own would make it
+CREATE FUNCTION pt_eq(point, point) RETURNS bool LANGUAGE sql IMMUTABLE
+    AS 'SELECT $1[0] = $2[0] AND $1[1] = $2[1]';
+CREATE FUNCTION pt_hash(point) RETURNS int LANGUAGE sql IMMUTABLE PARALLEL UNSAFE
+    AS 'SELECT hashfloat8($1[0]) # hashfloat8($1[1])';
+CREATE OPERATOR = (leftarg = point, rightarg = point, function = pt_eq, hashes);
+CREATE OPERATOR CLASS point_hash_ops DEFAULT FOR TYPE point USING hash AS
+    OPERATOR 1 = (point, point), FUNCTION 1 pt_hash(point);
+CREATE TYPE ptk AS (a int, p point);
+CREATE TABLE ph AS SELECT g AS id, ROW(g % 5, point(g % 7, 0))::ptk AS k,
+    ARRAY[point(g % 9, 1)] AS ka, g % 11 AS n FROM generate_series(1, 100000) g;
+ANALYZE ph;
+SELECT * FROM compare($$SELECT * FROM ptf.deduplicate_keep_first(NULL::par.ph, partition_by => '{k}')$$);
+SELECT * FROM compare($$SELECT * FROM ptf.deduplicate_keep_first(NULL::par.ph, partition_by => '{ka}')$$);
+SELECT * FROM compare($$SELECT * FROM ptf.deduplicate_keep_first(NULL::par.ph, partition_by => '{n}')$$);
+DROP TABLE ph;
+DROP TYPE ptk;
+DROP OPERATOR FAMILY point_hash_ops USING hash;
+DROP OPERATOR = (point, point);
+DROP FUNCTION pt_eq(point, point), pt_hash(point);
 
 -- an error in a worker reaches the caller as the serial call raises it (the
 -- context says which statement, and which process, read the row)

@@ -12,7 +12,8 @@
  * min_parallel_table_scan_size, one worker more each time it triples (or
  * its parallel_workers option), not already in parallel mode.  It stays
  * serial when anything the workers would run is not parallel safe (the
- * key types' hash and equality functions, row-level security quals), or
+ * key types' hash and equality functions and what they call for a key's
+ * parts, key_spec_parallel_safe; row-level security quals), or
  * when the planner would not read a block range by a TID range scan.
  *
  * Shares.  The split input is cut into chunks of consecutive blocks;
@@ -996,18 +997,6 @@ ptf_parallel_expr_safe(Node *expr)
 	return is_parallel_safe(&root, expr);
 }
 
-static bool
-keys_parallel_safe(KeySpec *keys)
-{
-	int			i;
-
-	for (i = 0; i < keys->ncols; i++)
-		if (func_parallel(keys->cols[i].eq.fn_oid) != PROPARALLEL_SAFE ||
-			func_parallel(keys->cols[i].hash.fn_oid) != PROPARALLEL_SAFE)
-			return false;
-	return true;
-}
-
 /*
  * How many workers the call gets by PostgreSQL's rule, and the number of
  * blocks of its split input; 0: it runs serially.
@@ -1047,7 +1036,7 @@ call_workers(PtfCall *call, BlockNumber *nblocks)
 		bool		ok;
 
 		if (in->query != NULL || !OidIsValid(in->arg.relid) || in->sql.changelog ||
-			in->adapter != NULL || !keys_parallel_safe(in->frame.keys) ||
+			in->adapter != NULL || !key_spec_parallel_safe(in->frame.keys) ||
 			!plan_parallel_safe(in->sql.plan))
 			return 0;
 		/* the call's planning already locked it */

@@ -15,8 +15,10 @@
 
 #include "access/detoast.h"
 #include "access/tupmacs.h"
+#include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
 #include "common/hashfn.h"
+#include "miscadmin.h"
 #include "port/pg_bitutils.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
@@ -479,6 +481,98 @@ key_packed_equals_probe(KeySpec *spec, const char *packed, bool has_nulls)
 		}
 		else if (!DatumGetBool(FunctionCall2Coll(&col->eq, col->collation,
 												 spec->probe_values[i], stored)))
+			return false;
+	}
+	return true;
+}
+
+/* ---- parallel safety ---- */
+
+static bool parts_parallel_safe(Oid typid, int depth);
+
+/* a type's default hash and equality, and its parts' */
+static bool
+type_parallel_safe(Oid typid, int depth)
+{
+	TypeCacheEntry *tc = lookup_type_cache(typid, TYPECACHE_HASH_PROC | TYPECACHE_EQ_OPR);
+
+	if (OidIsValid(tc->hash_proc) && func_parallel(tc->hash_proc) != PROPARALLEL_SAFE)
+		return false;
+	if (OidIsValid(tc->eq_opr) && func_parallel(get_opcode(tc->eq_opr)) != PROPARALLEL_SAFE)
+		return false;
+	return parts_parallel_safe(typid, depth + 1);
+}
+
+/*
+ * hash_record and record_eq call each field type's own, hash_array and
+ * array_eq the element type's, a range's its subtype's hash and
+ * comparison: functions the key column's own do not show (PostgreSQL's
+ * parallel GROUP BY does not look at them either).  Nesting past a few
+ * levels is taken as unsafe rather than walked.
+ */
+static bool
+parts_parallel_safe(Oid typid, int depth)
+{
+	Oid			elem;
+
+	check_stack_depth();
+	if (depth > 8)
+		return false;
+	typid = getBaseType(typid);
+	elem = get_element_type(typid);
+	if (OidIsValid(elem))
+		return type_parallel_safe(elem, depth);
+	switch (get_typtype(typid))
+	{
+		case TYPTYPE_COMPOSITE:
+			{
+				TupleDesc	desc;
+				bool		safe = true;
+				int			i;
+
+				if (typid == RECORDOID)
+					return false;
+				desc = lookup_rowtype_tupdesc(typid, -1);
+				for (i = 0; i < desc->natts && safe; i++)
+				{
+					Form_pg_attribute att = TupleDescAttr(desc, i);
+
+					if (!att->attisdropped)
+						safe = type_parallel_safe(att->atttypid, depth);
+				}
+				ReleaseTupleDesc(desc);
+				return safe;
+			}
+		case TYPTYPE_RANGE:
+			{
+				TypeCacheEntry *tc = lookup_type_cache(typid, TYPECACHE_RANGE_INFO);
+
+				return func_parallel(tc->rng_cmp_proc_finfo.fn_oid) == PROPARALLEL_SAFE &&
+					type_parallel_safe(tc->rngelemtype->type_id, depth);
+			}
+		case TYPTYPE_MULTIRANGE:
+			{
+				TypeCacheEntry *tc = lookup_type_cache(typid, TYPECACHE_MULTIRANGE_INFO);
+
+				return parts_parallel_safe(tc->rngtype->type_id, depth + 1);
+			}
+		default:
+			return true;
+	}
+}
+
+bool
+key_spec_parallel_safe(const KeySpec *keys)
+{
+	int			i;
+
+	for (i = 0; i < keys->ncols; i++)
+	{
+		const KeyColumn *col = &keys->cols[i];
+
+		if (func_parallel(col->eq.fn_oid) != PROPARALLEL_SAFE ||
+			func_parallel(col->hash.fn_oid) != PROPARALLEL_SAFE ||
+			!parts_parallel_safe(col->typid, 0))
 			return false;
 	}
 	return true;

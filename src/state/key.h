@@ -64,6 +64,13 @@ extern KeySpec *key_spec_from_attnos(TupleDesc rowdesc, int ncols,
 /* The same key columns, built anew (in the current memory context) over rowdesc. */
 extern KeySpec *key_spec_copy(const KeySpec *keys, TupleDesc rowdesc);
 
+/*
+ * The keys' hash and equality may run in a parallel worker: their own
+ * functions, and those they call for the parts of a key of a composite,
+ * array or range type.
+ */
+extern bool key_spec_parallel_safe(const KeySpec *keys);
+
 /* Extract the key of a row into the probe, return its hash. */
 extern uint32 key_probe(KeySpec *spec, TupleTableSlot *row);
 /* The same without the hash, for a row whose hash is known. */
