@@ -175,5 +175,37 @@ SELECT * FROM pg_temp.idle($$SELECT * FROM readings WHERE false$$);
 SELECT watermark FROM state WHERE uid = 'idle';
 RESET ptf.debug_clock;
 
+-- the aggregates' states are of the source's column types: a column that changed type
+-- is refused (a sum(int4)'s int8 read as float8 came out as 2.5e-323); one added is not
+CREATE TABLE typed (id int PRIMARY KEY, ts timestamp, v int);
+ALTER TABLE typed REPLICA IDENTITY FULL;
+CREATE TYPE typed_out AS (window_start timestamp, window_end timestamp, total float8);
+SELECT * FROM window_aggregate(NULL::typed, NULL::typed_out, 'tumble', 'ts', '10 minutes',
+    aggregates => 'sum(v)::float8 AS total', changes => true, uid => 'typed');
+INSERT INTO typed VALUES (1, '2024-01-01 00:01', 5);
+SELECT * FROM window_aggregate(NULL::typed, NULL::typed_out, 'tumble', 'ts', '10 minutes',
+    aggregates => 'sum(v)::float8 AS total', changes => true, uid => 'typed');
+ALTER TABLE typed ADD COLUMN note text;
+ALTER TABLE typed ALTER COLUMN v TYPE float8;
+INSERT INTO typed VALUES (2, '2024-01-01 00:20', 7);
+\set VERBOSITY terse
+SELECT * FROM window_aggregate(NULL::typed, NULL::typed_out, 'tumble', 'ts', '10 minutes',
+    aggregates => 'sum(v)::float8 AS total', changes => true, uid => 'typed');
+\set VERBOSITY default
+SELECT drop_state('typed');
+DROP TABLE typed;
+DROP TYPE typed_out;
+
+-- last_call_stats() shows a call to the role that made it: a pipeline worker runs steps
+-- of several owners, whose arguments may call it
+SELECT count(*) FROM deduplicate_keep_first(NULL::clicks, partition_by => '{user_id}');
+SELECT function, rows_in FROM last_call_stats();
+CREATE ROLE regress_ptf_stats_other;
+SET ROLE regress_ptf_stats_other;
+SELECT function, rows_in FROM ptf.last_call_stats();
+RESET ROLE;
+SELECT function, rows_in FROM last_call_stats();
+DROP ROLE regress_ptf_stats_other;
+
 SELECT count(drop_state(uid)) FROM state;
 DROP TABLE clicks, orders, readings, plain_orders, visits;

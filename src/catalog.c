@@ -195,10 +195,25 @@ ptf_relation_sql_name(Oid relid)
 									  relname);
 }
 
-uint32
-ptf_lock_id_of_name(const char *name)
+/*
+ * A uid's lock is one of the advisory tags of ptf_lock(), field2 holding
+ * the upper half of a 64-bit hash of the name with its top bit set -- no
+ * other class comes near (they are small numbers) -- and field3 the lower
+ * half.  A 32-bit hash (as it was) let an unprivileged role find in
+ * seconds a uid of its own that collides with another role's, and, by
+ * holding it in an open transaction, stall that role's calls and
+ * pipeline: the owner check comes before the lock, but not for a
+ * different name.
+ */
+bool
+ptf_lock_uid(const char *uid, LOCKMODE mode, bool session, bool wait)
 {
-	return hash_bytes((const unsigned char *) name, strlen(name));
+	uint64		h = hash_bytes_extended((const unsigned char *) uid, strlen(uid), 0);
+	LOCKTAG		tag;
+
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, ((uint32) (h >> 32)) | 0x80000000U, (uint32) h,
+						 PTF_LOCKTAG_KIND);
+	return LockAcquire(&tag, mode, session, !wait) != LOCKACQUIRE_NOT_AVAIL;
 }
 
 bool

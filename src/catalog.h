@@ -121,13 +121,17 @@ extern char *ptf_relation_sql_name(Oid relid);
  */
 typedef enum PtfLockClass
 {
-	PTF_LOCK_UID = 1,			/* calls of one uid (id: hash of the uid) */
+	PTF_LOCK_UID = 1,			/* calls of one uid: ptf_lock_uid() */
 	PTF_LOCK_PIPELINE = 2,		/* a pipeline's changes vs its steps (id) */
 	PTF_LOCK_WORKER = 3,		/* the one pipeline worker of a database */
 	PTF_LOCK_ROLE_STREAMS = 4	/* first calls of one role (id: role OID) */
 } PtfLockClass;
 
-extern uint32 ptf_lock_id_of_name(const char *name);
+/*
+ * The lock of one uid's calls: its tag holds 63 bits of the name's hash,
+ * so that no role can find a uid of its own whose lock is another's.
+ */
+extern bool ptf_lock_uid(const char *uid, LOCKMODE mode, bool session, bool wait);
 
 /* false only when wait is false and someone else holds it */
 extern bool ptf_lock(PtfLockClass cls, uint32 id, LOCKMODE mode, bool session,

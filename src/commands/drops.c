@@ -354,10 +354,8 @@ lock_streams_of(ReassignOwnedStmt *stmt)
 		n = owned_by("SELECT uid FROM ptf.uid_registry "
 					 "WHERE owner OPERATOR(pg_catalog.=) $1 ORDER BY uid", lfirst_oid(lc));
 		for (i = 0; i < n; i++)
-			(void) ptf_lock(PTF_LOCK_UID,
-							ptf_lock_id_of_name(SPI_getvalue(SPI_tuptable->vals[i],
-															 SPI_tuptable->tupdesc, 1)),
-							ExclusiveLock, false, true);
+			(void) ptf_lock_uid(SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1),
+								ExclusiveLock, false, true);
 	}
 	SPI_finish();
 }

@@ -12,6 +12,7 @@
 #include "access/tupmacs.h"
 #include "executor/tuptable.h"
 #include "funcapi.h"
+#include "miscadmin.h"
 #include "utils/memutils.h"
 #include "utils/tuplestore.h"
 
@@ -449,6 +450,7 @@ ptf_record_call_stats(const char *function, PtfFrame *frame, uint64 rows_out)
 	last_call.state_load = NULL;
 	last_call.keys_probed = last_call.keys_loaded = last_call.keys_evicted = 0;
 	last_call.workers_planned = last_call.workers_launched = 0;
+	last_call.user = GetUserId();
 	have_last_call = true;
 }
 
@@ -491,8 +493,13 @@ ptf_record_state_load_stats(struct PtfStateLoad *load)
 	last_call.keys_evicted = st.keys_evicted;
 }
 
+/*
+ * A pipeline worker runs steps of several owners, and a step's arguments,
+ * evaluated as its owner, may call last_call_stats(): another owner's
+ * step is not theirs to see.
+ */
 const PtfCallStats *
 ptf_get_last_call_stats(void)
 {
-	return have_last_call ? &last_call : NULL;
+	return have_last_call && last_call.user == GetUserId() ? &last_call : NULL;
 }

@@ -61,6 +61,7 @@ typedef struct PtfCallStats
 	uint64		keys_evicted;
 	int			workers_planned;	/* parallel workers (engine/parallel.c) */
 	int			workers_launched;
+	Oid			user;			/* the role it ran as: shown to it alone */
 } PtfCallStats;
 
 extern void ptf_record_call_stats(const char *function, PtfFrame *frame,

@@ -454,6 +454,8 @@ run_planned(PlannedCall *pc, PtfCallInput *in)
 		call->layout = &window_agg_layout;
 		call->nspaces = WINDOW_AGG_NSPACES;
 		call->probe_ok = true;
+		/* states of the input's column types (window_aggregate's, below) */
+		call->keeps_images = true;
 	}
 	else
 	{
@@ -1049,6 +1051,14 @@ ptf_window_aggregate(PG_FUNCTION_ARGS)
 							 wc.opts.emit_only_on_update ? ", emit only on update" : "");
 	call->layout = &window_agg_layout;
 	call->nspaces = WINDOW_AGG_NSPACES;
+
+	/*
+	 * The aggregates' states, and the rows kept for those without an
+	 * inverse, are of the input's column types: a uid whose source column
+	 * changed type would read them as the new one (a sum(int4)'s int8 as a
+	 * float8), so that is refused as for kept images.
+	 */
+	call->keeps_images = true;
 	/*
 	 * Its timers are event-time ones, found by fires_at; the idle rule moves
 	 * the watermark with processing time, but through the frame, which

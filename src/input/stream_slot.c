@@ -417,7 +417,7 @@ change_stream_prepare(const char *uid, const Oid *relids, int nrelids)
 		check_stream_table(relids[i]);
 
 	/* one creator at a time per uid, until this transaction ends */
-	(void) ptf_lock(PTF_LOCK_UID, ptf_lock_id_of_name(uid), ExclusiveLock, false, true);
+	(void) ptf_lock_uid(uid, ExclusiveLock, false, true);
 	values[0] = CStringGetTextDatum(uid);
 
 	ptf_spi_exec_as_owner("SELECT slot_name FROM ptf.uid_registry WHERE uid OPERATOR(pg_catalog.=) $1",

@@ -605,7 +605,7 @@ durable_open(const DurableIdentity *id, DurableProgress *progress)
 		check_source_privilege(id->rowdescs[i]);
 	enter_uid(id->uid);
 
-	/* an owner check before taking the lock: no waiting on others' uids */
+	/* an owner check before taking the lock (ptf_lock_uid): no waiting on others' uids */
 	ptf_spi_exec_as_owner("SELECT r.owner, " PIPELINE_OF_UID " FROM ptf.uid_registry r "
 						  "WHERE r.uid OPERATOR(pg_catalog.=) $1",
 						  1, argtypes, values, NULL, SPI_OK_SELECT);
@@ -624,7 +624,7 @@ durable_open(const DurableIdentity *id, DurableProgress *progress)
 	 * lock the row, so that under REPEATABLE READ a call that waited fails
 	 * rather than work on the state it saw before.
 	 */
-	(void) ptf_lock(PTF_LOCK_UID, ptf_lock_id_of_name(id->uid), ExclusiveLock, false, true);
+	(void) ptf_lock_uid(id->uid, ExclusiveLock, false, true);
 	if (!exists)
 		ptf_spi_exec_as_owner("INSERT INTO ptf.uid_registry "
 							  "(uid, function, owner, row_type, key_columns, on_time, time_type, "
@@ -878,7 +878,7 @@ durable_resync(const char *uid)
 				 errdetail("Only keep-first by arrival, and to_changelog keeping an image per key, can say the net effect of changes they do not read one by one."),
 				 errhint("ptf.drop_state('%s') forgets the uid; a first call with snapshot => true starts it again from the tables' rows.",
 						 uid)));
-	(void) ptf_lock(PTF_LOCK_UID, ptf_lock_id_of_name(uid), ExclusiveLock, false, true);
+	(void) ptf_lock_uid(uid, ExclusiveLock, false, true);
 	mark_resync(args[0], NULL);
 }
 
