@@ -34,6 +34,9 @@
 /* Unix epoch minus PostgreSQL's, in milliseconds */
 #define UNIX_EPOCH_MS ((int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY * 1000)
 
+/* Debezium's value of a column it does not have (an unchanged TOASTed one) */
+#define DEBEZIUM_UNAVAILABLE_VALUE "__debezium_unavailable_value"
+
 static JsonValueKind
 json_value_kind(Oid typid)
 {
@@ -189,6 +192,34 @@ append_raw(StringInfo out, const char *s)
 	appendBinaryStringInfo(out, s, strlen(s));
 }
 
+/*
+ * A json value as its output function gave it, without the whitespace
+ * between its tokens: json keeps its input's, newlines included, which
+ * would break the one object a line that pg_recvlogical writes.  The text is valid JSON, so no string holds a raw control
+ * character; whitespace inside strings stays.
+ */
+static void
+append_json_compact(StringInfo out, const char *s)
+{
+	bool		in_string = false;
+
+	for (; *s != '\0'; s++)
+	{
+		if (in_string)
+		{
+			if (*s == '\\' && s[1] != '\0')
+				appendStringInfoChar(out, *s++);
+			else if (*s == '"')
+				in_string = false;
+		}
+		else if (*s == '"')
+			in_string = true;
+		else if (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r')
+			continue;
+		appendStringInfoChar(out, *s);
+	}
+}
+
 /* What an output function gave, as a JSON number where JSON has one. */
 static void
 append_number(StringInfo out, const char *s)
@@ -233,7 +264,12 @@ append_value(StringInfo out, JsonColumn *col, Datum value)
 			append_number(out, OutputFunctionCall(&col->output, value));
 			return;
 		case JSON_VALUE_JSON:
-			append_raw(out, OutputFunctionCall(&col->output, value));
+			s = OutputFunctionCall(&col->output, value);
+			/* jsonb's text has no newline; a json's may */
+			if (strpbrk(s, "\n\r") != NULL)
+				append_json_compact(out, s);
+			else
+				append_raw(out, s);
 			return;
 		case JSON_VALUE_STRING:
 			s = OutputFunctionCall(&col->output, value);
@@ -246,9 +282,10 @@ append_value(StringInfo out, JsonColumn *col, Datum value)
 /*
  * A row as a JSON object of its columns.  Unchanged TOASTed values of an
  * UPDATE's new image are not in the WAL: they are left out and named in
- * *unchanged_toast, never printed as placeholders.  A key-only old image
- * has just the replica identity's columns: the NULLs of the others are not
- * values.
+ * *unchanged_toast (the changelog format), or, without it, written as
+ * Debezium's placeholder for a value it does not have (a column simply
+ * missing would read as a row without it).  A key-only old image has just
+ * the replica identity's columns: the NULLs of the others are not values.
  */
 void
 json_append_row(StringInfo out, JsonRowLayout *layout, TupleDesc desc,
@@ -269,17 +306,18 @@ json_append_row(StringInfo out, JsonRowLayout *layout, TupleDesc desc,
 		if (key_only && !col->in_identity)
 			continue;
 		if (!isnull && col->varlena &&
-			VARATT_IS_EXTERNAL_ONDISK(DatumGetPointer(value)))
+			VARATT_IS_EXTERNAL_ONDISK(DatumGetPointer(value)) && unchanged_toast)
 		{
-			if (unchanged_toast)
-				*unchanged_toast = lappend(*unchanged_toast, (char *) col->name);
+			*unchanged_toast = lappend(*unchanged_toast, (char *) col->name);
 			continue;
 		}
 		if (!first)
 			appendStringInfoCharMacro(out, ',');
 		first = false;
 		appendBinaryStringInfo(out, col->key, col->key_len);
-		if (isnull)
+		if (!isnull && col->varlena && VARATT_IS_EXTERNAL_ONDISK(DatumGetPointer(value)))
+			append_literal(out, "\"" DEBEZIUM_UNAVAILABLE_VALUE "\"");
+		else if (isnull)
 			append_literal(out, "null");
 		else
 			append_value(out, col, value);
@@ -352,7 +390,11 @@ json_write_changelog_row(StringInfo out, const JsonFormat *fmt, const JsonTxn *j
 	append_changelog_tail(out, fmt, jt, lsn);
 }
 
-/* One Debezium-style envelope for a change.  Its kind must be mapped. */
+/*
+ * One Debezium-style envelope for a change.  Its kind must be mapped.  An
+ * unchanged TOASTed value of the new image is Debezium's placeholder
+ * (unavailable.value.placeholder's default).
+ */
 void
 json_write_debezium(StringInfo out, const JsonFormat *fmt, const JsonTxn *jt,
 					const JsonTable *table, RowKind kind, HeapTuple before,
@@ -396,8 +438,10 @@ void
 json_write_truncate(StringInfo out, const JsonFormat *fmt, const JsonTxn *jt,
 					const JsonTable *table, XLogRecPtr lsn)
 {
-	appendStringInfoString(out, fmt->debezium ? "{\"op\":\"t\",\"table\":" :
-						   "{\"op\":\"TRUNCATE\",\"table\":");
+	Assert(fmt->truncate_code != NULL);
+	appendStringInfoString(out, "{\"op\":");
+	append_raw(out, fmt->truncate_code);
+	appendStringInfoString(out, ",\"table\":");
 	append_raw(out, table->qualified);
 	append_changelog_tail(out, fmt, jt, lsn);
 }

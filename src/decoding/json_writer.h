@@ -82,6 +82,7 @@ typedef struct JsonFormat
 	bool		include_commit_time;
 	bool		include_xid;
 	char	   *code[ROWKIND_COUNT];	/* JSON strings; NULL: not written */
+	char	   *truncate_code;	/* JSON string of a truncation; NULL: not written */
 	char	   *database;		/* JSON string, for Debezium's source */
 } JsonFormat;
 

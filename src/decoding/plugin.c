@@ -340,6 +340,7 @@ parse_options(JsonPlugin *p, List *options)
 			mapping.code[ROWKIND_INSERT] = "c";
 			mapping.code[ROWKIND_UPDATE_AFTER] = "u";
 			mapping.code[ROWKIND_DELETE] = "d";
+			mapping.truncate_code = "t";
 		}
 	}
 	else if (mapping.read_code != NULL)
@@ -356,6 +357,8 @@ parse_options(JsonPlugin *p, List *options)
 				 errhint("Map UPDATE_AFTER to the code of updates, or use format \"changelog\".")));
 	for (k = 0; k < ROWKIND_COUNT; k++)
 		p->format.code[k] = mapping.mapped[k] ? json_string(mapping.code[k]) : NULL;
+	/* a mapping that leaves TRUNCATE out writes no truncation, as for any kind */
+	p->format.truncate_code = mapping.truncate_code ? json_string(mapping.truncate_code) : NULL;
 }
 
 /* ---- the per-relation cache ---- */
@@ -502,7 +505,9 @@ read_verdict(Relation rel)
 {
 	Oid			relid = RelationGetRelid(rel);
 
-	if (pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
+	/* SELECT on the table, or on every column, as a change stream asks */
+	if (pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) != ACLCHECK_OK &&
+		pg_attribute_aclcheck_all(relid, GetUserId(), ACL_SELECT, ACLMASK_ALL) != ACLCHECK_OK)
 		return READ_NO_SELECT;
 	if (check_enable_rls(relid, InvalidOid, false) == RLS_ENABLED)
 		return READ_RLS;
@@ -822,6 +827,8 @@ plugin_truncate(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
 		return;
 	}
 
+	if (p->format.truncate_code == NULL)
+		return;
 	for (i = 0; i < nrelations; i++)
 	{
 		PluginRelation *entry = get_relation(p, relations[i]);
