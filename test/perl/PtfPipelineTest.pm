@@ -12,6 +12,8 @@ package PtfPipelineTest;
 
 use strict;
 use warnings;
+use IPC::Run;
+use Time::HiRes qw(usleep);
 use Exporter 'import';
 use Test::More;
 
@@ -32,16 +34,26 @@ sub worker_pid
 
 # the whole server restarts after a process with shared memory died
 # (until the killed processes are gone: a query that runs before the
-# postmaster noticed the death would find the server up)
+# postmaster noticed the death would find the server up).  While it
+# restarts, a psql given its query on stdin may give up before reading it,
+# and writing to it then kills the test (IPC::Run: "ack Broken pipe", seen
+# in 102_citus_moves.pl under load): the query goes on psql's command line.
 sub kill_worker
 {
     my ($node) = @_;
     my @pids = worker_pid($node);
     kill 'KILL', @pids;
-    my $list = join(', ', @pids);
-    $node->poll_query_until('postgres',
-        "SELECT count(*) FROM pg_stat_activity WHERE pid IN ($list)", '0')
-      or die 'server did not come back';
+    my $sql = 'SELECT count(*) FROM pg_stat_activity WHERE pid IN (' . join(', ', @pids) . ')';
+    for (1 .. 1800)
+    {
+        my ($out, $err) = ('', '');
+        IPC::Run::run([ 'psql', '-XAtq', '-d', $node->connstr('postgres'), '-c', $sql ],
+            '>', \$out, '2>', \$err);
+        chomp $out;
+        return if $out eq '0';
+        usleep(100_000);
+    }
+    die 'server did not come back';
 }
 
 # write (a code ref) makes the changes whose step is to stop at $point
