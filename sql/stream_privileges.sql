@@ -71,6 +71,11 @@ SELECT * FROM deduplicate_keep_first(NULL::events, partition_by => '{k}',
 SELECT create_pipeline('sp-pipe2', $$SELECT * FROM ptf.deduplicate_keep_first(
     NULL::sp.events, partition_by => '{k}', changes => true, uid => 'sp-pipe2')$$, 'firsts');
 SELECT slots_of('sp-c') + slots_of('sp-pipe2') AS slots;
+-- a drop that rolls back leaves the streams whole: their slots go only when it commits
+BEGIN;
+SELECT drop_pipeline('sp-pipe'), drop_state('sp-a');
+ROLLBACK;
+SELECT slots_of('sp-pipe') + slots_of('sp-a') AS slots;
 -- the streams it has go on
 SELECT * FROM deduplicate_keep_first(NULL::events, partition_by => '{k}',
     changes => true, uid => 'sp-a');

@@ -232,6 +232,19 @@ DELETE FROM ri WHERE id = 3;
 SELECT op, data FROM to_changelog(NULL::ri, changes => true, uid => 'ri-keys', produces_full_deletes => false,
                                   op_mapping => '{"INSERT": "c", "UPDATE_AFTER": "u", "DELETE": "d"}');
 
+-- a drop_state that rolls back leaves the stream whole: its slot goes only at commit
+CREATE TABLE keep (id int PRIMARY KEY);
+ALTER TABLE keep REPLICA IDENTITY FULL;
+SELECT * FROM to_changelog(NULL::keep, changes => true, uid => 'keep');
+INSERT INTO keep VALUES (1);
+BEGIN;
+SELECT drop_state('keep');
+ROLLBACK;
+INSERT INTO keep VALUES (2);
+SELECT op, data FROM to_changelog(NULL::keep, changes => true, uid => 'keep');
+SELECT drop_state('keep');
+DROP TABLE keep;
+
 -- an unlogged or temporary table's changes are not in the WAL: no stream over one, and a
 -- streamed table stays logged
 CREATE UNLOGGED TABLE ul (id int PRIMARY KEY, v text);

@@ -540,12 +540,12 @@ start_stream(const char *query)
 }
 
 /*
- * A pipeline goes with its state, slot and origin.  The slot goes at once
- * (drop_pipeline), or once the transaction commits (DROP OWNED, which may
- * still fail after this).
+ * A pipeline goes with its state, slot and origin.  The slot goes once the
+ * transaction commits (slots are not transactional): a drop rolled back
+ * leaves the pipeline with its stream.
  */
 static void
-drop_pipeline_by_id(int32 id, const char *uid, bool slot_at_commit)
+drop_pipeline_by_id(int32 id, const char *uid)
 {
 	Oid			argtypes[1] = {INT4OID};
 	Datum		args[1] = {Int32GetDatum(id)};
@@ -556,12 +556,7 @@ drop_pipeline_by_id(int32 id, const char *uid, bool slot_at_commit)
 	ptf_spi_exec_as_owner("DELETE FROM ptf.pipeline_registry WHERE id OPERATOR(pg_catalog.=) $1",
 						  1, argtypes, args, NULL, SPI_OK_DELETE);
 	if (durable_drop(uid, true, &slot_name) && slot_name != NULL)
-	{
-		if (slot_at_commit)
-			change_stream_drop_slot_at_commit(slot_name);
-		else
-			change_stream_drop_slot(slot_name);
-	}
+		change_stream_drop_slot_at_commit(slot_name);
 	/* waits for a worker that has just committed a step to let it go */
 	replorigin_drop_by_name(ptf_pipeline_origin_name(MyDatabaseId, id), true, false);
 	wake_worker_at_commit();
@@ -602,7 +597,7 @@ ptf_drop_pipelines_of(Oid owner)
 
 	list_pipelines(owner, &ids, &uids);
 	forboth(lc1, ids, lc2, uids)
-		drop_pipeline_by_id(lfirst_int(lc1), lfirst(lc2), true);
+		drop_pipeline_by_id(lfirst_int(lc1), lfirst(lc2));
 }
 
 void
@@ -801,7 +796,7 @@ ptf_drop_pipeline(PG_FUNCTION_ARGS)
 		PG_RETURN_BOOL(false);
 	}
 	check_pipeline_owner(name, owner);
-	drop_pipeline_by_id(id, uid, false);
+	drop_pipeline_by_id(id, uid);
 	SPI_finish();
 	PG_RETURN_BOOL(true);
 }

@@ -121,12 +121,15 @@ ptf_drop_state(PG_FUNCTION_ARGS)
 	dropped = durable_drop(uid, false, &slot_name);
 
 	/*
-	 * The slot of a change stream goes at once (slots are not
-	 * transactional): if the dropping transaction rolls back, the uid keeps
-	 * its state but has lost its stream, and its next call says so.
+	 * The slot of a change stream goes when the transaction commits (slots
+	 * are not transactional): one that rolls back, or whose backend dies,
+	 * leaves the uid with its state and its stream.  Dropped at once, the
+	 * uid kept its state without a stream: a window uid failed at every call
+	 * and a normalizing one made a new slot and read the table again, its
+	 * rows delivered twice.
 	 */
 	if (slot_name != NULL)
-		change_stream_drop_slot(slot_name);
+		change_stream_drop_slot_at_commit(slot_name);
 	SPI_finish();
 	PG_RETURN_BOOL(dropped);
 }

@@ -71,9 +71,8 @@ slot_exists_here(const char *name)
 	return SPI_processed > 0;
 }
 
-
-void
-change_stream_drop_slot(const char *slot_name)
+static void
+drop_slot_now(const char *slot_name)
 {
 	/* waits for a pipeline worker that holds it for a moment */
 	if (slot_exists_here(slot_name))
@@ -86,9 +85,9 @@ change_stream_drop_slot(const char *slot_name)
  * the transaction (or the subtransaction that made it) rolls back, the
  * uid's registry row goes, and a new slot would stay behind holding WAL
  * for a uid that does not exist; so it is dropped then.  A slot of a
- * stream dropped with DROP OWNED or DROP EXTENSION goes only once the drop
- * has committed: a drop that fails or rolls back must leave the streams
- * whole.
+ * stream dropped (drop_state, drop_pipeline, DROP OWNED, DROP EXTENSION)
+ * goes only once the drop has committed: a drop that fails or rolls back
+ * must leave the streams whole.
  */
 typedef struct NewSlot
 {
@@ -292,7 +291,7 @@ change_stream_drop_slot_at_commit(const char *slot_name)
 static void
 create_slot(const char *slot)
 {
-	change_stream_drop_slot(slot);
+	drop_slot_now(slot);
 	ptf_create_logical_slot(slot);
 	remember_slot(slot, false);
 }

@@ -43,13 +43,10 @@ extern void stream_slot_check_usable(const char *slot_name, XLogRecPtr resume_af
 extern bool stream_may_read_every_row(Oid relid);
 extern bool stream_role_may_read_every_row(Oid relid, Oid role);
 
-
-/* ptf.drop_state: the uid's slot goes with it (if it is this database's) */
-extern void change_stream_drop_slot(const char *slot_name);
-
 /*
- * The same once the transaction commits (if the slot is this database's):
- * for drops that may still fail or roll back (DROP OWNED, DROP EXTENSION).
+ * A dropped stream's slot goes once the transaction commits (if it is this
+ * database's): a drop that fails or rolls back leaves the stream whole
+ * (drop_state, drop_pipeline, DROP OWNED, DROP EXTENSION).
  */
 extern void change_stream_drop_slot_at_commit(const char *slot_name);
 
