@@ -195,8 +195,9 @@ append_raw(StringInfo out, const char *s)
 /*
  * A json value as its output function gave it, without the whitespace
  * between its tokens: json keeps its input's, newlines included, which
- * would break the one object a line that pg_recvlogical writes.  The text is valid JSON, so no string holds a raw control
- * character; whitespace inside strings stays.
+ * would break the one object a line that pg_recvlogical writes.  The text
+ * is valid JSON, so no string holds a raw control character; whitespace
+ * inside strings stays.
  */
 static void
 append_json_compact(StringInfo out, const char *s)
