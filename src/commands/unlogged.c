@@ -84,19 +84,15 @@ ptf_refuse_unlogging_streamed(AlterTableStmt *stmt)
 	if (uid == NULL)
 		return;
 	/* the names of another role's streams are its own, as for DROP TABLE */
-	if (!ours)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_IN_USE),
-				 errmsg("table %s is read by a change stream of another role",
-						get_rel_name(relid)),
-				 errdetail("An unlogged table's changes are not written to the WAL, which the stream reads: it would lose them."),
-				 errhint("The stream's owner can drop it first.")));
 	ereport(ERROR,
 			(errcode(ERRCODE_OBJECT_IN_USE),
+			 !ours ?
+			 errmsg("table %s is read by a change stream of another role", get_rel_name(relid)) :
 			 errmsg("table %s is read by the change stream of %s \"%s\"",
 					get_rel_name(relid), pipeline != NULL ? "pipeline" : "uid",
 					pipeline != NULL ? pipeline : uid),
 			 errdetail("An unlogged table's changes are not written to the WAL, which the stream reads: it would lose them."),
+			 !ours ? errhint("The stream's owner can drop it first.") :
 			 pipeline != NULL ?
 			 errhint("Drop the pipeline first: SELECT ptf.drop_pipeline(%s);",
 					 quote_literal_cstr(pipeline)) :

@@ -303,11 +303,12 @@ json_append_row(StringInfo out, JsonRowLayout *layout, TupleDesc desc,
 		JsonColumn *col = &layout->columns[i];
 		Datum		value = layout->values[col->index];
 		bool		isnull = layout->nulls[col->index];
+		bool		unchanged;
 
 		if (key_only && !col->in_identity)
 			continue;
-		if (!isnull && col->varlena &&
-			VARATT_IS_EXTERNAL_ONDISK(DatumGetPointer(value)) && unchanged_toast)
+		unchanged = !isnull && col->varlena && VARATT_IS_EXTERNAL_ONDISK(DatumGetPointer(value));
+		if (unchanged && unchanged_toast)
 		{
 			*unchanged_toast = lappend(*unchanged_toast, (char *) col->name);
 			continue;
@@ -316,7 +317,7 @@ json_append_row(StringInfo out, JsonRowLayout *layout, TupleDesc desc,
 			appendStringInfoCharMacro(out, ',');
 		first = false;
 		appendBinaryStringInfo(out, col->key, col->key_len);
-		if (!isnull && col->varlena && VARATT_IS_EXTERNAL_ONDISK(DatumGetPointer(value)))
+		if (unchanged)
 			append_literal(out, "\"" DEBEZIUM_UNAVAILABLE_VALUE "\"");
 		else if (isnull)
 			append_literal(out, "null");

@@ -72,14 +72,9 @@ table_column(Node *expr, Index rti)
 	return v->varattno;
 }
 
-typedef struct ToRowContext
-{
-	Index		rti;
-	bool		other;			/* read something other than a column of rti */
-} ToRowContext;
-
+/* the table's Vars as the input row's (varno 1); its columns only, checked before */
 static Node *
-to_row_mutator(Node *node, ToRowContext *c)
+to_row_mutator(Node *node, Index *rti)
 {
 	if (node == NULL)
 		return NULL;
@@ -87,28 +82,13 @@ to_row_mutator(Node *node, ToRowContext *c)
 	{
 		Var		   *v = (Var *) copyObject(node);
 
-		/* a system column or the whole row: not in the input row */
-		if ((Index) v->varno != c->rti || v->varlevelsup != 0 || v->varattno <= 0)
-			c->other = true;
+		Assert((Index) v->varno == *rti && v->varlevelsup == 0 && v->varattno > 0);
 		v->varno = 1;
 		v->varnosyn = 0;
 		v->varattnosyn = 0;
 		return (Node *) v;
 	}
-	return expression_tree_mutator(node, to_row_mutator, (void *) c);
-}
-
-/* Vars of the table as Vars of the input row (varno 1); NULL if anything else is read */
-static Node *
-to_row(Node *qual, Index rti)
-{
-	ToRowContext c;
-	Node	   *row;
-
-	c.rti = rti;
-	c.other = false;
-	row = to_row_mutator(qual, &c);
-	return c.other ? NULL : row;
+	return expression_tree_mutator(node, to_row_mutator, (void *) rti);
 }
 
 /* a qual the filter can run per input row: no executor parameters, subqueries, volatility */
@@ -177,7 +157,7 @@ first_rows_rule_paths(PlannerInfo *root, RelOptInfo *input_rel, RelOptInfo *wind
 	if (!OidIsValid(rowtype) || !OidIsValid(get_extension_oid("deduplicate_keep_first", true)))
 		return;
 	rowdesc = lookup_rowtype_tupdesc_copy(rowtype, -1);
-	if (!window_rule_reads_columns(input_rel, rti, rowdesc->natts))
+	if (!window_rule_reads_columns((Node *) input_rel->reltarget->exprs, rti, rowdesc->natts))
 		return;
 
 	memset(&plan, 0, sizeof(plan));
@@ -213,11 +193,10 @@ first_rows_rule_paths(PlannerInfo *root, RelOptInfo *input_rel, RelOptInfo *wind
 	foreach(lc, input_rel->baserestrictinfo)
 	{
 		Node	   *qual = (Node *) lfirst_node(RestrictInfo, lc)->clause;
-		Node	   *f;
 
-		if (!qual_usable(qual) || (f = to_row(qual, rti)) == NULL)
+		if (!qual_usable(qual) || !window_rule_reads_columns(qual, rti, rowdesc->natts))
 			return;
-		filter = lappend(filter, f);
+		filter = lappend(filter, to_row_mutator(qual, &rti));
 	}
 	plan.filter = filter;
 

@@ -62,11 +62,11 @@ extern bool window_rule_split_quals(List *quals, Index rti, const PtfTvf *tvf,
 									List **filter, List **post);
 
 /*
- * What the query reads of entry rti above the stage (rel's target) are
+ * What expr reads of entry rti (the stage's target above it, a qual) are
  * its columns 1 .. last alone: not its whole row, nor a system column,
  * which the scan's rows do not carry.
  */
-extern bool window_rule_reads_columns(RelOptInfo *rel, Index rti, AttrNumber last);
+extern bool window_rule_reads_columns(Node *expr, Index rti, AttrNumber last);
 
 /* The single TVF entry a query level reads, or 0. */
 extern Index window_rule_tvf_entry(Query *q, PtfTvf *tvf);

@@ -237,38 +237,22 @@ window_rule_run_limit(List *conds, WindowFunc *wfunc, int64 *limit)
 	return conds != NIL;
 }
 
-typedef struct ColumnsContext
-{
-	Index		rti;
-	AttrNumber	last;
-} ColumnsContext;
-
-/* true at a Var that is not one of the columns, or anything standing for one */
-static bool
-reads_other_walker(Node *node, ColumnsContext *c)
-{
-	if (node == NULL)
-		return false;
-	if (IsA(node, Var))
-	{
-		Var		   *v = (Var *) node;
-
-		return (Index) v->varno != c->rti || v->varlevelsup != 0 ||
-			v->varattno < 1 || v->varattno > c->last;
-	}
-	if (IsA(node, PlaceHolderVar))
-		return true;
-	return expression_tree_walker(node, reads_other_walker, (void *) c);
-}
-
 bool
-window_rule_reads_columns(RelOptInfo *rel, Index rti, AttrNumber last)
+window_rule_reads_columns(Node *expr, Index rti, AttrNumber last)
 {
-	ColumnsContext c;
+	ListCell   *lc;
 
-	c.rti = rti;
-	c.last = last;
-	return !reads_other_walker((Node *) rel->reltarget->exprs, &c);
+	/* anything standing for a Var (a placeholder) is not one of them */
+	foreach(lc, pull_var_clause(expr, PVC_INCLUDE_AGGREGATES | PVC_INCLUDE_WINDOWFUNCS |
+								PVC_INCLUDE_PLACEHOLDERS))
+	{
+		Var		   *v = (Var *) lfirst(lc);
+
+		if (!IsA(v, Var) || (Index) v->varno != rti || v->varlevelsup != 0 ||
+			v->varattno < 1 || v->varattno > last)
+			return false;
+	}
+	return true;
 }
 
 void
@@ -293,7 +277,8 @@ window_rank_rule_paths(PlannerInfo *root, RelOptInfo *input_rel, RelOptInfo *win
 		return;
 	rti = input_rel->relid;
 	if (window_rel->pathlist == NIL || !ptf_tvf_of_rte(root->simple_rte_array[rti], &tvf) ||
-		!ptf_tvf_args_fixed(&tvf) || !window_rule_reads_columns(input_rel, rti, TVF_COL_TIME))
+		!ptf_tvf_args_fixed(&tvf) ||
+		!window_rule_reads_columns((Node *) input_rel->reltarget->exprs, rti, TVF_COL_TIME))
 		return;
 	memset(&s, 0, sizeof(s));
 	if (!shape_rank(q, rti, &tvf, &s))

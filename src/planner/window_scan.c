@@ -946,23 +946,16 @@ plan_has_window_scan(Plan *plan)
 void
 window_scan_plan_done(PlannedStmt *stmt)
 {
+	bool		found;
 	ListCell   *lc;
 
 	if (!stmt->parallelModeNeeded)
 		return;
-	if (plan_has_window_scan(stmt->planTree))
-	{
-		stmt->parallelModeNeeded = false;
-		return;
-	}
+	found = plan_has_window_scan(stmt->planTree);
 	foreach(lc, stmt->subplans)
-	{
-		if (plan_has_window_scan((Plan *) lfirst(lc)))
-		{
-			stmt->parallelModeNeeded = false;
-			return;
-		}
-	}
+		found = found || plan_has_window_scan((Plan *) lfirst(lc));
+	if (found)
+		stmt->parallelModeNeeded = false;
 }
 
 Path *
