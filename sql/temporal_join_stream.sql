@@ -155,4 +155,65 @@ SELECT * FROM firep('no_ttl', NULL);
 SELECT uid, keys, rows_late FROM state WHERE uid IN ('ttl', 'no_ttl') ORDER BY uid;
 SELECT drop_state('ttl'), drop_state('no_ttl');
 
+-- ---- what an old image names: deletions and updates that move a row ----
+-- A deletion is a version at the deleted row's time; an UPDATE that
+-- changes the build key is, for the old key, a deletion at the old row's
+-- time (as Debezium emits a key change: a delete, then an insert), for
+-- the new key a version.  Under three replica identities of the build
+-- side: FULL (rf), an index with key and time (ri: the old image carries
+-- both), the primary key that is the build key (ru, an upsert source:
+-- only the key, its last row's time kept by the join).
+CREATE TABLE lm (t bigint, k text, v text);
+ALTER TABLE lm REPLICA IDENTITY FULL;
+CREATE TABLE rf (t bigint NOT NULL, k text PRIMARY KEY, v text);
+ALTER TABLE rf REPLICA IDENTITY FULL;
+CREATE TABLE ri (t bigint NOT NULL, k text NOT NULL, v text);
+CREATE UNIQUE INDEX ri_kt ON ri (k, t);
+ALTER TABLE ri REPLICA IDENTITY USING INDEX ri_kt;
+CREATE TABLE ru (t bigint NOT NULL, k text PRIMARY KEY, v text);
+CREATE FUNCTION firem(uid text, build text)
+RETURNS TABLE (lt bigint, lk text, lv text, rt bigint, rk text, rv text)
+LANGUAGE plpgsql AS $$
+BEGIN
+    RETURN QUERY EXECUTE format(
+        'SELECT (probe).t, (probe).k, (probe).v, (build).t, (build).k, (build).v
+           FROM ptf.temporal_join(NULL::tjs.lm, NULL::tjs.%I, probe_time => ''t'',
+                                  build_time => ''t'', probe_key => ''{k}'', join_type => ''left'',
+                                  uid => $1, changes => true,
+                                  watermark_delay => ''100 milliseconds'')
+          WHERE (probe).k <> ''wm'' ORDER BY 1, 2', build) USING uid;
+END $$;
+CREATE PROCEDURE moves(build text) LANGUAGE plpgsql AS $$
+BEGIN
+    EXECUTE format('INSERT INTO tjs.%I VALUES (100, ''wm'', ''wm'')', build);
+    EXECUTE format('INSERT INTO tjs.%I VALUES (2, ''a'', ''a2''), (3, ''b'', ''b3''), (4, ''s'', ''s4'')', build);
+    EXECUTE format('DELETE FROM tjs.%I WHERE k = ''b''', build);
+    EXECUTE format('UPDATE tjs.%I SET k = ''c'', t = 6, v = ''c6'' WHERE k = ''a''', build);
+    EXECUTE format('UPDATE tjs.%I SET t = 5, v = ''s5'' WHERE k = ''s''', build);
+    EXECUTE format('UPDATE tjs.%I SET t = 110 WHERE k = ''wm''', build);
+END $$;
+SELECT * FROM firem('moves_full', 'rf');
+SELECT * FROM firem('moves_index', 'ri');
+SELECT * FROM firem('moves_upsert', 'ru');
+CALL moves('rf');
+CALL moves('ri');
+CALL moves('ru');
+INSERT INTO lm VALUES (4, 'a', 'pa4'), (4, 'b', 'pb4'), (4, 's', 'ps4'), (5, 's', 'ps5'),
+    (7, 'c', 'pc7'), (110, 'wm', 'wm');
+-- each: a is absent from 2 (it moved to c), b from 3 (deleted); s has its
+-- version at 4 until 5 (an update within a key); c its version from 6
+SELECT * FROM firem('moves_full', 'rf');
+SELECT * FROM firem('moves_index', 'ri');
+SELECT * FROM firem('moves_upsert', 'ru');
+SELECT uid, rows_late, rows_skipped FROM state WHERE uid LIKE 'moves%' ORDER BY uid;
+SELECT drop_state('moves_full'), drop_state('moves_index'), drop_state('moves_upsert');
+-- an identity without the key cannot say which key a deletion is of
+CREATE TABLE rt (t bigint NOT NULL, k text, v text);
+CREATE UNIQUE INDEX rt_t ON rt (t);
+ALTER TABLE rt REPLICA IDENTITY USING INDEX rt_t;
+\set VERBOSITY sqlstate
+SELECT * FROM firem('time_only', 'rt');
+\set VERBOSITY default
+SELECT * FROM firem('time_only', 'rt');
+
 DROP SCHEMA tjs CASCADE;

@@ -80,6 +80,16 @@ typedef struct TjCall
 	const char *time_names[2];	/* build_time, probe_time */
 	uint64		skipped;		/* probe updates and deletes passed over */
 	PtfOutput	out;
+
+	/*
+	 * A build stream's -U, until its +U says whether the update moved the
+	 * row to another key (build_adapter)
+	 */
+	KeySpec    *move_keys;		/* the build key, probed apart from the operator */
+	TupleTableSlot *before;		/* the -U, or empty */
+	PtfRowMeta	before_meta;
+	StringInfoData before_key;	/* its key, packed */
+	bool		before_key_nulls;
 } TjCall;
 
 /* One operator's instance of the condition. */
@@ -269,15 +279,58 @@ probe_adapter(void *arg, RowKind kind, TupleTableSlot *row, const PtfRowMeta *me
 	frame_push(tc->call.inputs[TJ_INPUT_PROBE].handle, kind, row, meta);
 }
 
-/* A version is kept and emitted later: it must hold every value. */
+/*
+ * Does the +U row move the row of the -U held in tc to another build key?
+ * Keys compare as the keyed state compares them (packed).
+ */
+static bool
+update_moves_key(TjCall *tc, TupleTableSlot *after)
+{
+	KeySpec    *keys = tc->move_keys;
+
+	key_probe_fill(keys, after);
+	return !key_packed_equals_probe(keys, tc->before_key.data, tc->before_key_nulls);
+}
+
+/*
+ * Build rows of a change stream, into the frame.  A version is kept and
+ * emitted later: it must hold every value.
+ *
+ * An UPDATE that changes the build key (PostgreSQL logs the old key then,
+ * under any replica identity) is, for the old key, a deletion at the old
+ * row's build_time, as a CDC source that Flink reads (Debezium) turns a
+ * key change into a delete and an insert: else the old key's last version
+ * would stay valid for ever.  Within one key, the -U goes to the operator,
+ * which passes it over (its +U follows).  A -U and its +U come one after
+ * the other, from one change: the -U is held for that moment only.
+ */
 static void
 build_adapter(void *arg, RowKind kind, TupleTableSlot *row, const PtfRowMeta *meta)
 {
 	TjCall	   *tc = (TjCall *) arg;
+	PtfFrameInput *input = tc->call.inputs[TJ_INPUT_BUILD].handle;
 
 	if (meta != NULL && ROWKIND_IS_ADDITION(kind))
 		ptf_check_meta_complete(meta);
-	frame_push(tc->call.inputs[TJ_INPUT_BUILD].handle, kind, row, meta);
+	if (kind == ROWKIND_UPDATE_AFTER && !TupIsNull(tc->before) && update_moves_key(tc, row))
+		frame_push(input, ROWKIND_DELETE, tc->before, &tc->before_meta);
+	ExecClearTuple(tc->before);
+	if (kind == ROWKIND_UPDATE_BEFORE)
+	{
+		KeySpec    *keys = tc->move_keys;
+		Size		size;
+
+		ExecCopySlot(tc->before, row);
+		tc->before_meta = meta != NULL ? *meta : ptf_no_meta;
+		key_probe_fill(keys, tc->before);
+		size = key_packed_size(keys);
+		resetStringInfo(&tc->before_key);
+		enlargeStringInfo(&tc->before_key, size);
+		memset(tc->before_key.data, 0, size);
+		key_pack(keys, tc->before_key.data);
+		tc->before_key_nulls = keys->probe_has_nulls;
+	}
+	frame_push(input, kind, row, meta);
 }
 
 static uint64
@@ -288,11 +341,12 @@ temporal_join_skipped(PtfCall *call, PtfOperator *op)
 
 /*
  * A deletion of the build side is a version at the deleted row's time:
- * its old image must carry build_time, which REPLICA IDENTITY FULL, or an
- * identity that includes the column, logs.  Under an identity that is the
- * build key itself (a primary key, as Flink asks of a versioned table) the
- * deleted row is the key's last row written, whose time the join keeps:
- * true then, the build side is read as an upsert source.
+ * its old image must carry its key and build_time, which REPLICA IDENTITY
+ * FULL, or an identity that includes those columns, logs.  Under an
+ * identity that is the build key itself (a primary key, as Flink asks of a
+ * versioned table) the deleted row is the key's last row written, whose
+ * time the join keeps: true then, the build side is read as an upsert
+ * source.
  */
 static bool
 build_is_upsert_source(Oid relid, AttrNumber time_attno, KeySpec *build_key,
@@ -307,19 +361,22 @@ build_is_upsert_source(Oid relid, AttrNumber time_attno, KeySpec *build_key,
 	if (ident != REPLICA_IDENTITY_FULL && ident != REPLICA_IDENTITY_NOTHING)
 		idattrs = RelationGetIndexAttrBitmap(rel, INDEX_ATTR_BITMAP_IDENTITY_KEY);
 	relation_close(rel, NoLock);
-	if (ident == REPLICA_IDENTITY_FULL ||
-		bms_is_member(time_attno - FirstLowInvalidHeapAttributeNumber, idattrs))
+	if (ident == REPLICA_IDENTITY_FULL)
 		return false;
 	for (i = 0; i < build_key->ncols; i++)
 		keyattrs = bms_add_member(keyattrs,
 								  build_key->cols[i].attno - FirstLowInvalidHeapAttributeNumber);
+	/* the old image names the deleted version itself: its key and its time */
+	if (bms_is_member(time_attno - FirstLowInvalidHeapAttributeNumber, idattrs) &&
+		bms_is_subset(keyattrs, idattrs))
+		return false;
 	if (idattrs != NULL && bms_equal(idattrs, keyattrs))
 		return true;
 	ereport(ERROR,
 			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 			 errmsg("the build side's change stream must log build_time \"%s\" of deleted rows",
 					build_time),
-			 errdetail("A deletion is a version at the deleted row's build_time, and table %s logs only its replica identity of a deleted row, which is neither build_key nor includes build_time.",
+			 errdetail("A deletion is a version at the deleted row's build_time, and table %s logs only its replica identity of a deleted row, which is neither build_key nor includes both build_key and build_time.",
 					   ptf_relation_sql_name(relid)),
 			 errhint("ALTER TABLE %s REPLICA IDENTITY FULL; or give the table the build key as its primary key.",
 					 ptf_relation_sql_name(relid))));
@@ -513,6 +570,11 @@ ptf_temporal_join(PG_FUNCTION_ARGS)
 		build->frame.partial_untimed = tc.opts.upsert_build;
 		build->adapter = build_adapter;
 		build->adapter_arg = &tc;
+		old = MemoryContextSwitchTo(call->cxt);
+		tc.move_keys = key_spec_copy(build->frame.keys, build->frame.rowdesc);
+		tc.before = MakeSingleTupleTableSlot(build->frame.rowdesc, &TTSOpsMinimalTuple);
+		initStringInfo(&tc.before_key);
+		MemoryContextSwitchTo(old);
 		probe->adapter = probe_adapter;
 		probe->adapter_arg = &tc;
 		/* a truncation removes neither versions nor events already seen */

@@ -466,8 +466,11 @@ on_build(TjOperator *j, RowKind kind, TupleTableSlot *row, const PtfRowContext *
 	if (key_has_nulls(ctx->keys, row))
 		return (j->opts.live && !ctx->meta->partial && t <= ctx->watermark) ?
 			PTF_ROW_LATE_KEPT : PTF_ROW_DONE;
-	/* an upsert source's delete: at the time of the key's last row */
-	if (ctx->meta->partial && !deleted_row_time(j, row, ctx, &t))
+	/*
+	 * An upsert source's delete: at the time of the key's last row.  Other
+	 * partial images (an identity with build_time and the key) carry it.
+	 */
+	if (ctx->meta->partial && j->opts.upsert_build && !deleted_row_time(j, row, ctx, &t))
 		return PTF_ROW_DONE;
 	late = j->opts.live && t <= ctx->watermark;
 
