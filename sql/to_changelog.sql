@@ -163,6 +163,17 @@ END $$;
 -- lost or doubled around it
 SELECT op, data FROM to_changelog(NULL::tt,
     op_mapping => '{"INSERT": "c", "DELETE": "d", "TRUNCATE": "t"}', changes => true, uid => 'tt');
+-- a pipeline's query cannot change: one that leaves TRUNCATE out is refused
+-- when it is made (22023), before a truncation could stop it for good
+CREATE TABLE tt_sink (op text, id int);
+SELECT create_pipeline('tt-pipe', $$SELECT op, (data).id FROM ptf.to_changelog(NULL::tc.tt,
+    op_mapping => '{"INSERT": "c", "DELETE": "d"}', changes => true, uid => 'tt-pipe')$$,
+    'tt_sink');
+SELECT count(*) AS pipelines FROM pipeline_status WHERE name = 'tt-pipe';
+SELECT create_pipeline('tt-pipe', $$SELECT op, (data).id FROM ptf.to_changelog(NULL::tc.tt,
+    op_mapping => '{"INSERT": "c", "DELETE": "d", "TRUNCATE": "t"}', changes => true,
+    uid => 'tt-pipe')$$, 'tt_sink');
+SELECT drop_pipeline('tt-pipe');
 -- the default mapping names it TRUNCATE
 TRUNCATE tt;
 INSERT INTO tt VALUES (3);

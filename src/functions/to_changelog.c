@@ -40,6 +40,7 @@
 #include "base/op_mapping.h"
 #include "catalog.h"
 #include "engine/call.h"
+#include "engine/step.h"
 #include "functions/common.h"
 #include "operators/normalize.h"
 
@@ -264,6 +265,20 @@ ptf_to_changelog(PG_FUNCTION_ARGS)
 	 */
 	in->on_truncate = (tc.normalize || tc.mapping.truncate_code != NULL) ?
 		TRUNCATE_PASS : TRUNCATE_ERROR;
+
+	/*
+	 * A pipeline's query cannot change: a truncation would stop each of its
+	 * steps for good.  Refused when the pipeline is made (its first call),
+	 * before it could meet one; pipelines made earlier go on as they were.
+	 */
+	if (in->on_truncate == TRUNCATE_ERROR && call->changes &&
+		ptf_step_current() != NULL && ptf_step_current()->start_only)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("a to_changelog pipeline must map \"TRUNCATE\" in op_mapping"),
+				 errdetail("The stream keeps no rows of table %s, so a truncation can only be a row of its own; unmapped, it would stop every step of the pipeline, whose query cannot change.",
+						   ptf_relation_sql_name(tc.input.relid)),
+				 errhint("Add \"TRUNCATE\" with a code of your choice to op_mapping.")));
 	/* normalizing finds old rows by their key; -U rows and whole deletes as they come need FULL */
 	if (tc.normalize)
 		in->old_rows = OLD_ROWS_KEY;
