@@ -88,6 +88,8 @@ ptf_create_logical_slot(const char *name)
 	NameData	slot;
 	NameData	plugin;
 
+	/* until the transaction ends: what refers to the slot is written by then */
+	(void) ptf_lock_slot(name, true);
 	namestrcpy(&slot, name);
 	namestrcpy(&plugin, "deduplicate_keep_first");
 	GetUserIdAndSecContext(&save_userid, &save_sec);
@@ -214,6 +216,13 @@ ptf_lock_uid(const char *uid, LOCKMODE mode, bool session, bool wait)
 	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, ((uint32) (h >> 32)) | 0x80000000U, (uint32) h,
 						 PTF_LOCKTAG_KIND);
 	return LockAcquire(&tag, mode, session, !wait) != LOCKACQUIRE_NOT_AVAIL;
+}
+
+bool
+ptf_lock_slot(const char *name, bool wait)
+{
+	return ptf_lock(PTF_LOCK_SLOT, hash_bytes((const unsigned char *) name, strlen(name)),
+					ExclusiveLock, false, wait);
 }
 
 bool

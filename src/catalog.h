@@ -124,7 +124,8 @@ typedef enum PtfLockClass
 	PTF_LOCK_UID = 1,			/* calls of one uid: ptf_lock_uid() */
 	PTF_LOCK_PIPELINE = 2,		/* a pipeline's changes vs its steps (id) */
 	PTF_LOCK_WORKER = 3,		/* the one pipeline worker of a database */
-	PTF_LOCK_ROLE_STREAMS = 4	/* first calls of one role (id: role OID) */
+	PTF_LOCK_ROLE_STREAMS = 4,	/* first calls of one role (id: role OID) */
+	PTF_LOCK_SLOT = 5			/* a slot made, until its registry row commits */
 } PtfLockClass;
 
 /*
@@ -132,6 +133,14 @@ typedef enum PtfLockClass
  * so that no role can find a uid of its own whose lock is another's.
  */
 extern bool ptf_lock_uid(const char *uid, LOCKMODE mode, bool session, bool wait);
+
+/*
+ * The lock of a slot of ours by name: its maker holds it from before the
+ * slot exists to the end of its transaction, which writes what refers to
+ * the slot (ptf_create_logical_slot); the drop of orphaned slots takes it
+ * to know the maker's transaction has ended.
+ */
+extern bool ptf_lock_slot(const char *name, bool wait);
 
 /* false only when wait is false and someone else holds it */
 extern bool ptf_lock(PtfLockClass cls, uint32 id, LOCKMODE mode, bool session,

@@ -11,7 +11,8 @@
  * transactional, so the slots a transaction made or dropped are tracked
  * until it ends (NewSlot): a first call rolled back drops its new slot, a
  * stream dropped by a committed DROP OWNED or DROP EXTENSION loses its
- * slot then.
+ * slot then.  A slot whose maker died before its transaction ended goes
+ * when the server has restarted (change_stream_drop_orphan_slots).
  *
  *-------------------------------------------------------------------------
  */
@@ -20,6 +21,7 @@
 #include <limits.h>
 
 #include "access/xact.h"
+#include "catalog/namespace.h"
 #include "catalog/pg_authid.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
@@ -291,9 +293,71 @@ change_stream_drop_slot_at_commit(const char *slot_name)
 static void
 create_slot(const char *slot)
 {
+	/* held to the end: the drop of orphaned slots leaves this name alone */
+	(void) ptf_lock_slot(slot, true);
 	drop_slot_now(slot);
 	ptf_create_logical_slot(slot);
 	remember_slot(slot, false);
+}
+
+/*
+ * Slots a server process made and could not take back: a first call (or
+ * create_pipeline, a Citus move's placeholder) whose process died before
+ * its transaction ended -- killed, or a crash -- leaves a slot no registry
+ * row names, which would keep WAL for ever (abort and errors drop theirs:
+ * NewSlot).  Such a slot is one of this database's, of our plugin, named
+ * as we name slots, idle, and named neither by ptf.uid_registry nor by
+ * ptf.citus_shard_pipelines once its maker's transaction is over: its
+ * maker holds the slot's lock from before the slot exists to its end
+ * (ptf_lock_slot), so a slot whose lock is free and that nothing names is
+ * one whose maker's work was rolled back.  A slot whose lock is held is
+ * left for the next time.  Run in a transaction, SPI connected.  Returns
+ * how many were dropped.
+ */
+int
+change_stream_drop_orphan_slots(void)
+{
+	Oid			argtypes[1] = {TEXTOID};
+	Datum		args[1] = {CStringGetTextDatum(psprintf("ptf\\_%u\\_%%", MyDatabaseId))};
+	bool		citus_table = OidIsValid(get_relname_relid("citus_shard_pipelines",
+														   get_namespace_oid("ptf", false)));
+	List	   *names = NIL;
+	ListCell   *lc;
+	uint64		i;
+	int			dropped = 0;
+
+	ptf_spi_exec_as_owner("SELECT s.slot_name::pg_catalog.text FROM pg_catalog.pg_replication_slots s "
+						  "WHERE s.database OPERATOR(pg_catalog.=) pg_catalog.current_database() "
+						  "AND s.plugin OPERATOR(pg_catalog.=) 'deduplicate_keep_first' "
+						  "AND NOT s.active "
+						  "AND s.slot_name::pg_catalog.text OPERATOR(pg_catalog.~~) $1",
+						  1, argtypes, args, NULL, SPI_OK_SELECT);
+	for (i = 0; i < SPI_processed; i++)
+		names = lappend(names, SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1));
+
+	foreach(lc, names)
+	{
+		char	   *name = lfirst(lc);
+
+		if (!ptf_lock_slot(name, false))
+			continue;
+		/* a statement's snapshot taken now, with the lock: the maker's end is in it */
+		args[0] = CStringGetTextDatum(name);
+		ptf_spi_exec_as_owner(psprintf("SELECT 1 FROM ptf.uid_registry r "
+									   "WHERE r.slot_name OPERATOR(pg_catalog.=) $1%s",
+									   citus_table ?
+									   " UNION ALL SELECT 1 FROM ptf.citus_shard_pipelines c "
+									   "WHERE c.slot OPERATOR(pg_catalog.=) $1" : ""),
+							  1, argtypes, args, NULL, SPI_OK_SELECT);
+		if (SPI_processed > 0 || !drop_slot_quietly(name))
+			continue;
+		ereport(LOG,
+				(errmsg("dropped replication slot %s, which no change stream of database %u names",
+						name, MyDatabaseId),
+				 errdetail("A first call of a uid, or create_pipeline, made it and its server process ended before its transaction did.")));
+		dropped++;
+	}
+	return dropped;
 }
 
 /*

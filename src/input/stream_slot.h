@@ -34,6 +34,13 @@ extern int	ptf_max_streams_per_role;	/* GUC; -1: no limit */
 extern char *change_stream_prepare(const char *uid, const Oid *relids, int nrelids);
 
 /*
+ * Drop this database's slots of ours that a server process made and died
+ * before its transaction ended (nothing names them); how many went.  In a
+ * transaction, SPI connected.
+ */
+extern int	change_stream_drop_orphan_slots(void);
+
+/*
  * The uid's slot is there and this database's, or an error that says
  * what happened to it (resume_after: the uid's position, for the message).
  */

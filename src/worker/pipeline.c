@@ -61,6 +61,7 @@
 #include "catalog.h"
 #include "engine/step.h"
 #include "input/change_stream.h"
+#include "input/stream_slot.h"
 #include "worker/pipeline_internal.h"
 #include "worker/shmem.h"
 #include "worker/wake.h"
@@ -306,6 +307,29 @@ watch_sources(List *pipelines, TimestampTz now)
 }
 
 
+/*
+ * After every start of the server, a crash's included, the database's
+ * first worker drops the slots of first calls whose server process died
+ * before their transaction ended (change_stream_drop_orphan_slots): the
+ * launcher starts it in every database then.
+ */
+static void
+drop_orphan_slots(void)
+{
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	PushActiveSnapshot(GetTransactionSnapshot());
+	pgstat_report_activity(STATE_RUNNING, "dropping orphaned replication slots");
+	if (OidIsValid(get_extension_oid("deduplicate_keep_first", true)))
+		(void) change_stream_drop_orphan_slots();
+	SPI_finish();
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	pgstat_report_activity(STATE_IDLE, NULL);
+}
+
 /* Take the worker's lock, held for its life. */
 static bool
 only_worker(void)
@@ -364,6 +388,8 @@ ptf_pipeline_worker_main(Datum arg)
 	worker.shm = me;
 	before_shmem_exit(clear_worker_entry, 0);
 	pipeline_step_setup(&worker);
+	if (worker.index == 0)
+		drop_orphan_slots();
 
 	loop_cxt = AllocSetContextCreate(worker.cxt, "ptf pipeline worker round",
 									 ALLOCSET_DEFAULT_SIZES);

@@ -346,5 +346,74 @@ like($bad_err, qr/format_version "2" is not supported/,
     'a format version the plugin does not write is refused at START_REPLICATION');
 $node->safe_psql('postgres', q{SELECT pg_drop_replication_slot('recv2')});
 
+# ---- slots that no stream names: a first call killed before its commit
+# leaves its slot (made before the transaction ends, not transactional);
+# after the restart the database's first pipeline worker drops it, and no
+# other.  A first call in progress holds its slot's lock to its end: a
+# drop that comes meanwhile leaves its slot alone.
+sub uid_slot
+{
+    my ($db, $uid) = @_;
+    return $node->safe_psql($db, qq{
+        SELECT 'ptf_' || (SELECT oid FROM pg_database WHERE datname = current_database())
+               || '_' || left(md5('$uid'), 20)});
+}
+sub slot_count
+{
+    my ($db, $slot) = @_;
+    return $node->safe_psql($db,
+        "SELECT count(*) FROM pg_replication_slots WHERE slot_name = '$slot'");
+}
+my $streams_before = $node->safe_psql('postgres', q{
+    SELECT count(*) FROM ptf.state st JOIN pg_replication_slots s USING (slot_name)});
+cmp_ok($streams_before, '>', 0, 'streams with slots before the kill');
+my $orphan = uid_slot('postgres', 'orphan');
+my $killed = $node->background_psql('postgres');
+my $kpid = $killed->query_safe('SELECT pg_backend_pid()');
+$killed->query_safe('BEGIN');
+$killed->query_safe(q{SELECT count(*) FROM ptf.to_changelog(NULL::acct_full, changes => true,
+    uid => 'orphan')});
+is(slot_count('postgres', $orphan), '1', 'a first call in progress has made its slot');
+kill 'KILL', $kpid;
+$killed->{run}->kill_kill;
+$node->poll_query_until('postgres', "SELECT count(*) FROM pg_replication_slots WHERE slot_name = '$orphan'", '0')
+  or die 'the killed first call\'s slot stayed';
+is($node->safe_psql('postgres', "SELECT count(*) FROM ptf.state WHERE uid = 'orphan'"), '0',
+    'the killed first call left no uid');
+pass('after the restart, the slot of the killed first call is dropped');
+is($node->safe_psql('postgres', q{
+    SELECT count(*) FROM ptf.state st JOIN pg_replication_slots s USING (slot_name)}),
+    $streams_before, 'the slots of the streams that exist are kept');
+ok($node->log_contains(qr/dropped replication slot \Q$orphan\E, which no change stream/),
+    'the drop is logged');
+
+# the lock: a database whose first worker starts while a first call there
+# is under way (made before its connections were allowed again), beside a
+# slot nobody makes any more
+$node->safe_psql('postgres', 'CREATE DATABASE sweep');
+$node->safe_psql('sweep', q{
+    CREATE EXTENSION deduplicate_keep_first;
+    CREATE TABLE t (id int PRIMARY KEY)});
+my $pending = uid_slot('sweep', 'pending');
+my $ghost = uid_slot('sweep', 'ghost');
+my $first = $node->background_psql('sweep');
+$node->safe_psql('postgres', 'ALTER DATABASE sweep ALLOW_CONNECTIONS false');
+# the launcher reads pg_database every few seconds: it sees sweep closed
+sleep 7;
+$first->query_safe("SELECT 1 FROM pg_create_logical_replication_slot('$ghost', 'deduplicate_keep_first')");
+$first->query_safe('BEGIN');
+$first->query_safe(q{SELECT count(*) FROM ptf.to_changelog(NULL::t, changes => true, uid => 'pending')});
+is(slot_count('postgres', $ghost) . slot_count('postgres', $pending), '11',
+    'a slot in the making and one that nothing names');
+$node->safe_psql('postgres', 'ALTER DATABASE sweep ALLOW_CONNECTIONS true');
+$node->poll_query_until('postgres', "SELECT count(*) FROM pg_replication_slots WHERE slot_name = '$ghost'", '0')
+  or die 'the slot nothing names stayed';
+is(slot_count('postgres', $pending), '1', 'the slot of the first call under way is kept');
+$first->query_safe('COMMIT');
+$node->safe_psql('sweep', 'INSERT INTO t VALUES (1)');
+is($node->safe_psql('sweep', q{SELECT count(*) FROM ptf.to_changelog(NULL::t, changes => true, uid => 'pending')}),
+    '1', 'its stream goes on');
+$first->quit;
+
 $node->stop;
 done_testing();
