@@ -23,6 +23,18 @@ COMMENT ON FUNCTION ptf._xact_wrote_table(regclass) IS
     'Internal: whether a live part of the current transaction wrote the table, as pipeline workers are woken by (NULL: cannot be told)';
 REVOKE ALL ON FUNCTION ptf._xact_wrote_table(regclass) FROM PUBLIC;
 
+-- ptf.skip_transaction: a stream stopped for good at a change it cannot
+-- read (a NULL event time, a row it cannot complete) passes over the
+-- transaction whose commit record is at skip_lsn, as ALTER SUBSCRIPTION ...
+-- SKIP does; the request goes once the stream has passed that position.
+ALTER TABLE ptf.uid_registry ADD COLUMN skip_lsn pg_lsn;
+
+CREATE FUNCTION ptf.skip_transaction(uid text, lsn pg_lsn) RETURNS void
+AS 'MODULE_PATHNAME', 'ptf_skip_transaction'
+LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION ptf.skip_transaction(text, pg_lsn) IS
+    'The uid''s stream passes over the transaction whose commit record is at lsn (the "finished at" of an error''s context), unread';
+
 -- A uid reading an upsert source (window_aggregate over a table under
 -- REPLICA IDENTITY DEFAULT) keeps the last row of each primary key in a
 -- second state table, ptf.state_<n>_images (state/images_table.c): its
@@ -49,7 +61,8 @@ SELECT r.uid,
        r.created_at,
        r.updated_at,
        ptf._state_expired(r.state_table, false) AS expired_keys,
-       ptf._state_expired(r.state_table, true) AS expired_bytes
+       ptf._state_expired(r.state_table, true) AS expired_bytes,
+       r.skip_lsn
   FROM ptf.uid_registry r
   LEFT JOIN pg_catalog.pg_replication_slots s ON s.slot_name OPERATOR(pg_catalog.=) r.slot_name
         AND s.database OPERATOR(pg_catalog.=) pg_catalog.current_database()

@@ -329,6 +329,99 @@ ROLLBACK;
 DROP TABLE gone;
 SELECT drop_state('gone'), drop_state('gone-cdc'), drop_state('gone-rows');
 
+-- a change a stream cannot read stops it at every call (a NULL event time:
+-- 22004); the error's context names its transaction and where its commit
+-- record is ("finished at"), which ptf.skip_transaction takes, as ALTER
+-- SUBSCRIPTION ... SKIP does: that transaction is passed over, unread, and
+-- the stream goes on with the next
+CREATE TABLE pe (id int, k int, ts timestamp);
+ALTER TABLE pe REPLICA IDENTITY FULL;
+CREATE FUNCTION first_by_time() RETURNS SETOF int LANGUAGE sql AS $$
+    SELECT (f).id FROM ptf.deduplicate_keep_first(NULL::cs.pe, partition_by => '{k}',
+        on_time => 'ts', changes => true, uid => 'poison', watermark_delay => '0') f ORDER BY 1
+$$;
+-- the LSN the context of the error names, and its SQLSTATE
+CREATE FUNCTION stopped_at() RETURNS pg_lsn LANGUAGE plpgsql AS $$
+DECLARE ctx text; st text; msg text;
+BEGIN
+    PERFORM cs.first_by_time();
+    RETURN NULL;
+EXCEPTION WHEN OTHERS THEN
+    GET STACKED DIAGNOSTICS ctx = PG_EXCEPTION_CONTEXT, st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT;
+    RAISE NOTICE '%: %', st, msg;
+    RETURN substring(ctx from 'change of transaction [0-9]+, finished at ([0-9A-F]+/[0-9A-F]+)')::pg_lsn;
+END $$;
+SELECT * FROM first_by_time();
+INSERT INTO pe VALUES (1, 1, '2024-01-01 10:00');
+SELECT pg_current_wal_insert_lsn() AS before_poison \gset
+INSERT INTO pe VALUES (2, 2, NULL);
+SELECT pg_current_wal_insert_lsn() AS after_poison \gset
+INSERT INTO pe VALUES (3, 3, '2024-01-01 11:00'), (4, 1, '2024-01-01 09:00');
+SELECT stopped_at() AS poison \gset
+SELECT stopped_at() = :'poison' AS stops_there_again,
+       :'poison'::pg_lsn > :'before_poison' AND :'poison'::pg_lsn < :'after_poison' AS its_commit;
+-- a position read already, a NULL one, a uid without a stream, or another
+-- role's uid are refused
+\set VERBOSITY terse
+SELECT skip_transaction('poison', '0/1');
+\set VERBOSITY default
+SELECT skip_transaction('poison', NULL);
+SELECT skip_transaction('no such uid', :'poison');
+SELECT count(*) FROM deduplicate_keep_first(NULL::pe, partition_by => '{k}', uid => 'pe-rows');
+SELECT skip_transaction('pe-rows', :'poison');
+SET ROLE regress_ptf_cs;
+SELECT skip_transaction('poison', :'poison');
+RESET ROLE;
+SELECT skip_transaction('poison', :'poison');
+SELECT skip_lsn = :'poison' AS asked FROM state WHERE uid = 'poison';
+-- passed over (a NOTICE names it): keys 3, then 1 by its earlier time
+SET client_min_messages = warning;
+SELECT * FROM first_by_time();
+RESET client_min_messages;
+SELECT skip_lsn IS NULL AS request_gone, rows_skipped FROM state WHERE uid = 'poison';
+INSERT INTO pe VALUES (5, 5, '2024-01-01 12:00');
+SELECT * FROM first_by_time();
+-- an LSN where no transaction of the stream committed: nothing is skipped, a
+-- WARNING says so once the stream is past it, and the request goes
+INSERT INTO pe VALUES (6, 6, '2024-01-01 13:00');
+SELECT skip_transaction('poison', pg_current_wal_insert_lsn() - 1);
+INSERT INTO pe VALUES (7, 7, '2024-01-01 14:00');
+\set VERBOSITY sqlstate
+SELECT * FROM first_by_time();
+\set VERBOSITY default
+SELECT skip_lsn IS NULL AS request_gone FROM state WHERE uid = 'poison';
+SELECT drop_state('pe-rows');
+-- a pipeline stopped there says so in last_error, which ends with the
+-- change's transaction; skipped, its next step goes on
+CREATE TABLE pe_firsts (id int);
+SELECT create_pipeline('pe-pipe', $$SELECT (f).id FROM ptf.deduplicate_keep_first(NULL::cs.pe,
+    partition_by => '{k}', on_time => 'ts', changes => true, uid => 'pe-pipe',
+    watermark_delay => '0') f$$, 'pe_firsts');
+INSERT INTO pe VALUES (10, 10, NULL);
+INSERT INTO pe VALUES (11, 11, '2024-01-02'), (12, 12, '2024-01-03');
+CREATE FUNCTION pipe_error() RETURNS text LANGUAGE plpgsql AS $$
+DECLARE e text;
+BEGIN
+    FOR i IN 1..300 LOOP
+        SELECT last_error INTO e FROM ptf.pipeline_status WHERE name = 'pe-pipe' AND state = 'failing';
+        EXIT WHEN e IS NOT NULL;
+        PERFORM pg_sleep(0.1);
+    END LOOP;
+    RETURN e;
+END $$;
+SELECT regexp_replace(pipe_error(), '[0-9]+, finished at [0-9A-F/]+', 'N, finished at X/Y') AS last_error;
+SELECT skip_transaction('pe-pipe', substring(pipe_error() from 'finished at ([0-9A-F]+/[0-9A-F]+)')::pg_lsn);
+DO $$
+BEGIN
+    FOR i IN 1..300 LOOP
+        EXIT WHEN (SELECT count(*) FROM cs.pe_firsts) > 0;
+        PERFORM pg_sleep(0.1);
+    END LOOP;
+END $$;
+SELECT * FROM pe_firsts ORDER BY id;
+SELECT state <> 'failing' AS goes_on, rows_skipped FROM pipeline_status WHERE name = 'pe-pipe';
+SELECT drop_pipeline('pe-pipe');
+
 -- drop_state drops the slot with the state
 SELECT count(*) AS slots FROM pg_replication_slots WHERE slot_name LIKE 'ptf\_%';
 SELECT drop_state(uid) FROM state ORDER BY uid;

@@ -51,6 +51,7 @@ typedef enum
 	/* 1.2 */
 	Anum_uid_registry_handover_roles,
 	Anum_uid_registry_handover_xids,
+	Anum_uid_registry_skip_lsn,
 	Anum_uid_registry_xmin,		/* the system column, last in the list */
 	Natts_uid_registry_select = Anum_uid_registry_xmin
 } UidRegistryColumn;
@@ -61,7 +62,7 @@ typedef enum
 	"max_event_time, watermark, slot_name, options, last_lsn, version, keys, " \
 	"rows_in, rows_out, rows_late, rows_skipped, created_at, updated_at, " \
 	"layout, row_types, input_times, stream_snapshot, input_tables, " \
-	"handover_roles, handover_xids, xmin"
+	"handover_roles, handover_xids, skip_lsn, xmin"
 
 /* ---- ptf.pipeline_registry: one row per pipeline ---- */
 typedef enum

@@ -76,6 +76,7 @@
 #include "postgres.h"
 
 #include "access/htup_details.h"
+#include "access/xlogdefs.h"
 #include "catalog/pg_type.h"
 #include "miscadmin.h"
 #include "nodes/pg_list.h"
@@ -485,9 +486,9 @@ process_row(PtfFrameInput *input, RowKind kind, TupleTableSlot *row,
 	}
 }
 
-static void
-frame_process(PtfFrameInput *input, RowKind kind, TupleTableSlot *row,
-			  const PtfRowMeta *meta, const uint64 *prefetched)
+static pg_attribute_always_inline void
+frame_process_row(PtfFrameInput *input, RowKind kind, TupleTableSlot *row,
+				  const PtfRowMeta *meta, const uint64 *prefetched)
 {
 	PtfFrame   *frame = input->frame;
 	PtfRowContext ctx;
@@ -542,6 +543,28 @@ frame_process(PtfFrameInput *input, RowKind kind, TupleTableSlot *row,
 			}
 		}
 	}
+}
+
+/*
+ * A row through the operator, and the watermark it moves.  A change of a
+ * stream (its meta knows its transaction) is processed under an error
+ * context that names the transaction, whose LSN ptf.skip_transaction
+ * takes; other rows pay one test.
+ */
+static void
+frame_process(PtfFrameInput *input, RowKind kind, TupleTableSlot *row,
+			  const PtfRowMeta *meta, const uint64 *prefetched)
+{
+	PtfChangeContext cc;
+
+	if (likely(XLogRecPtrIsInvalid(meta->final_lsn)))
+	{
+		frame_process_row(input, kind, row, meta, prefetched);
+		return;
+	}
+	ptf_change_context_push(&cc, meta);
+	frame_process_row(input, kind, row, meta, prefetched);
+	ptf_change_context_pop(&cc);
 }
 
 /* What the prefetch stages of a batch's rows are told but their event time. */

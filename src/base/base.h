@@ -66,10 +66,29 @@ typedef struct PtfRowMeta
 	TransactionId xid;
 	bool		partial;
 	bool		incomplete;
+	XLogRecPtr	final_lsn;		/* its transaction's commit record (streams) */
 } PtfRowMeta;
 
 /* A row with nothing known of its origin. */
 extern const PtfRowMeta ptf_no_meta;
+
+/*
+ * An error context that names a change's transaction and its commit record
+ * (ptf.skip_transaction takes that LSN): "change of transaction 735,
+ * finished at 0/1A2B3C8".  Pushed where a change is decoded, handed over
+ * and processed; only the innermost that knows a change speaks (a change
+ * processed may be an earlier one than the change handed over, the frame
+ * batching rows).  meta may change while pushed; NULL, or one without a
+ * transaction, says nothing.
+ */
+typedef struct PtfChangeContext
+{
+	ErrorContextCallback cb;
+	const PtfRowMeta *meta;
+} PtfChangeContext;
+
+extern void ptf_change_context_push(PtfChangeContext *cc, const PtfRowMeta *meta);
+extern void ptf_change_context_pop(PtfChangeContext *cc);
 
 struct TupleTableSlot;
 

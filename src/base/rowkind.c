@@ -1,17 +1,60 @@
 /*-------------------------------------------------------------------------
  *
  * rowkind.c
- *	  Row kinds by name, and a row that knows nothing of its origin.
+ *	  Row kinds by name, a row that knows nothing of its origin, and the
+ *	  error context that names a change's transaction.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
 #include "access/transam.h"
+#include "access/xlogdefs.h"
 
 #include "base/base.h"
 
-const PtfRowMeta ptf_no_meta = {InvalidXLogRecPtr, 0, InvalidTransactionId, false, false};
+const PtfRowMeta ptf_no_meta = {InvalidXLogRecPtr, 0, InvalidTransactionId, false, false,
+InvalidXLogRecPtr};
+
+static bool
+names_change(const PtfChangeContext *cc)
+{
+	return cc->meta != NULL && !XLogRecPtrIsInvalid(cc->meta->final_lsn);
+}
+
+static void
+change_context_callback(void *arg)
+{
+	PtfChangeContext *cc = (PtfChangeContext *) arg;
+	ErrorContextCallback *e;
+
+	if (!names_change(cc))
+		return;
+	/* an inner one that names a change is the change at fault */
+	for (e = error_context_stack; e != NULL && e != &cc->cb; e = e->previous)
+		if (e->callback == change_context_callback &&
+			names_change((PtfChangeContext *) e->arg))
+			return;
+	errcontext("change of transaction %u, finished at %X/%X", cc->meta->xid,
+			   LSN_FORMAT_ARGS(cc->meta->final_lsn));
+}
+
+void
+ptf_change_context_push(PtfChangeContext *cc, const PtfRowMeta *meta)
+{
+	cc->meta = meta;
+	cc->cb.callback = change_context_callback;
+	cc->cb.arg = cc;
+	cc->cb.previous = error_context_stack;
+	error_context_stack = &cc->cb;
+}
+
+void
+ptf_change_context_pop(PtfChangeContext *cc)
+{
+	Assert(error_context_stack == &cc->cb);
+	error_context_stack = cc->cb.previous;
+}
 
 
 static const char *const rowkind_short[ROWKIND_COUNT] = {"+I", "-U", "+U", "-D"};

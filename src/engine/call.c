@@ -617,12 +617,15 @@ run_inputs(PtfCall *call, const char *slot_name, DurableProgress *progress,
 		/* changes before REASSIGN OWNED are read with their owner's rights then */
 		change_stream_handovers(cs, progress->handover_roles, progress->handover_xids,
 								progress->nhandovers);
+		if (!XLogRecPtrIsInvalid(progress->skip_lsn))
+			change_stream_skip_transaction(cs, progress->skip_lsn);
 		/* a stream made by create_pipeline starts at its slot, read from the next call on */
 		if (!start_only)
 			change_stream_run(cs, progress->last_lsn, progress->last_lsn_committed,
 							  call_kept(call));
 		change_stream_report(cs, &report);
 		progress->handovers_passed = change_stream_handovers_passed(cs);
+		progress->skip_passed = change_stream_skip_lsn_passed(cs);
 		/* past the snapshot's position no transaction it saw can come */
 		if (has_snapshot &&
 			(report.position >= snap_lsn || (report.reached_end && report.end_of_wal >= snap_lsn)))
@@ -663,7 +666,7 @@ store_state(PtfCall *call, DurableState *ds, PtfOperator *op, PtfChangeStream *c
 	 * that read nothing may still have moved the watermark: the idle rule.)
 	 */
 	if (stats.rows_in == 0 && skipped == 0 && !durable_must_write(ds) &&
-		!progress->snapshot_changed &&
+		!progress->snapshot_changed && !progress->skip_passed &&
 		(call->upsert == NULL || ptf_upsert_rows_in(call->upsert) == 0) &&
 		call->out->rows == 0 && stats.watermark == progress->combined_watermark &&
 		(cs == NULL || (change_stream_skipped(cs) == 0 &&

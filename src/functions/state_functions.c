@@ -19,6 +19,7 @@
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/pg_lsn.h"
 #include "utils/typcache.h"
 
 #include "base/ptf_time.h"
@@ -30,6 +31,7 @@
 
 PG_FUNCTION_INFO_V1(ptf_drop_state);
 PG_FUNCTION_INFO_V1(ptf_resync);
+PG_FUNCTION_INFO_V1(ptf_skip_transaction);
 PG_FUNCTION_INFO_V1(ptf_state_expired);
 PG_FUNCTION_INFO_V1(ptf_last_call_stats);
 PG_FUNCTION_INFO_V1(ptf_state_row);
@@ -107,6 +109,27 @@ ptf_resync(PG_FUNCTION_ARGS)
 	char	   *uid = uid_arg_connected(fcinfo);
 
 	durable_resync(uid);
+	SPI_finish();
+	PG_RETURN_VOID();
+}
+
+/*
+ * ptf.skip_transaction(uid, lsn): the way on for a stream stopped for good
+ * at a change it cannot read, short of ptf.drop_state: the transaction the
+ * error's context names is passed over, unread, as ALTER SUBSCRIPTION ...
+ * SKIP passes over a transaction a subscription cannot apply.
+ */
+Datum
+ptf_skip_transaction(PG_FUNCTION_ARGS)
+{
+	char	   *uid;
+
+	if (PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("lsn must not be NULL")));
+	uid = uid_arg_connected(fcinfo);
+	durable_skip_transaction(uid, PG_GETARG_LSN(1));
 	SPI_finish();
 	PG_RETURN_VOID();
 }

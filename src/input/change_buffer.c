@@ -36,6 +36,7 @@ typedef struct ChangeHeader
 	XLogRecPtr	lsn;
 	TimestampTz commit_time;
 	TransactionId xid;
+	XLogRecPtr	final_lsn;
 } ChangeHeader;
 
 #define HEADER_SIZE MAXALIGN(sizeof(ChangeHeader))
@@ -207,6 +208,7 @@ change_buffer_put(ChangeBuffer *b, int table, RowKind kind, const PtfRowMeta *me
 	h->lsn = meta->lsn;
 	h->commit_time = meta->commit_time;
 	h->xid = meta->xid;
+	h->final_lsn = meta->final_lsn;
 	if (len > 0)
 		memcpy(p + HEADER_SIZE, row->t_data, len);
 	if (b->file != NULL)
@@ -301,6 +303,7 @@ change_buffer_next(ChangeBuffer *b, TupleTableSlot **slots, HeapTupleData *tuple
 	meta->lsn = h->lsn;
 	meta->commit_time = h->commit_time;
 	meta->xid = h->xid;
+	meta->final_lsn = h->final_lsn;
 	meta->partial = h->partial;
 	meta->incomplete = h->incomplete;
 	if (image != NULL)

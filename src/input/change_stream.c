@@ -113,7 +113,15 @@ struct PtfChangeStream
 	/* the transaction being read */
 	bool		skip_txn;
 	bool		in_snapshot;	/* skipped: the initial snapshot had it */
+	bool		skip_asked;		/* skipped: ptf.skip_transaction named it */
 	PtfRowMeta	meta;
+	PtfChangeContext decoding;	/* names it while its changes are decoded */
+
+	/* ptf.skip_transaction: the commit record of a transaction to pass over */
+	XLogRecPtr	skip_lsn;
+	bool		skip_lsn_passed;	/* skipped, or passed without finding it */
+	TransactionId skipped_xid;
+	uint64		skipped_asked;	/* changes of the stream's tables it had */
 
 	/* the initial snapshot read (change_stream_skip_snapshot), if any */
 	bool		has_snapshot;
@@ -394,8 +402,22 @@ cs_begin(void *arg, ReorderBufferTXN *txn)
 	cs->in_snapshot = (!cs->skip_txn && cs->has_snapshot && snapshot_had(cs, txn->xid));
 	if (cs->in_snapshot)
 		cs->skip_txn = true;
+	/* ptf.skip_transaction: this one, or none if the stream is past it */
+	cs->skip_asked = false;
+	if (!cs->skip_txn && !XLogRecPtrIsInvalid(cs->skip_lsn) && !cs->skip_lsn_passed &&
+		txn->final_lsn >= cs->skip_lsn)
+	{
+		cs->skip_lsn_passed = true;
+		if (txn->final_lsn == cs->skip_lsn)
+		{
+			cs->skip_txn = cs->skip_asked = true;
+			cs->skipped_xid = txn->xid;
+		}
+	}
 	cs->meta.commit_time = txn->xact_time.commit_time;
 	cs->meta.xid = txn->xid;
+	cs->meta.final_lsn = txn->final_lsn;
+	cs->decoding.meta = &cs->meta;
 	choose_reader(cs);
 }
 
@@ -406,7 +428,8 @@ cs_commit(void *arg, ReorderBufferTXN *txn, XLogRecPtr commit_lsn)
 
 	/* read or not, the changes after it are read with the new owner's rights */
 	note_handover(cs, txn->xid);
-	if (cs->skip_txn && !cs->in_snapshot)
+	cs->decoding.meta = NULL;
+	if (cs->skip_txn && !cs->in_snapshot && !cs->skip_asked)
 		return;
 	cs->position = txn->end_lsn;
 	cs->last_commit_time = txn->xact_time.commit_time;
@@ -681,7 +704,11 @@ cs_change(void *arg, ReorderBufferTXN *txn, Relation rel, ReorderBufferChange *c
 	StreamTable *st;
 
 	if (cs->skip_txn || (st = stream_table(cs, RelationGetRelid(rel))) == NULL)
+	{
+		if (cs->skip_asked && stream_table(cs, RelationGetRelid(rel)) != NULL)
+			cs->skipped_asked++;
 		return;
+	}
 
 	MemoryContextReset(cs->rowcxt);
 	old = MemoryContextSwitchTo(cs->rowcxt);
@@ -984,12 +1011,15 @@ hand_over(PtfChangeStream *cs)
 	int			table;
 	RowKind		kind;
 	int			i;
+	PtfChangeContext cc;
 
 	for (i = 0; i < cs->ntables; i++)
 	{
 		slots[i] = cs->tables[i].slot;
 		tuples[i] = cs->tables[i].tuple;
 	}
+	/* the change handed over: an adapter's error is of it (the frame names a batched one) */
+	ptf_change_context_push(&cc, &cs->meta);
 	while (change_buffer_next(cs->buffer, slots, tuples, &table, &kind, &cs->meta))
 	{
 		StreamTable *st = &cs->tables[table];
@@ -1002,6 +1032,42 @@ hand_over(PtfChangeStream *cs)
 		ExecClearTuple(st->slot);
 		CHECK_FOR_INTERRUPTS();
 	}
+	ptf_change_context_pop(&cc);
+}
+
+/* What became of ptf.skip_transaction's transaction, once the stream passed it. */
+static void
+report_skip(PtfChangeStream *cs)
+{
+	if (TransactionIdIsValid(cs->skipped_xid))
+	{
+		cs->skipped += cs->skipped_asked;
+		ereport(NOTICE,
+				(errmsg("transaction %u, finished at %X/%X, was passed over as ptf.skip_transaction asked",
+						cs->skipped_xid, LSN_FORMAT_ARGS(cs->skip_lsn)),
+				 errdetail("Its " UINT64_FORMAT " changes of the stream's tables were not read.",
+						   cs->skipped_asked)));
+	}
+	else
+		ereport(WARNING,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("no transaction of the stream finished at %X/%X: nothing was skipped",
+						LSN_FORMAT_ARGS(cs->skip_lsn)),
+				 errdetail("The stream read past that position; ptf.skip_transaction's request is forgotten."),
+				 errhint("Give ptf.skip_transaction the LSN the CONTEXT of the error names (\"finished at\").")));
+}
+
+void
+change_stream_skip_transaction(PtfChangeStream *cs, XLogRecPtr final_lsn)
+{
+	Assert(!cs->ran);
+	cs->skip_lsn = final_lsn;
+}
+
+bool
+change_stream_skip_lsn_passed(PtfChangeStream *cs)
+{
+	return cs->skip_lsn_passed;
 }
 
 void
@@ -1020,8 +1086,13 @@ change_stream_run(PtfChangeStream *cs, XLogRecPtr resume_after, bool resume_comm
 	cs->row_cxt = AllocSetContextCreate(CurrentMemoryContext, "ptf change",
 										ALLOCSET_DEFAULT_SIZES);
 
+	/* an error names the change's transaction: ptf.skip_transaction takes its LSN */
+	ptf_change_context_push(&cs->decoding, NULL);
 	decode(cs, resume_after, resume_committed, kept);
+	ptf_change_context_pop(&cs->decoding);
 	hand_over(cs);
+	if (cs->skip_lsn_passed)
+		report_skip(cs);
 	change_buffer_free(cs->buffer);
 	cs->buffer = NULL;
 	MemoryContextDelete(cs->row_cxt);

@@ -110,6 +110,15 @@ extern void change_stream_run(PtfChangeStream *cs, XLogRecPtr resume_after,
 
 /* the end LSN of the last transaction read (the position to store) */
 extern XLogRecPtr change_stream_position(PtfChangeStream *cs);
+
+/*
+ * ptf.skip_transaction: pass over the transaction whose commit record is at
+ * final_lsn, if the stream meets it (before change_stream_run); after the
+ * run, whether the stream reached that position -- skipping it, or finding
+ * no transaction there (a WARNING) -- so that the request can go.
+ */
+extern void change_stream_skip_transaction(PtfChangeStream *cs, XLogRecPtr final_lsn);
+extern bool change_stream_skip_lsn_passed(PtfChangeStream *cs);
 /* truncations and changes without a key passed over */
 extern uint64 change_stream_skipped(PtfChangeStream *cs);
 /* How far change_stream_run read (a stream not run: nothing, at its end). */

@@ -78,6 +78,14 @@ typedef struct DurableProgress
 	Oid		   *handover_roles;
 	TransactionId *handover_xids;
 	int			handovers_passed;
+
+	/*
+	 * ptf.skip_transaction: the commit record of a transaction the stream
+	 * is to pass over, or invalid; skip_passed once the stream got there,
+	 * when the request goes.
+	 */
+	XLogRecPtr	skip_lsn;
+	bool		skip_passed;
 } DurableProgress;
 
 typedef struct DurableState DurableState;
@@ -166,6 +174,13 @@ extern bool durable_drop(const char *uid, bool of_pipeline, char **slot_name);
  * says the net effect on its state, then goes on with the changes after.
  */
 extern void durable_resync(const char *uid);
+
+/*
+ * ptf.skip_transaction: the uid's stream is to pass over the transaction
+ * whose commit record is at final_lsn (the caller's own uid, with a stream,
+ * not read that far yet).  SPI must be connected.
+ */
+extern void durable_skip_transaction(const char *uid, XLogRecPtr final_lsn);
 
 /* A stream that lost its slot goes on, on slot_name, brought in line */
 extern bool durable_stream_can_restart(const char *uid);

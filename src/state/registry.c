@@ -538,6 +538,8 @@ read_progress(const DurableIdentity *id, DurableProgress *progress)
 	progress->rows_skipped = ptf_spi_int64(Anum_uid_registry_rows_skipped, 0);
 	progress->stream_snapshot = ptf_spi_text(Anum_uid_registry_stream_snapshot);
 	read_handovers(progress);
+	progress->skip_lsn = ptf_spi_isnull(Anum_uid_registry_skip_lsn) ? InvalidXLogRecPtr :
+		DatumGetLSN(ptf_spi_datum(Anum_uid_registry_skip_lsn));
 	/* a position written by this very transaction may yet roll back */
 	progress->last_lsn_committed =
 		!TransactionIdIsCurrentTransactionId(DatumGetTransactionId(ptf_spi_datum(Anum_uid_registry_xmin)));
@@ -706,10 +708,11 @@ durable_close(DurableState *ds)
 void
 durable_write_progress(DurableState *ds, KeyedState *ks, const DurableProgress *progress)
 {
-	Datum		values[14];
-	char		nulls[14];
-	Oid			argtypes[14] = {TEXTOID, INT8OID, INT8OID, LSNOID, INT8OID,
-	INT8OID, INT8OID, INT8OID, INT8OID, INT8ARRAYOID, TEXTOID, TEXTOID, OIDARRAYOID, INT4OID};
+	Datum		values[15];
+	char		nulls[15];
+	Oid			argtypes[15] = {TEXTOID, INT8OID, INT8OID, LSNOID, INT8OID,
+		INT8OID, INT8OID, INT8OID, INT8OID, INT8ARRAYOID, TEXTOID, TEXTOID, OIDARRAYOID, INT4OID,
+	BOOLOID};
 	Datum		times[3 * DURABLE_MAX_INPUTS];
 	int			i;
 
@@ -745,6 +748,8 @@ durable_write_progress(DurableState *ds, KeyedState *ks, const DurableProgress *
 	values[12] = ds->input_tables;
 	/* the handovers the stream passed go (the uid's lock keeps REASSIGN out meanwhile) */
 	values[13] = Int32GetDatum(progress->handovers_passed);
+	/* ptf.skip_transaction's request goes once the stream got there */
+	values[14] = BoolGetDatum(progress->skip_passed);
 	ptf_spi_exec_as_owner("UPDATE ptf.uid_registry SET max_event_time = $2, watermark = $3, "
 						  "last_lsn = $4, keys = $5, rows_in = $6, rows_out = $7, "
 						  "rows_late = $8, rows_skipped = $9, input_times = $10, "
@@ -755,15 +760,42 @@ durable_write_progress(DurableState *ds, KeyedState *ks, const DurableProgress *
 						  "handover_xids = CASE WHEN $14 OPERATOR(pg_catalog.<) "
 						  "  pg_catalog.cardinality(handover_xids) "
 						  "  THEN handover_xids[$14 OPERATOR(pg_catalog.+) 1:] END, "
+						  "skip_lsn = CASE WHEN NOT $15 THEN skip_lsn END, "
 						  "version = pg_catalog.nextval('ptf.state_version_seq'), "
 						  "updated_at = pg_catalog.clock_timestamp() "
 						  "WHERE uid OPERATOR(pg_catalog.=) $1 RETURNING version",
-						  14, argtypes, values, nulls, SPI_OK_UPDATE_RETURNING);
+						  15, argtypes, values, nulls, SPI_OK_UPDATE_RETURNING);
 	if (SPI_processed == 1)
 		ds->version = ptf_spi_int64(1, 0);
 }
 
 /* Write back the changed keys and namespaces, delete the removed ones. */
+/*
+ * The registry row of a uid of the caller's that reads a change stream, as
+ * the current SPI result; why only a stream, in the error otherwise.
+ */
+static void
+read_own_stream(const char *uid, const char *only_a_stream)
+{
+	Oid			argtypes[1] = {TEXTOID};
+	Datum		args[1] = {CStringGetTextDatum(uid)};
+
+	ptf_spi_exec_as_owner("SELECT " UID_REGISTRY_COLUMNS " FROM ptf.uid_registry "
+						  "WHERE uid OPERATOR(pg_catalog.=) $1",
+						  1, argtypes, args, NULL, SPI_OK_SELECT);
+	if (SPI_processed != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("uid \"%s\" has no state", uid),
+				 errhint("ptf.state lists the uids of your roles.")));
+	durable_check_owner(uid, DatumGetObjectId(ptf_spi_datum(Anum_uid_registry_owner)));
+	if (ptf_spi_isnull(Anum_uid_registry_slot_name))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("uid \"%s\" reads no change stream", uid),
+				 errdetail("%s", only_a_stream)));
+}
+
 /* ---- ptf.resync ---- */
 
 /* the functions that can say the net effect of changes not read one by one */
@@ -846,27 +878,11 @@ durable_restart_stream(const char *uid, const char *slot_name)
 void
 durable_resync(const char *uid)
 {
-	Oid			argtypes[1] = {TEXTOID};
-	Datum		args[1];
 	const char *function;
 	char	   *options;
 	bool		on_time;
 
-	args[0] = CStringGetTextDatum(uid);
-	ptf_spi_exec_as_owner("SELECT " UID_REGISTRY_COLUMNS " FROM ptf.uid_registry "
-						  "WHERE uid OPERATOR(pg_catalog.=) $1",
-						  1, argtypes, args, NULL, SPI_OK_SELECT);
-	if (SPI_processed != 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("uid \"%s\" has no state", uid),
-				 errhint("ptf.state lists the uids of your roles.")));
-	durable_check_owner(uid, DatumGetObjectId(ptf_spi_datum(Anum_uid_registry_owner)));
-	if (ptf_spi_isnull(Anum_uid_registry_slot_name))
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("uid \"%s\" reads no change stream", uid),
-				 errdetail("Only a stream can be brought in line with its tables.")));
+	read_own_stream(uid, "Only a stream can be brought in line with its tables.");
 	function = ptf_spi_text(Anum_uid_registry_function);
 	options = ptf_spi_text(Anum_uid_registry_options);
 	on_time = !ptf_spi_isnull(Anum_uid_registry_on_time);
@@ -879,7 +895,52 @@ durable_resync(const char *uid)
 				 errhint("ptf.drop_state('%s') forgets the uid; a first call with snapshot => true starts it again from the tables' rows.",
 						 uid)));
 	(void) ptf_lock_uid(uid, ExclusiveLock, false, true);
-	mark_resync(args[0], NULL);
+	mark_resync(CStringGetTextDatum(uid), NULL);
+}
+
+/* ---- ptf.skip_transaction ---- */
+
+void
+durable_skip_transaction(const char *uid, XLogRecPtr final_lsn)
+{
+	Oid			argtypes[2] = {TEXTOID, LSNOID};
+	Datum		args[2];
+	XLogRecPtr	last_lsn;
+
+	args[0] = CStringGetTextDatum(uid);
+	args[1] = LSNGetDatum(final_lsn);
+	/* calls of the uid (a pipeline's step) finish first, later ones see the request */
+	(void) ptf_lock_uid(uid, ExclusiveLock, false, true);
+	read_own_stream(uid, "Only a stream has transactions to pass over.");
+	last_lsn = ptf_spi_isnull(Anum_uid_registry_last_lsn) ? InvalidXLogRecPtr :
+		DatumGetLSN(ptf_spi_datum(Anum_uid_registry_last_lsn));
+	/* nothing read yet: the stream starts where its slot does */
+	if (XLogRecPtrIsInvalid(last_lsn))
+	{
+		args[1] = CStringGetTextDatum(ptf_spi_text(Anum_uid_registry_slot_name));
+		argtypes[1] = TEXTOID;
+		ptf_spi_exec_as_owner("SELECT confirmed_flush_lsn FROM pg_catalog.pg_replication_slots "
+							  "WHERE slot_name OPERATOR(pg_catalog.=) $2::pg_catalog.name "
+							  "AND confirmed_flush_lsn IS NOT NULL",
+							  2, argtypes, args, NULL, SPI_OK_SELECT);
+		if (SPI_processed == 1)
+			last_lsn = DatumGetLSN(ptf_spi_datum(1));
+		args[1] = LSNGetDatum(final_lsn);
+		argtypes[1] = LSNOID;
+	}
+	/* the stream's position is the end of the last transaction read: past its commit record */
+	if (final_lsn < last_lsn)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("the stream of uid \"%s\" has read past %X/%X already", uid,
+						LSN_FORMAT_ARGS(final_lsn)),
+				 errdetail("Its position is %X/%X.", LSN_FORMAT_ARGS(last_lsn)),
+				 errhint("Give the LSN the CONTEXT of the error that stopped the stream names (\"finished at\").")));
+	ptf_spi_exec_as_owner("UPDATE ptf.uid_registry SET skip_lsn = $2, "
+						  "version = pg_catalog.nextval('ptf.state_version_seq'), "
+						  "updated_at = pg_catalog.clock_timestamp() "
+						  "WHERE uid OPERATOR(pg_catalog.=) $1",
+						  2, argtypes, args, NULL, SPI_OK_UPDATE);
 }
 
 /* ---- ptf.drop_state ---- */

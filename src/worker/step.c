@@ -440,6 +440,27 @@ record_failure(Pipeline *p, const char *message)
 	ptf_shmem_unlock();
 }
 
+/*
+ * The line of an error's context that names the change of the stream it
+ * stopped at (input/change_stream.c, frame.c), or NULL: pipeline_status
+ * shows it, for ptf.skip_transaction.
+ */
+static const char *
+change_context(ErrorData *edata)
+{
+	const char *line = edata->context;
+
+	while (line != NULL)
+	{
+		const char *end = strchr(line, '\n');
+
+		if (strncmp(line, "change of transaction ", 22) == 0)
+			return end ? pnstrdup(line, end - line) : line;
+		line = end ? end + 1 : NULL;
+	}
+	return NULL;
+}
+
 /* recheck_at: when to look again (a pause not in the registry), or 0 */
 void
 pipeline_record_paused(Pipeline *p, TimestampTz recheck_at)
@@ -834,12 +855,16 @@ pipeline_run_step(PipelineWorker *w, Pipeline *p, bool *reload)
 		}
 		else
 		{
+			const char *change = change_context(edata);
+
 			ereport(LOG,
 					(errcode(edata->sqlerrcode),
 					 errmsg("pipeline \"%s\" failed: %s", p->name, edata->message),
 					 edata->detail ? errdetail_internal("%s", edata->detail) : 0,
-					 edata->hint ? errhint("%s", edata->hint) : 0));
-			record_failure(p, edata->message);
+					 edata->hint ? errhint("%s", edata->hint) : 0,
+					 edata->context ? errcontext("%s", edata->context) : 0));
+			record_failure(p, change ? psprintf("%s (%s)", edata->message, change) :
+						   edata->message);
 		}
 		FreeErrorData(edata);
 		more = false;
