@@ -343,3 +343,44 @@ SELECT count(*) FROM deduplicate_keep_first(NULL::ac.tr_keyed, partition_by => '
 
 DROP OWNED BY regress_ptf_apply;
 DROP ROLE regress_ptf_apply;
+
+-- ---- targets a red team tried ----
+-- a partitioned table with a key: upserted, deleted and counted as any
+CREATE TABLE pt (id int PRIMARY KEY, v int) PARTITION BY RANGE (id);
+CREATE TABLE pt1 PARTITION OF pt FOR VALUES FROM (0) TO (100);
+CREATE TABLE pt2 PARTITION OF pt FOR VALUES FROM (100) TO (200);
+INSERT INTO pt VALUES (1, 1), (7, 7);
+SELECT inserts, deletes, inserted, updated, deleted, missing FROM apply_changelog('pt',
+    $$VALUES ('+I', ROW(1, 10)::ac.pt), ('+I', ROW(150, 2)::ac.pt), ('-D', ROW(7, NULL)::ac.pt),
+             ('-D', ROW(8, NULL)::ac.pt)$$);
+TABLE pt ORDER BY id;
+-- a deferrable primary key cannot decide an upsert: refused, not applied
+-- as a table without a key
+CREATE TABLE dpk (id int PRIMARY KEY DEFERRABLE INITIALLY DEFERRED, v text);
+INSERT INTO dpk VALUES (1, 'a');
+SELECT * FROM apply_changelog('dpk', $$VALUES ('-D', ROW(1, NULL)::ac.dpk)$$);
+-- a read-only transaction writes nothing (25006), on the direct path too
+CREATE TABLE ro (id int PRIMARY KEY, v int);
+BEGIN READ ONLY;
+SELECT inserted FROM apply_changelog('ro', $$VALUES ('+I', ROW(1, 1)::ac.ro)$$);
+ROLLBACK;
+SELECT count(*) AS written FROM ro;
+-- from_changelog's flat rows take the target's lengths and precisions, as
+-- an assignment does
+CREATE TABLE cdc_t (op text, id int, code varchar(10), amount numeric(12,4));
+INSERT INTO cdc_t VALUES ('INSERT', 1, 'ABC', 1.2345);
+CREATE TABLE acct_t (id int PRIMARY KEY, code varchar(3), amount numeric(5,1));
+SELECT inserted FROM apply_changelog('acct_t',
+    $$SELECT kind, data FROM ptf.from_changelog(NULL::ac.cdc_t, NULL::ac.acct_t)$$);
+TABLE acct_t;
+INSERT INTO cdc_t VALUES ('INSERT', 2, 'TOOLONG', 1);
+SELECT inserted FROM apply_changelog('acct_t',
+    $$SELECT kind, data FROM ptf.from_changelog(NULL::ac.cdc_t, NULL::ac.acct_t)$$);
+-- an inheritance parent: deletes, as inserts, are of the parent's own rows
+CREATE TABLE par (id int PRIMARY KEY, v text);
+CREATE TABLE chi () INHERITS (par);
+INSERT INTO chi VALUES (1, 'c1');
+SELECT deleted, missing FROM apply_changelog('par', $$VALUES ('-D', ROW(1, NULL)::ac.par)$$);
+SELECT tableoid::regclass, * FROM par ORDER BY id;
+-- a long unknown kind is cut in the message
+SELECT * FROM apply_changelog('ro', $$SELECT repeat('x', 1000), ROW(1, 1)::ac.ro$$);

@@ -19,6 +19,7 @@
 #include "mb/pg_wchar.h"
 #include "lib/stringinfo.h"
 #include "nodes/makefuncs.h"
+#include "parser/parse_coerce.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/jsonb.h"
@@ -47,6 +48,7 @@ struct CdcRows
 	ImageColumn before;
 	ImageColumn after;
 	AttrNumber *flat_map;		/* target column -> input column, 0: NULL */
+	FmgrInfo  **flat_typmod;	/* per target column: its length coercion, or NULL */
 	FmgrInfo	populate;		/* jsonb_populate_record(NULL::target, j) */
 	JsonbImage *reader;			/* the same, faster; NULL: populate only */
 	Datum	   *values;			/* the reader's row */
@@ -163,6 +165,7 @@ cdc_rows_create(const CdcRowsSpec *spec)
 
 		/* flat: target columns by name; extra input columns are not wanted */
 		d->flat_map = palloc0(sizeof(AttrNumber) * Max(target->natts, 1));
+		d->flat_typmod = palloc0(sizeof(FmgrInfo *) * Max(target->natts, 1));
 		for (i = 0; i < target->natts; i++)
 		{
 			Form_pg_attribute t = TupleDescAttr(target, i);
@@ -183,6 +186,21 @@ cdc_rows_create(const CdcRowsSpec *spec)
 								format_type_be(t->atttypid)),
 						 errhint("Give a query that casts it.")));
 			d->flat_map[i] = a;
+
+			/*
+			 * The target's length or precision (varchar(3), numeric(5,1)) is
+			 * applied as an assignment would: the value is cut or refused.
+			 */
+			if (t->atttypmod >= 0 && s->atttypmod != t->atttypmod)
+			{
+				Oid			funcid;
+
+				if (find_typmod_coercion_function(t->atttypid, &funcid) == COERCION_PATH_FUNC)
+				{
+					d->flat_typmod[i] = palloc(sizeof(FmgrInfo));
+					fmgr_info(funcid, d->flat_typmod[i]);
+				}
+			}
 		}
 		d->flat_slot = MakeSingleTupleTableSlot(target, &TTSOpsVirtual);
 	}
@@ -336,6 +354,11 @@ hand_over(CdcRows *d, TupleTableSlot *row, RowKind kind, bool pair, const PtfRow
 
 			out->tts_values[i] = a ? row->tts_values[a - 1] : (Datum) 0;
 			out->tts_isnull[i] = a ? row->tts_isnull[a - 1] : true;
+			if (d->flat_typmod[i] != NULL && !out->tts_isnull[i])
+				out->tts_values[i] =
+					FunctionCall3(d->flat_typmod[i], out->tts_values[i],
+								  Int32GetDatum(TupleDescAttr(out->tts_tupleDescriptor, i)->atttypmod),
+								  BoolGetDatum(false));
 		}
 		ExecStoreVirtualTuple(out);
 		sink(arg, kind, out, meta);

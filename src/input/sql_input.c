@@ -19,6 +19,7 @@
 #include "catalog/pg_statistic.h"
 #include "catalog/pg_type.h"
 #include "executor/executor.h"
+#include "mb/pg_wchar.h"
 #include "tcop/dest.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
@@ -177,6 +178,17 @@ dest_startup(DestReceiver *self, int operation, TupleDesc typeinfo)
 		d->conv_slot = MakeSingleTupleTableSlot(d->in->rowdesc, &TTSOpsVirtual);
 }
 
+/* A kind for a message: a long one cut, as a row is (cdc_rows.c) */
+static const char *
+kind_text(const char *s)
+{
+	int			len = strlen(s);
+
+	if (len <= 64)
+		return s;
+	return psprintf("%s...", pnstrdup(s, pg_mbcliplen(s, len, 64)));
+}
+
 static RowKind
 changelog_kind(TupleTableSlot *slot, AttrNumber attno, bool truncations)
 {
@@ -195,7 +207,7 @@ changelog_kind(TupleTableSlot *slot, AttrNumber attno, bool truncations)
 	if (!rowkind_parse(s, &kind))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("input changelog row has unknown kind \"%s\"", s),
+				 errmsg("input changelog row has unknown kind \"%s\"", kind_text(s)),
 				 strcmp(s, "TRUNCATE") == 0 ?
 				 errhint("Kinds are +I, -U, +U, -D (or INSERT, UPDATE_BEFORE, UPDATE_AFTER, DELETE). A truncation (to_changelog's TRUNCATE row) is one for apply_changelog only: leave it out here (WHERE op <> 'TRUNCATE').") :
 				 errhint("Kinds are +I, -U, +U, -D (or INSERT, UPDATE_BEFORE, UPDATE_AFTER, DELETE).")));

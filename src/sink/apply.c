@@ -154,6 +154,38 @@ prepare(const char *sql, Oid argtype)
 	return plan;
 }
 
+/*
+ * A deferrable primary key is no key to PostgreSQL's ON CONFLICT, nor to
+ * the relcache: the table would be applied to as one without a key (in
+ * order, deletes of whole equal rows), which its key makes wrong.
+ */
+static void
+refuse_deferrable_key(Relation rel)
+{
+	List	   *indexes = RelationGetIndexList(rel);
+	ListCell   *lc;
+
+	foreach(lc, indexes)
+	{
+		HeapTuple	tup = SearchSysCache1(INDEXRELID, ObjectIdGetDatum(lfirst_oid(lc)));
+		bool		deferrable_pk;
+
+		if (!HeapTupleIsValid(tup))
+			elog(ERROR, "cache lookup failed for index %u", lfirst_oid(lc));
+		deferrable_pk = ((Form_pg_index) GETSTRUCT(tup))->indisprimary &&
+			!((Form_pg_index) GETSTRUCT(tup))->indimmediate;
+		ReleaseSysCache(tup);
+		if (deferrable_pk)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("cannot apply a changelog to table %s by its deferrable primary key",
+							RelationGetRelationName(rel)),
+					 errdetail("Changes are upserted by the key with INSERT ... ON CONFLICT, which a deferrable constraint cannot decide."),
+					 errhint("ALTER TABLE ... ALTER CONSTRAINT ... NOT DEFERRABLE, or give the table a replica identity index that is not deferrable.")));
+	}
+	list_free(indexes);
+}
+
 /* The table's key: its primary key, else its replica identity index. */
 static KeySpec *
 table_key(Relation rel, TupleDesc rowdesc, Oid *key_index)
@@ -169,7 +201,10 @@ table_key(Relation rel, TupleDesc rowdesc, Oid *key_index)
 		indexoid = RelationGetReplicaIndex(rel);
 	*key_index = indexoid;
 	if (!OidIsValid(indexoid))
+	{
+		refuse_deferrable_key(rel);
 		return NULL;
+	}
 	idx = index_open(indexoid, AccessShareLock);
 	n = idx->rd_index->indnkeyatts;
 	attnos = palloc(sizeof(AttrNumber) * n);
@@ -277,10 +312,21 @@ apply_sink_create(Oid relid)
 	StringInfoData roweq;
 	StringInfoData sql;
 	bool		overriding = false;
+	bool		partitioned;
+	const char *only;
+	StringInfoData keysame;
+	StringInfoData tkeycols;
 	Oid			key_index;
 	int			i;
 
 	rel = relation_open(relid, AccessShareLock);
+	partitioned = rel->rd_rel->relkind == RELKIND_PARTITIONED_TABLE;
+
+	/*
+	 * An INSERT goes to the table named, not to its inheritance children:
+	 * so do the deletes (a partitioned table's rows are its partitions').
+	 */
+	only = partitioned ? "" : "ONLY ";
 	if (rel->rd_rel->relkind != RELKIND_RELATION &&
 		rel->rd_rel->relkind != RELKIND_PARTITIONED_TABLE)
 		ereport(ERROR,
@@ -304,6 +350,8 @@ apply_sink_create(Oid relid)
 	initStringInfo(&sets);
 	initStringInfo(&keycols);
 	initStringInfo(&keyeq);
+	initStringInfo(&keysame);
+	initStringInfo(&tkeycols);
 	initStringInfo(&roweq);
 	for (i = 0; i < s->rowdesc->natts; i++)
 	{
@@ -325,6 +373,9 @@ apply_sink_create(Oid relid)
 			appendStringInfo(&keycols, "%s%s", keycols.len ? ", " : "", col);
 			appendStringInfo(&keyeq, "%st.%s %s d.%s", keyeq.len ? " AND " : "", col,
 							 equality_operator(att->atttypid, NameStr(att->attname)), col);
+			appendStringInfo(&tkeycols, "%st.%s", tkeycols.len ? ", " : "", col);
+			appendStringInfo(&keysame, "%sp.%s %s i.%s", keysame.len ? " AND " : "", col,
+							 equality_operator(att->atttypid, NameStr(att->attname)), col);
 		}
 		else if (att->attidentity != ATTRIBUTE_IDENTITY_ALWAYS)
 			appendStringInfo(&sets, "%s%s = EXCLUDED.%s", sets.len ? ", " : "", col, col);
@@ -340,16 +391,31 @@ apply_sink_create(Oid relid)
 						 name, cols.data, overriding ? " OVERRIDING SYSTEM VALUE" : "",
 						 cols.data, keycols.data, keycols.data);
 		s->upsert_reports = (sets.len > 0);
-		if (s->upsert_reports)
+		if (s->upsert_reports && !partitioned)
 			appendStringInfo(&sql, "DO UPDATE SET %s "
 							 "RETURNING t.xmax::text OPERATOR(pg_catalog.=) '0'", sets.data);
+		else if (s->upsert_reports)
+		{
+			/*
+			 * A partitioned table returns no system column: a row is new when
+			 * its key was not there before the statement (its snapshot).
+			 */
+			char	   *upsert = pstrdup(sql.data);
+
+			resetStringInfo(&sql);
+			appendStringInfo(&sql, "WITH i AS (%sDO UPDATE SET %s RETURNING %s), "
+							 "p AS (SELECT %s FROM %s AS t, pg_catalog.unnest($1) AS d WHERE %s) "
+							 "SELECT NOT EXISTS (SELECT FROM p WHERE %s) FROM i",
+							 upsert, sets.data, keycols.data, tkeycols.data,
+							 name, keyeq.data, keysame.data);
+		}
 		else
 			appendStringInfoString(&sql, "DO NOTHING");
 		s->upsert_plan = prepare(sql.data, s->arraytype);
 
 		resetStringInfo(&sql);
-		appendStringInfo(&sql, "DELETE FROM %s AS t USING pg_catalog.unnest($1) AS d WHERE %s",
-						 name, keyeq.data);
+		appendStringInfo(&sql, "DELETE FROM %s%s AS t USING pg_catalog.unnest($1) AS d WHERE %s",
+						 only, name, keyeq.data);
 		s->delete_plan = prepare(sql.data, s->arraytype);
 	}
 	else
@@ -364,15 +430,15 @@ apply_sink_create(Oid relid)
 		 * (partitions have ctids of their own).  Prepared at the first
 		 * retraction: a column without equality fails only then.
 		 */
-		s->delete_one_sql = psprintf("DELETE FROM %s AS t USING "
-									 "(SELECT s.tableoid AS toid, s.ctid AS tid FROM %s AS s "
+		s->delete_one_sql = psprintf("DELETE FROM %s%s AS t USING "
+									 "(SELECT s.tableoid AS toid, s.ctid AS tid FROM %s%s AS s "
 									 "WHERE %s LIMIT 1) AS one "
 									 "WHERE t.tableoid OPERATOR(pg_catalog.=) one.toid "
 									 "AND t.ctid OPERATOR(pg_catalog.=) one.tid",
-									 name, name, roweq.data);
+									 only, name, only, name, roweq.data);
 	}
 
-	s->delete_all_sql = psprintf("DELETE FROM %s", name);
+	s->delete_all_sql = psprintf("DELETE FROM %s%s", only, name);
 
 	s->plans_cb.func = free_plans;
 	s->plans_cb.arg = s;
@@ -472,6 +538,7 @@ upsert_rows(ApplySink *s, Datum *rows, int n)
 	if (!s->upsert_reports)
 		inserted = processed;	/* DO NOTHING: conflicts are not returned */
 	s->counts.inserted += inserted;
+	/* the rest; a row a BEFORE trigger skipped too, so that every change is counted */
 	s->counts.updated += n - inserted;
 }
 

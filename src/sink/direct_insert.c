@@ -79,13 +79,16 @@ struct DirectInsert
  * Would anything but the rows themselves see an INSERT into rel?  Triggers
  * of any insert kind (foreign keys and deferred unique checks are
  * triggers), row-level security, stored generated columns, partitions and
- * partition routing all want the executor's INSERT.
+ * partition routing all want the executor's INSERT; and so does a
+ * read-only transaction, whose refusal (25006) is the executor's.
  */
 static bool
 inserts_are_plain(Relation rel, Relation index)
 {
 	TriggerDesc *t = rel->trigdesc;
 
+	if (XactReadOnly && rel->rd_rel->relpersistence != RELPERSISTENCE_TEMP)
+		return false;
 	if (rel->rd_rel->relkind != RELKIND_RELATION || rel->rd_rel->relispartition)
 		return false;
 	if (t != NULL &&
