@@ -13,6 +13,18 @@ CREATE TRIGGER wake_pipeline_worker AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE
 COMMENT ON FUNCTION ptf._wake_pipeline_worker() IS
     'Internal: trigger telling the pipeline workers that the registry changed, and asking for a worker when pipelines are restored';
 
+-- Rows put in the registry otherwise than by create_pipeline -- a restore,
+-- which loads them before the uids' state and the tables' rows -- come
+-- paused (functions/pipelines.c), as pg_dump restores subscriptions
+-- disabled: ptf.resume_pipeline once the restore is complete.
+CREATE FUNCTION ptf._pipeline_restored() RETURNS trigger
+AS 'MODULE_PATHNAME', 'ptf_pipeline_restored'
+LANGUAGE C;
+COMMENT ON FUNCTION ptf._pipeline_restored() IS
+    'Internal: trigger pausing the pipelines put in the registry otherwise than by create_pipeline (a restore)';
+CREATE TRIGGER pipeline_restored BEFORE INSERT ON ptf.pipeline_registry
+    FOR EACH ROW EXECUTE FUNCTION ptf._pipeline_restored();
+
 -- What wakes pipeline workers at commit reads PostgreSQL's internal
 -- statistics layout; this lets a regression test check it on the server
 -- it runs against (sql/xact_writes.sql).

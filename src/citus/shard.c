@@ -56,6 +56,7 @@
 #include "citus/citus.h"
 #include "citus/meta.h"
 #include "citus/shard.h"
+#include "functions/pipelines.h"
 
 PG_FUNCTION_INFO_V1(ptf_citus_shard_prepare);
 PG_FUNCTION_INFO_V1(ptf_citus_shard_forget);
@@ -528,10 +529,10 @@ prepare_incoming(const char *dist_name, int64 shard, const char *token)
 		values[4] = CStringGetTextDatum(d.sink_mode);
 		values[5] = CStringGetTextDatum(d.function);
 		values[6] = CStringGetTextDatum(uid);
-		ptf_spi_exec_as_owner("INSERT INTO ptf.pipeline_registry "
+		ptf_register_pipeline("INSERT INTO ptf.pipeline_registry "
 							  "(name, owner, query, sink, sink_mode, function, uid, search_path) "
 							  "VALUES ($1, $2::pg_catalog.regrole, $3, $4, $5, $6, $7, 'pg_catalog, pg_temp')",
-							  7, types, values, NULL, SPI_OK_INSERT);
+							  7, types, values);
 		record_shard_pipeline(local_name, dist_name, token, shard, shards, 1, "incoming");
 		/* the uid's slot, once its state comes (handoff.c) */
 		values[0] = CStringGetTextDatum(local_name);

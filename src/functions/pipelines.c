@@ -74,6 +74,73 @@ PG_FUNCTION_INFO_V1(ptf_pause_pipeline);
 PG_FUNCTION_INFO_V1(ptf_resume_pipeline);
 PG_FUNCTION_INFO_V1(ptf_pipeline_status_rows);
 PG_FUNCTION_INFO_V1(ptf_wake_pipeline_worker);
+PG_FUNCTION_INFO_V1(ptf_pipeline_restored);
+
+/*
+ * ---- rows of the registry that no create_pipeline put there ----
+ *
+ * pg_restore (or a plain dump run by psql) loads ptf.pipeline_registry
+ * before the uids' registry and state, and before the tables' rows: a
+ * worker woken by the first would start the pipelines as new streams and
+ * read the restore's rows as changes (a keep-first sink got every key
+ * twice, the uids' state restored after was refused as duplicate).  As
+ * pg_dump restores subscriptions disabled, such rows come paused, until
+ * ptf.resume_pipeline once the restore is complete.  The flag below says
+ * that the insert is one of ours (create_pipeline, a Citus shard's): set
+ * only around it, by ptf_register_pipeline.
+ */
+static bool registering_pipeline = false;
+
+void
+ptf_register_pipeline(const char *sql, int nargs, Oid *argtypes, Datum *values)
+{
+	Assert(!registering_pipeline);
+	registering_pipeline = true;
+	PG_TRY();
+	{
+		ptf_spi_exec_as_owner(sql, nargs, argtypes, values, NULL, SPI_OK_INSERT);
+	}
+	PG_FINALLY();
+	{
+		registering_pipeline = false;
+	}
+	PG_END_TRY();
+}
+
+/* Row trigger BEFORE INSERT on ptf.pipeline_registry: a row not ours comes paused. */
+Datum
+ptf_pipeline_restored(PG_FUNCTION_ARGS)
+{
+	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+	HeapTuple	row;
+	TupleDesc	desc;
+	int			cols[1];
+	Datum		values[1] = {BoolGetDatum(true)};
+	bool		nulls[1] = {false};
+	bool		isnull;
+	char	   *name;
+
+	if (!CALLED_AS_TRIGGER(fcinfo) || !TRIGGER_FIRED_BEFORE(trigdata->tg_event) ||
+		!TRIGGER_FIRED_FOR_ROW(trigdata->tg_event) || !TRIGGER_FIRED_BY_INSERT(trigdata->tg_event))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("ptf._pipeline_restored() is called by a row trigger before INSERT only")));
+	row = trigdata->tg_trigtuple;
+	if (registering_pipeline)
+		return PointerGetDatum(row);
+	/* the table's own columns, by name: the registry's Anum_ are of a select list */
+	desc = RelationGetDescr(trigdata->tg_relation);
+	cols[0] = SPI_fnumber(desc, "paused");
+	name = SPI_getvalue(row, desc, SPI_fnumber(desc, "name"));
+	if (cols[0] <= 0)
+		elog(ERROR, "ptf.pipeline_registry has no column paused");
+	if (!DatumGetBool(heap_getattr(row, cols[0], desc, &isnull)) || isnull)
+		ereport(NOTICE,
+				(errmsg("pipeline \"%s\" is paused until ptf.resume_pipeline('%s')",
+						name ? name : "?", name ? name : "?"),
+				 errdetail("It was put in ptf.pipeline_registry otherwise than by ptf.create_pipeline, as a restore does: it runs once what it reads is complete.")));
+	return PointerGetDatum(heap_modify_tuple_by_cols(row, desc, 1, cols, values, nulls));
+}
 
 
 /* ---- waking the worker once the change is committed ---- */
@@ -766,10 +833,10 @@ ptf_create_pipeline(PG_FUNCTION_ARGS)
 	args[6] = CStringGetTextDatum(function);
 	args[7] = CStringGetTextDatum(uid);
 	args[8] = CStringGetTextDatum(PIPELINE_SEARCH_PATH);
-	ptf_spi_exec_as_owner("INSERT INTO ptf.pipeline_registry "
+	ptf_register_pipeline("INSERT INTO ptf.pipeline_registry "
 						  "(id, name, owner, query, sink, sink_mode, function, uid, search_path) "
 						  "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-						  9, iargtypes, args, NULL, SPI_OK_INSERT);
+						  9, iargtypes, args);
 	SPI_finish();
 	AtEOXact_GUC(true, nest);
 	wake_worker_at_commit();

@@ -23,6 +23,12 @@ extern void ptf_drop_pipelines_of(Oid owner);
 extern void ptf_drop_pipeline_origins(void);
 
 /*
+ * Insert a row of ptf.pipeline_registry (sql, as the extension's owner):
+ * the only inserts that do not make the pipeline paused (a restore's).
+ */
+extern void ptf_register_pipeline(const char *sql, int nargs, Oid *argtypes, Datum *values);
+
+/*
  * Another room may make, drop and pause some pipelines itself (src/citus/:
  * pipelines over Citus distributed tables).  Each hook returns true when
  * the pipeline was its own and it did the work; drop_extension runs when

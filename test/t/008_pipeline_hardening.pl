@@ -162,7 +162,10 @@ $worker = worker_pid($node);
 # ---- (d) pipelines of a restored database, or of one made from a template,
 # run: their slot is the original database's, so each starts again on a slot
 # of its own, brought in line with its tables (ptf.resync) -- keys the copy
-# saw are not emitted again, new ones are
+# saw are not emitted again, new ones are.  A restore's pipelines come
+# paused (a worker started by the registry's rows, loaded first, would run
+# them before their uids' state and the tables' rows are there), until
+# ptf.resume_pipeline
 $node->safe_psql('postgres', q{CREATE DATABASE orig});
 $node->safe_psql('orig', q{
     CREATE EXTENSION deduplicate_keep_first;
@@ -179,6 +182,15 @@ $node->command_ok([ 'pg_dump', '-Fc', '-d', $node->connstr('orig'), '-f', $dump 
 # a row the copy's table has but its state never saw (after the dump's state)
 $node->safe_psql('postgres', q{CREATE DATABASE restored});
 $node->command_ok([ 'pg_restore', '-d', $node->connstr('restored'), $dump ], 'pg_restore');
+is($node->safe_psql('restored', q{SELECT paused FROM ptf.pipelines WHERE name = 'copied'}), 't',
+    'a restored pipeline comes paused');
+is($node->safe_psql('restored', q{SELECT count(*) FROM ptf.uid_registry WHERE uid = 'copied'}), '1',
+    'its uid is the restored one');
+$node->safe_psql('restored', q{INSERT INTO src VALUES (3)});
+sleep 2;
+is($node->safe_psql('restored', q{SELECT string_agg(id::text, ',' ORDER BY id) FROM sink}), '1',
+    'paused, it reads nothing');
+$node->safe_psql('restored', q{SELECT ptf.resume_pipeline('copied')});
 
 # a copy: the original must have no connection, its worker included
 $node->safe_psql('postgres', q{
@@ -188,9 +200,9 @@ $node->safe_psql('postgres', q{
     ALTER DATABASE orig ALLOW_CONNECTIONS true;
 });
 
+$node->safe_psql('copy', q{INSERT INTO src VALUES (3)});
 for my $db ('restored', 'copy')
 {
-    $node->safe_psql($db, q{INSERT INTO src VALUES (3)});
     ok($node->poll_query_until($db, q{SELECT string_agg(id::text, ',' ORDER BY id) FROM sink}, '1,3'),
         "the pipeline of $db runs on a slot of its own: key 1 once, key 3 new");
     is($node->safe_psql($db, q{
