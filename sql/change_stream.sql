@@ -421,6 +421,28 @@ END $$;
 SELECT * FROM pe_firsts ORDER BY id;
 SELECT state <> 'failing' AS goes_on, rows_skipped FROM pipeline_status WHERE name = 'pe-pipe';
 SELECT drop_pipeline('pe-pipe');
+-- a sink's trigger that drops its own pipeline fails the step, with why
+-- (the drop waited for the step's origin, held by the step itself: the
+-- worker waited on itself)
+CREATE TABLE pe_sink2 (id int);
+CREATE FUNCTION drop_me() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN PERFORM ptf.drop_pipeline('pe-self'); RETURN NULL; END $$;
+CREATE TRIGGER drop_me AFTER INSERT ON pe_sink2 FOR EACH STATEMENT EXECUTE FUNCTION drop_me();
+SELECT create_pipeline('pe-self', $$SELECT (f).id FROM ptf.deduplicate_keep_first(NULL::cs.pe,
+    partition_by => '{k}', changes => true, uid => 'pe-self') f$$, 'pe_sink2');
+INSERT INTO pe VALUES (20, 20, '2024-01-05');
+CREATE FUNCTION pipe_error2() RETURNS text LANGUAGE plpgsql AS $$
+DECLARE e text;
+BEGIN
+    FOR i IN 1..300 LOOP
+        SELECT last_error INTO e FROM ptf.pipeline_status WHERE name = 'pe-self' AND state = 'failing';
+        EXIT WHEN e IS NOT NULL;
+        PERFORM pg_sleep(0.1);
+    END LOOP;
+    RETURN e;
+END $$;
+SELECT pipe_error2() AS last_error;
+SELECT drop_pipeline('pe-self');
 
 -- drop_state drops the slot with the state
 SELECT count(*) AS slots FROM pg_replication_slots WHERE slot_name LIKE 'ptf\_%';

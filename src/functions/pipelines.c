@@ -607,6 +607,25 @@ start_stream(const char *query)
 }
 
 /*
+ * A pipeline is not dropped from within its own step (a sink's trigger):
+ * the drop would wait for the step to let go of the pipeline's origin,
+ * which the step holds until it ends -- the worker waited on itself, and
+ * every pipeline it runs with it.
+ */
+static void
+refuse_own_step(int32 id)
+{
+	if (replorigin_session_origin == InvalidRepOriginId ||
+		replorigin_session_origin != replorigin_by_name(ptf_pipeline_origin_name(MyDatabaseId, id), true))
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_IN_USE),
+			 errmsg("a pipeline cannot be dropped from within its own step"),
+			 errdetail("A trigger of its sink, or a function its query calls, asked for the drop while the step runs."),
+			 errhint("Drop the pipeline from another session; ptf.pause_pipeline may be called from within the step.")));
+}
+
+/*
  * A pipeline goes with its state, slot and origin.  The slot goes once the
  * transaction commits (slots are not transactional): a drop rolled back
  * leaves the pipeline with its stream.
@@ -618,6 +637,7 @@ drop_pipeline_by_id(int32 id, const char *uid)
 	Datum		args[1] = {Int32GetDatum(id)};
 	char	   *slot_name;
 
+	refuse_own_step(id);
 	/* a step in progress finishes first */
 	(void) ptf_lock(PTF_LOCK_PIPELINE, (uint32) id, ExclusiveLock, false, true);
 	ptf_spi_exec_as_owner("DELETE FROM ptf.pipeline_registry WHERE id OPERATOR(pg_catalog.=) $1",
@@ -682,6 +702,7 @@ ptf_drop_pipeline_origins(void)
 	{
 		int32		id = lfirst_int(lc);
 
+		refuse_own_step(id);
 		(void) ptf_lock(PTF_LOCK_PIPELINE, (uint32) id, ExclusiveLock, false, true);
 		replorigin_drop_by_name(ptf_pipeline_origin_name(MyDatabaseId, id), true, false);
 	}

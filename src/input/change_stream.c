@@ -476,7 +476,7 @@ incompatible:
 					RelationGetRelationName(rel)),
 			 errdetail("A change at %X/%X has columns of other types than the table has now.",
 					   LSN_FORMAT_ARGS(cs->meta.lsn)),
-			 errhint("Forget the state of the uid with ptf.drop_state() to start over from now.")));
+			 errhint("ptf.skip_transaction() passes over the transactions of such changes, one at a time (the CONTEXT names this one); or ptf.drop_state() forgets the uid (a pipeline's: ptf.drop_pipeline()) to start over from now.")));
 }
 
 /* Does a new image hold unchanged TOASTed values (on-disk pointers)? */

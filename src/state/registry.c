@@ -212,7 +212,7 @@ identity_mismatch(const char *uid, const char *what, const char *was,
 			 errmsg("uid \"%s\" keeps state for another %s", uid, what),
 			 errdetail("Its state was made with %s %s; this call has %s.",
 					   what, was, now),
-			 errhint("Use another uid, or forget this one's state with ptf.drop_state('%s').",
+			 errhint("Use another uid, or forget this one's state with ptf.drop_state('%s') (a pipeline's: ptf.drop_pipeline()).",
 					 uid)));
 }
 
@@ -452,7 +452,7 @@ check_identity(const DurableIdentity *id, DurableState *ds, Datum call_keys)
 				 errmsg("uid \"%s\" keeps another kind of state", id->uid),
 				 errdetail("Its state is %s; this call needs %s.",
 						   s ? s : "plain", id->options ? id->options : "plain"),
-				 errhint("Use another uid, or forget this one's state with ptf.drop_state('%s').",
+				 errhint("Use another uid, or forget this one's state with ptf.drop_state('%s') (a pipeline's: ptf.drop_pipeline()).",
 						 id->uid)));
 }
 
