@@ -154,6 +154,32 @@ SELECT * FROM firep('no_ttl', NULL);
 -- k1 is gone once nothing of it is left (no leak of empty keys)
 SELECT uid, keys, rows_late FROM state WHERE uid IN ('ttl', 'no_ttl') ORDER BY uid;
 SELECT drop_state('ttl'), drop_state('no_ttl');
+-- a call that reads no row of the join's tables (a probe delete, passed
+-- over) takes no processing time from the clock: its deadlines are in the
+-- column's units, none due (the clock's time dropped every key)
+CREATE TABLE lq (t bigint, k text, v text, pt bigint);
+ALTER TABLE lq REPLICA IDENTITY FULL;
+CREATE TABLE rq (t bigint, k text PRIMARY KEY, v text, pt bigint);
+ALTER TABLE rq REPLICA IDENTITY FULL;
+INSERT INTO lq VALUES (0, 'old', 'old', 0);
+CREATE FUNCTION fireq(uid text)
+RETURNS TABLE (lt bigint, lk text, rt bigint, rv text)
+LANGUAGE sql AS $$
+    SELECT (probe).t, (probe).k, (build).t, (build).v
+      FROM ptf.temporal_join(NULL::tjs.lq, NULL::tjs.rq, probe_time => 't', build_time => 't',
+                             probe_key => '{k}', join_type => 'left', uid => uid,
+                             state_ttl => '1 hour', changes => true,
+                             watermark_delay => '0', proc_time => 'pt')
+$$;
+SELECT * FROM fireq('quiet');
+INSERT INTO rq VALUES (1, 'k1', 'r1', 1);
+INSERT INTO lq VALUES (2, 'k1', 'l2', 1);
+SELECT * FROM fireq('quiet');
+DELETE FROM lq WHERE k = 'old';
+SELECT * FROM fireq('quiet');
+INSERT INTO rq VALUES (3, 'k2', 'r3', 2);
+SELECT * FROM fireq('quiet');
+SELECT drop_state('quiet');
 
 -- ---- what an old image names: deletions and updates that move a row ----
 -- A deletion is a version at the deleted row's time; an UPDATE that

@@ -1096,10 +1096,13 @@ frame_finish(PtfFrame *frame, bool end_of_input)
 		{
 			PtfTime		now = frame_processing_time(frame);
 
-			if (frame->loader != NULL)
-				frame->loader(frame->loader_arg, NULL, NULL, 0, idle_watermark_at(frame, now));
-			fire_timers(op, PTF_PROCESSING_TIME, now, frame->watermark, now);
-			apply_idle_rule(frame, op, now);
+			if (now != PTF_TIME_MIN)
+			{
+				if (frame->loader != NULL)
+					frame->loader(frame->loader_arg, NULL, NULL, 0, idle_watermark_at(frame, now));
+				fire_timers(op, PTF_PROCESSING_TIME, now, frame->watermark, now);
+				apply_idle_rule(frame, op, now);
+			}
 		}
 		if (op->methods->on_finish)
 			op->methods->on_finish(op, false);
@@ -1127,19 +1130,26 @@ frame_finish(PtfFrame *frame, bool end_of_input)
 }
 
 /*
- * Processing time now: the last row's when rows carry it in a column,
- * else the clock.
+ * Processing time now: the last row's when rows carry it in a column --
+ * of this call, else of an earlier one (restored with the inputs), else
+ * PTF_TIME_MIN (none yet: nothing is due) -- or else the clock.  A call
+ * that read no row of its inputs must not take the clock for a column's
+ * time: every TTL deadline, in the column's units, would be due.
  */
 PtfTime
 frame_processing_time(PtfFrame *frame)
 {
+	PtfTime		now = frame->last_proc_time;
+	bool		column = false;
 	int			i;
 
-	if (frame->last_proc_time != PTF_TIME_MIN)
-		for (i = 0; i < frame->ninputs; i++)
-			if (frame->inputs[i]->spec.proc_time_attno != InvalidAttrNumber)
-				return frame->last_proc_time;
-	return ptf_now();
+	for (i = 0; i < frame->ninputs; i++)
+		if (frame->inputs[i]->spec.proc_time_attno != InvalidAttrNumber)
+		{
+			column = true;
+			now = Max(now, frame->inputs[i]->last_row_proc_time);
+		}
+	return column ? now : ptf_now();
 }
 
 void
