@@ -756,8 +756,11 @@ warn_incomplete_images(PtfCall *call)
 				(errmsg("the change stream of uid \"%s\" can stop at an update of table %s that it cannot complete",
 						call->uid, get_rel_name(relid)),
 				 errdetail("Under a replica identity other than FULL, an update that leaves a TOASTed value unchanged logs no value for it, and a row the stream has not seen cannot be completed from state."),
+				 !call->inputs[i].rows_not_kept ?
 				 errhint("Start the stream with the table's rows (ptf.drop_state('%s'), then a first call with snapshot => true), or ALTER TABLE %s REPLICA IDENTITY FULL.",
-						 call->uid, get_rel_name(relid))));
+						 call->uid, get_rel_name(relid)) :
+				 errhint("ALTER TABLE %s REPLICA IDENTITY FULL: %s keeps no rows to complete one from.",
+						 get_rel_name(relid), call->function)));
 	}
 }
 

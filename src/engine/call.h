@@ -68,6 +68,7 @@ typedef struct PtfCallInput
 	ChangeStreamTruncate on_truncate;	/* for its change stream */
 	ChangeStreamOldRows old_rows;	/* what its stream's old rows must hold */
 	bool		inserts_only;	/* its stream's updates are passed over */
+	bool		rows_not_kept;	/* no row of it kept to complete an update from */
 
 	/*
 	 * An upsert source: its change stream's updates and deletes carry only

@@ -422,7 +422,7 @@ ptf_check_meta_complete(const PtfRowMeta *meta)
 				 errmsg("the new image of an update lacks values the WAL does not carry"),
 				 errdetail("The update at %X/%X left a TOASTed column unchanged, which logs no value for it, and no earlier image of the row is kept.",
 						   LSN_FORMAT_ARGS(meta->lsn)),
-				 errhint("ptf.resync(uid) brings the stream in line with the table as it is now, keeping its state; ALTER TABLE ... REPLICA IDENTITY FULL logs whole old images, from which such values are taken.")));
+				 errhint("ALTER TABLE ... REPLICA IDENTITY FULL logs whole old images, from which such values are taken; for this update, ptf.resync(uid) brings the stream in line with its table where the function can, else ptf.skip_transaction(uid, lsn) passes over its transaction (the CONTEXT names it).")));
 }
 
 void

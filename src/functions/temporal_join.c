@@ -577,6 +577,10 @@ ptf_temporal_join(PG_FUNCTION_ARGS)
 		MemoryContextSwitchTo(old);
 		probe->adapter = probe_adapter;
 		probe->adapter_arg = &tc;
+		/* its updates are passed over: an incomplete image of one stops nothing */
+		probe->inserts_only = true;
+		/* a version keeps the row, but an update's new image must be whole */
+		build->rows_not_kept = true;
 		/* a truncation removes neither versions nor events already seen */
 		build->on_truncate = probe->on_truncate = TRUNCATE_SKIP;
 	}
