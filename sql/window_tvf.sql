@@ -208,6 +208,12 @@ SELECT pg_temp.try(q) FROM (VALUES
     ($$SELECT * FROM hop(NULL::bid, 'bidtime', '5 minutes', '-10 minutes')$$),
     ($$SELECT * FROM cumulate(NULL::bid, 'bidtime', '3 minutes', '10 minutes')$$),
     ($$SELECT * FROM cumulate(NULL::bid, 'bidtime', '1 minute', '10 minutes', "offset" => '1 month')$$),
+    -- a row in 2^31 windows or more crashed the server (the count wrapped);
+    -- more than a million is refused (54000), inlined or not
+    ($$SELECT count(*) FROM hop(NULL::bid, 'bidtime', '1 microsecond', '36 minutes')$$),
+    ($$SELECT count(*) FROM cumulate(NULL::bid, 'bidtime', '1 microsecond', '36 minutes')$$),
+    ($$SELECT count(*) FROM window_top_n(NULL::bid, 'hop', 'bidtime', '36 minutes', '1 microsecond', order_by => 'bidtime')$$),
+    ($$SELECT count(*) FROM hop(NULL::bid, 'bidtime', '1 millisecond', '1001 seconds')$$),
     ($$SELECT * FROM tumble(NULL::bid, 'nope', '10 minutes')$$),
     ($$SELECT * FROM tumble(NULL::bid, 'price', '10 minutes')$$),
     ($$SELECT * FROM tumble(NULL::bid, NULL, '10 minutes')$$),

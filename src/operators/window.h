@@ -32,9 +32,17 @@ typedef struct WindowSpec
 } WindowSpec;
 
 /*
+ * Windows a row may be in, at most (HOP, CUMULATE: about size / step): a
+ * row of more than a million windows is a mistake, and one of 2^31 would
+ * count past an int.
+ */
+#define WINDOW_MAX_PER_ROW 1000000
+
+/*
  * Check and complete a spec: sizes positive, CUMULATE size a multiple of
  * its step, the offset taken modulo the period it matters for; errors
- * (22023) name the arguments.
+ * (22023) name the arguments; fewer than WINDOW_MAX_PER_ROW windows a row
+ * (54000).
  */
 extern void window_spec_init(WindowSpec *w, WindowKind kind, int64 size, int64 step,
 							 int64 offset);

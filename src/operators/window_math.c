@@ -72,6 +72,16 @@ window_spec_init(WindowSpec *w, WindowKind kind, int64 size, int64 step, int64 o
 						 errmsg("a CUMULATE window's size must be a multiple of its step"),
 						 errdetail("The size is %lld microseconds, the step %lld.",
 								   (long long) size, (long long) step)));
+			/* each row is in about size / step windows: bounded, or a row alone runs away */
+			if (size / step > WINDOW_MAX_PER_ROW)
+				ereport(ERROR,
+						(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+						 errmsg("a %s window puts each row in %lld windows, more than %d",
+								kind == WINDOW_HOP ? "HOP" : "CUMULATE",
+								(long long) (size / step), WINDOW_MAX_PER_ROW),
+						 errdetail("Its size is %lld microseconds, its %s %lld.", (long long) size,
+								   kind == WINDOW_HOP ? "slide" : "step", (long long) step),
+						 errhint("Give a larger %s.", kind == WINDOW_HOP ? "slide" : "step")));
 			break;
 	}
 	w->step = step;

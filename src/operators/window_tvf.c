@@ -14,6 +14,7 @@
 #include "postgres.h"
 
 #include "funcapi.h"
+#include "miscadmin.h"
 
 #include "base/ptf_time.h"
 #include "operators/window_internal.h"
@@ -155,7 +156,11 @@ tvf_on_row(PtfOperator *op, RowKind kind, TupleTableSlot *row, const PtfRowConte
 
 				(void) window_aligned_start(ts - w->size, w->step, w->offset, &first);
 				for (first += w->step; first <= s; first += w->step)
+				{
+					/* up to WINDOW_MAX_PER_ROW rows for this one: a cancel is heard */
+					CHECK_FOR_INTERRUPTS();
 					tvf_emit(t, data, first, first + w->size);
+				}
 			}
 			break;
 		case WINDOW_CUMULATE:
@@ -164,7 +169,10 @@ tvf_on_row(PtfOperator *op, RowKind kind, TupleTableSlot *row, const PtfRowConte
 
 				(void) window_slice_end(w, ts, &step_end);
 				for (e = step_end; e <= s + w->size; e += w->step)
+				{
+					CHECK_FOR_INTERRUPTS();
 					tvf_emit(t, data, s, e);
+				}
 			}
 			break;
 		case WINDOW_SESSION:
