@@ -64,7 +64,10 @@ SELECT r.uid,
        ptf._time_text(r.watermark, r.time_type) AS watermark,
        r.last_lsn AS lsn,
        r.slot_name,
-       pg_catalog.pg_wal_lsn_diff(pg_catalog.pg_current_wal_lsn(), s.restart_lsn) AS retained_wal_bytes,
+       -- NULL on a standby (no WAL position of its own: the view must read there)
+       CASE WHEN NOT pg_catalog.pg_is_in_recovery()
+            THEN pg_catalog.pg_wal_lsn_diff(pg_catalog.pg_current_wal_lsn(), s.restart_lsn)
+       END AS retained_wal_bytes,
        r.rows_in,
        r.rows_out,
        r.rows_late,
