@@ -415,5 +415,20 @@ is($node->safe_psql('sweep', q{SELECT count(*) FROM ptf.to_changelog(NULL::t, ch
     '1', 'its stream goes on');
 $first->quit;
 
+# ---- a hot standby reads ptf.state (the state is replicated; the view's
+# WAL distance has no meaning there: NULL), and refuses stream calls
+$node->backup('for_standby');
+my $standby = PostgreSQL::Test::Cluster->new('cs_standby');
+$standby->init_from_backup($node, 'for_standby', has_streaming => 1);
+$standby->start;
+$node->wait_for_catchup($standby);
+is($standby->safe_psql('postgres', q{
+    SELECT count(*) > 0 AND bool_and(retained_wal_bytes IS NULL) FROM ptf.state}),
+    't', 'ptf.state reads on a standby, without WAL distances');
+is($node->safe_psql('postgres', q{SELECT count(*) FROM ptf.state}),
+    $standby->safe_psql('postgres', q{SELECT count(*) FROM ptf.state}),
+    'the standby has every uid');
+$standby->stop;
+
 $node->stop;
 done_testing();
