@@ -443,6 +443,15 @@ BEGIN
 END $$;
 SELECT pipe_error2() AS last_error;
 SELECT drop_pipeline('pe-self');
+-- nor may it call a uid within the step: it would pass for the step
+CREATE OR REPLACE FUNCTION drop_me() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN PERFORM count(*) FROM ptf.deduplicate_keep_first(NULL::cs.pe, partition_by => '{k}',
+    changes => true, uid => 'pe-self'); RETURN NULL; END $$;
+SELECT create_pipeline('pe-self', $$SELECT (f).id FROM ptf.deduplicate_keep_first(NULL::cs.pe,
+    partition_by => '{k}', changes => true, uid => 'pe-self') f$$, 'pe_sink2');
+INSERT INTO pe VALUES (21, 21, '2024-01-06');
+SELECT pipe_error2() AS last_error;
+SELECT drop_pipeline('pe-self');
 
 -- drop_state drops the slot with the state
 SELECT count(*) AS slots FROM pg_replication_slots WHERE slot_name LIKE 'ptf\_%';

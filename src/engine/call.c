@@ -783,6 +783,23 @@ ptf_call_run(PtfCall *call)
 	Assert(call->uid != NULL || !call->changes);
 	keep_freed_memory();
 
+	/*
+	 * A step runs its pipeline's one call with a uid.  Another in it -- from
+	 * a trigger of the sink, or a function the query or a condition calls --
+	 * would pass for the step (a pipeline's uid is the worker's alone) and
+	 * read a stream inside the step's transaction.
+	 */
+	if (call->uid != NULL && call->step != NULL)
+	{
+		if (call->step->called)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_IN_USE),
+					 errmsg("uid \"%s\" cannot be called within a step of a pipeline", call->uid),
+					 errdetail("A step runs its pipeline's one call; a trigger of its sink, or a function its query calls, made another."),
+					 errhint("Call it from another session, or make it a pipeline of its own.")));
+		call->step->called = true;
+	}
+
 	/* 1. prepare */
 	slot_name = prepare_inputs(call);
 	if (ptf_parallel_in_worker())
@@ -873,7 +890,6 @@ ptf_call_run(PtfCall *call)
 				stored_timer = ptf_state_load_next_timer(load);
 				break;
 			}
-		call->step->called = true;
 		call->step->wake_at = frame_next_wake(call->frame, stored_timer);
 		if (cs != NULL)
 			change_stream_report(cs, &call->step->report);

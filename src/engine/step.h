@@ -30,7 +30,7 @@ typedef struct PtfStep
 	PtfKeptSet *kept;			/* what the worker keeps between steps, or NULL */
 
 	/* filled by the call (ptf_call_run) */
-	bool		called;			/* a call with a uid ran in the step */
+	bool		called;			/* a call with a uid ran in the step (or runs) */
 	PtfTime		wake_at;		/* it has more to do then without new input; 0: no */
 	ChangeStreamReport report;	/* how far its stream was read */
 } PtfStep;
