@@ -399,18 +399,19 @@ SELECT create_pipeline('pe-pipe', $$SELECT (f).id FROM ptf.deduplicate_keep_firs
     watermark_delay => '0') f$$, 'pe_firsts');
 INSERT INTO pe VALUES (10, 10, NULL);
 INSERT INTO pe VALUES (11, 11, '2024-01-02'), (12, 12, '2024-01-03');
-CREATE FUNCTION pipe_error() RETURNS text LANGUAGE plpgsql AS $$
+-- a failing pipeline's last error, once it fails
+CREATE FUNCTION pipe_error(pipe text) RETURNS text LANGUAGE plpgsql AS $$
 DECLARE e text;
 BEGIN
     FOR i IN 1..300 LOOP
-        SELECT last_error INTO e FROM ptf.pipeline_status WHERE name = 'pe-pipe' AND state = 'failing';
+        SELECT last_error INTO e FROM ptf.pipeline_status WHERE name = pipe AND state = 'failing';
         EXIT WHEN e IS NOT NULL;
         PERFORM pg_sleep(0.1);
     END LOOP;
     RETURN e;
 END $$;
-SELECT regexp_replace(pipe_error(), '[0-9]+, finished at [0-9A-F/]+', 'N, finished at X/Y') AS last_error;
-SELECT skip_transaction('pe-pipe', substring(pipe_error() from 'finished at ([0-9A-F]+/[0-9A-F]+)')::pg_lsn);
+SELECT regexp_replace(pipe_error('pe-pipe'), '[0-9]+, finished at [0-9A-F/]+', 'N, finished at X/Y') AS last_error;
+SELECT skip_transaction('pe-pipe', substring(pipe_error('pe-pipe') from 'finished at ([0-9A-F]+/[0-9A-F]+)')::pg_lsn);
 DO $$
 BEGIN
     FOR i IN 1..300 LOOP
@@ -431,17 +432,7 @@ CREATE TRIGGER drop_me AFTER INSERT ON pe_sink2 FOR EACH STATEMENT EXECUTE FUNCT
 SELECT create_pipeline('pe-self', $$SELECT (f).id FROM ptf.deduplicate_keep_first(NULL::cs.pe,
     partition_by => '{k}', changes => true, uid => 'pe-self') f$$, 'pe_sink2');
 INSERT INTO pe VALUES (20, 20, '2024-01-05');
-CREATE FUNCTION pipe_error2() RETURNS text LANGUAGE plpgsql AS $$
-DECLARE e text;
-BEGIN
-    FOR i IN 1..300 LOOP
-        SELECT last_error INTO e FROM ptf.pipeline_status WHERE name = 'pe-self' AND state = 'failing';
-        EXIT WHEN e IS NOT NULL;
-        PERFORM pg_sleep(0.1);
-    END LOOP;
-    RETURN e;
-END $$;
-SELECT pipe_error2() AS last_error;
+SELECT pipe_error('pe-self') AS last_error;
 SELECT drop_pipeline('pe-self');
 -- nor may it call a uid within the step: it would pass for the step
 CREATE OR REPLACE FUNCTION drop_me() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -450,7 +441,7 @@ BEGIN PERFORM count(*) FROM ptf.deduplicate_keep_first(NULL::cs.pe, partition_by
 SELECT create_pipeline('pe-self', $$SELECT (f).id FROM ptf.deduplicate_keep_first(NULL::cs.pe,
     partition_by => '{k}', changes => true, uid => 'pe-self') f$$, 'pe_sink2');
 INSERT INTO pe VALUES (21, 21, '2024-01-06');
-SELECT pipe_error2() AS last_error;
+SELECT pipe_error('pe-self') AS last_error;
 SELECT drop_pipeline('pe-self');
 
 -- drop_state drops the slot with the state

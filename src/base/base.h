@@ -81,6 +81,8 @@ extern const PtfRowMeta ptf_no_meta;
  * batching rows).  meta may change while pushed; NULL, or one without a
  * transaction, says nothing.
  */
+#define PTF_CHANGE_CONTEXT_PREFIX "change of transaction "
+
 typedef struct PtfChangeContext
 {
 	ErrorContextCallback cb;

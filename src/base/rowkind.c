@@ -35,7 +35,7 @@ change_context_callback(void *arg)
 		if (e->callback == change_context_callback &&
 			names_change((PtfChangeContext *) e->arg))
 			return;
-	errcontext("change of transaction %u, finished at %X/%X", cc->meta->xid,
+	errcontext(PTF_CHANGE_CONTEXT_PREFIX "%u, finished at %X/%X", cc->meta->xid,
 			   LSN_FORMAT_ARGS(cc->meta->final_lsn));
 }
 

@@ -691,9 +691,13 @@ store_state(PtfCall *call, DurableState *ds, PtfOperator *op, PtfChangeStream *c
 		progress->rows_skipped += change_stream_skipped(cs);
 	}
 	/* expiry is measured in the stream's processing time: no rows, no sweep */
-	if (call->ttl_us > 0 && stats.rows_in > 0 &&
-		frame_processing_time(call->frame) != PTF_TIME_MIN)
-		durable_sweep_expired(ds, frame_processing_time(call->frame), !complete);
+	if (call->ttl_us > 0 && stats.rows_in > 0)
+	{
+		PtfTime		now = frame_processing_time(call->frame);
+
+		if (now != PTF_TIME_MIN)
+			durable_sweep_expired(ds, now, !complete);
+	}
 	durable_commit(ds, progress);
 	kept_operator_stored(call_kept(call), call->uid, ds, op, complete, call->upsert);
 }

@@ -136,8 +136,7 @@ ptf_pipeline_restored(PG_FUNCTION_ARGS)
 		elog(ERROR, "ptf.pipeline_registry has no column paused");
 	if (!DatumGetBool(heap_getattr(row, cols[0], desc, &isnull)) || isnull)
 		ereport(NOTICE,
-				(errmsg("pipeline \"%s\" is paused until ptf.resume_pipeline('%s')",
-						name ? name : "?", name ? name : "?"),
+				(errmsg("pipeline \"%s\" is paused until ptf.resume_pipeline('%s')", name, name),
 				 errdetail("It was put in ptf.pipeline_registry otherwise than by ptf.create_pipeline, as a restore does: it runs once what it reads is complete.")));
 	return PointerGetDatum(heap_modify_tuple_by_cols(row, desc, 1, cols, values, nulls));
 }

@@ -370,12 +370,12 @@ apply_sink_create(Oid relid)
 		appendStringInfo(&cols, "%s%s", cols.len ? ", " : "", col);
 		if (is_key_column(s->keys, i + 1))
 		{
+			const char *eq = equality_operator(att->atttypid, NameStr(att->attname));
+
 			appendStringInfo(&keycols, "%s%s", keycols.len ? ", " : "", col);
-			appendStringInfo(&keyeq, "%st.%s %s d.%s", keyeq.len ? " AND " : "", col,
-							 equality_operator(att->atttypid, NameStr(att->attname)), col);
+			appendStringInfo(&keyeq, "%st.%s %s d.%s", keyeq.len ? " AND " : "", col, eq, col);
 			appendStringInfo(&tkeycols, "%st.%s", tkeycols.len ? ", " : "", col);
-			appendStringInfo(&keysame, "%sp.%s %s i.%s", keysame.len ? " AND " : "", col,
-							 equality_operator(att->atttypid, NameStr(att->attname)), col);
+			appendStringInfo(&keysame, "%sp.%s %s i.%s", keysame.len ? " AND " : "", col, eq, col);
 		}
 		else if (att->attidentity != ATTRIBUTE_IDENTITY_ALWAYS)
 			appendStringInfo(&sets, "%s%s = EXCLUDED.%s", sets.len ? ", " : "", col, col);

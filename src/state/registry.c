@@ -905,29 +905,21 @@ durable_skip_transaction(const char *uid, XLogRecPtr final_lsn)
 {
 	Oid			argtypes[2] = {TEXTOID, LSNOID};
 	Datum		args[2];
-	XLogRecPtr	last_lsn;
+	XLogRecPtr	last_lsn = InvalidXLogRecPtr;
 
 	args[0] = CStringGetTextDatum(uid);
 	args[1] = LSNGetDatum(final_lsn);
 	/* calls of the uid (a pipeline's step) finish first, later ones see the request */
 	(void) ptf_lock_uid(uid, ExclusiveLock, false, true);
 	read_own_stream(uid, "Only a stream has transactions to pass over.");
-	last_lsn = ptf_spi_isnull(Anum_uid_registry_last_lsn) ? InvalidXLogRecPtr :
-		DatumGetLSN(ptf_spi_datum(Anum_uid_registry_last_lsn));
-	/* nothing read yet: the stream starts where its slot does */
-	if (XLogRecPtrIsInvalid(last_lsn))
-	{
-		args[1] = CStringGetTextDatum(ptf_spi_text(Anum_uid_registry_slot_name));
-		argtypes[1] = TEXTOID;
-		ptf_spi_exec_as_owner("SELECT confirmed_flush_lsn FROM pg_catalog.pg_replication_slots "
-							  "WHERE slot_name OPERATOR(pg_catalog.=) $2::pg_catalog.name "
-							  "AND confirmed_flush_lsn IS NOT NULL",
-							  2, argtypes, args, NULL, SPI_OK_SELECT);
-		if (SPI_processed == 1)
-			last_lsn = DatumGetLSN(ptf_spi_datum(1));
-		args[1] = LSNGetDatum(final_lsn);
-		argtypes[1] = LSNOID;
-	}
+	/* its position; with nothing read yet, where its slot starts */
+	ptf_spi_exec_as_owner("SELECT COALESCE(r.last_lsn, s.confirmed_flush_lsn) "
+						  "FROM ptf.uid_registry r LEFT JOIN pg_catalog.pg_replication_slots s "
+						  "ON s.slot_name OPERATOR(pg_catalog.=) r.slot_name::pg_catalog.name "
+						  "WHERE r.uid OPERATOR(pg_catalog.=) $1",
+						  1, argtypes, args, NULL, SPI_OK_SELECT);
+	if (SPI_processed == 1 && !ptf_spi_isnull(1))
+		last_lsn = DatumGetLSN(ptf_spi_datum(1));
 	/* the stream's position is the end of the last transaction read: past its commit record */
 	if (final_lsn < last_lsn)
 		ereport(ERROR,

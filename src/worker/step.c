@@ -442,7 +442,7 @@ record_failure(Pipeline *p, const char *message)
 
 /*
  * The line of an error's context that names the change of the stream it
- * stopped at (input/change_stream.c, frame.c), or NULL: pipeline_status
+ * stopped at (base/rowkind.c: PtfChangeContext), or NULL: pipeline_status
  * shows it, for ptf.skip_transaction.
  */
 static const char *
@@ -454,7 +454,7 @@ change_context(ErrorData *edata)
 	{
 		const char *end = strchr(line, '\n');
 
-		if (strncmp(line, "change of transaction ", 22) == 0)
+		if (strncmp(line, PTF_CHANGE_CONTEXT_PREFIX, strlen(PTF_CHANGE_CONTEXT_PREFIX)) == 0)
 			return end ? pnstrdup(line, end - line) : line;
 		line = end ? end + 1 : NULL;
 	}
