@@ -46,6 +46,11 @@ SELECT kind, data FROM from_changelog(NULL::cdc_codes, NULL::accounts,
 SELECT kind, data FROM from_changelog(NULL::cdc_codes, NULL::accounts,
     op_mapping => '{"c, r, C": "INSERT", "ub": "UPDATE_BEFORE", "ua": "UPDATE_AFTER", "d": "DELETE"}',
     query => 'SELECT * FROM fc.cdc_codes ORDER BY seq');
+-- the row as a record literal: a NULL first column, a value quoted
+SELECT * FROM from_changelog(NULL::accounts, NULL::accounts, op => 'name',
+    query => $$SELECT NULL::int AS id, NULL::text AS name, 1 AS balance$$);
+SELECT * FROM from_changelog(NULL::accounts, NULL::accounts, op => 'name',
+    query => $$SELECT NULL::int AS id, 'a, "b"' AS name, NULL::int AS balance$$);
 SELECT * FROM from_changelog(NULL::cdc_codes, NULL::accounts, invalid_op_handling => 'skip');
 SELECT * FROM from_changelog(NULL::cdc_codes, NULL::accounts, invalid_op_handling => 'LOG');
 SELECT * FROM from_changelog(NULL::cdc_codes, NULL::accounts, invalid_op_handling => NULL);

@@ -48,6 +48,9 @@ SELECT try($s$SELECT * FROM temporal_join(NULL::o, NULL::r, 'ts', 'ts', '{cur}',
 SELECT try($s$SELECT * FROM temporal_join(NULL::o, NULL::r, 'ts', 'ts', '{cur}', condition => 'true FROM pg_class')$s$);
 SELECT try($s$SELECT * FROM temporal_join(NULL::o, NULL::r, 'ts', 'ts', '{cur}', condition => 'true; SELECT 1')$s$);
 SELECT try($s$SELECT * FROM temporal_join(NULL::o, NULL::r, 'ts', 'ts', '{cur}', condition => 'count(*) > 0')$s$);
+-- an error's position is in the condition (shown as the query), not in the statement
+SELECT * FROM temporal_join(NULL::o, NULL::r, 'ts', 'ts', '{cur}', condition => 'probe.amount > build.nope');
+SELECT * FROM temporal_join(NULL::o, NULL::r, 'ts', 'ts', '{cur}', condition => 'probe.amount >');
 -- system columns of either side (42703): the rows joined are the probe row and
 -- a version kept in state, rows of no table (plain SQL would compare the
 -- tables' own: 1 row here where the function would give 0)

@@ -45,8 +45,11 @@ SELECT * FROM to_changelog(NULL::accounts, op_mapping => '["INSERT", "x"]');
 SELECT * FROM to_changelog(NULL::accounts, op_mapping => '{"INSERT": 1}');
 SELECT * FROM to_changelog(NULL::accounts, op_mapping => '{"insert": "i"}');
 SELECT * FROM to_changelog(NULL::accounts, produces_full_deletes => NULL);
--- partial deletes need columns to keep
-SELECT * FROM to_changelog(NULL::accounts, produces_full_deletes => false);
+-- partial deletes keep partition_by, else the table's primary key; without either, an error
+SELECT op, data FROM to_changelog(NULL::accounts, produces_full_deletes => false, query => $$
+    VALUES ('+I', ROW(1, 'alice', 10)::tc.accounts), ('-D', ROW(1, 'alice', 10)::tc.accounts)$$);
+CREATE TABLE no_key (id int, v text);
+SELECT * FROM to_changelog(NULL::no_key, produces_full_deletes => false);
 
 -- ---- change streams ----
 

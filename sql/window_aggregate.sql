@@ -216,5 +216,7 @@ SELECT pg_temp.try(q) FROM (VALUES
     -- a NULL event time is an error when its row is read
     ($$SELECT * FROM window_aggregate(NULL::bid, NULL::total, 'tumble', 'bidtime', '10 minutes', aggregates => 'sum(price) AS total_price', query => $q$VALUES (NULL::timestamp, 1.00::numeric(10,2), 'x', 'y')$q$)$$)
 ) AS t(q);
+-- an error's position is in the aggregates (shown as the query), not in the statement
+SELECT * FROM window_aggregate(NULL::bid, NULL::total, 'tumble', 'bidtime', '10 minutes', aggregates => 'sum(nope) AS total_price');
 DROP TABLE bid, bid2, bid_ms, bid_tz, late;
 DROP TYPE dur CASCADE;

@@ -266,6 +266,9 @@ SELECT * FROM window_top_n(NULL::bid2, 'tumble', 'bidtime', '10 minutes', top_n 
 SELECT * FROM window_top_n(NULL::bid2, 'tumble', 'bidtime', '10 minutes', order_by => 'lower(item)');
 SELECT * FROM window_top_n(NULL::bid2, 'tumble', 'bidtime', '10 minutes', order_by => 'price; DROP TABLE bid2');
 SELECT * FROM window_top_n(NULL::bid2, 'tumble', 'bidtime', '10 minutes', order_by => 'price LIMIT 1');
+SELECT * FROM window_top_n(NULL::bid2, 'tumble', 'bidtime', '10 minutes', order_by => 'price, nope DESC');
+SELECT * FROM window_top_n(NULL::bid2, 'tumble', 'bidtime', '10 minutes',
+    query => $$SELECT '+I'::text AS kind, b AS data FROM bid2 b$$);
 
 -- near misses: another window function, a frame clause, no filter, an expression order
 SELECT plan($$SELECT * FROM (SELECT (data).item, rank() OVER (PARTITION BY window_start, window_end ORDER BY (data).price) AS r

@@ -109,9 +109,9 @@ ptf_state_load_init(void)
 							 PGC_USERSET, 0,
 							 NULL, NULL, NULL);
 	DefineCustomIntVariable("ptf.state_memory_limit",
-							"Durable state a pipeline keeps in memory between steps, at most.",
-							"Above it the state is dropped after the step and read again "
-							"key by key; a call never loads a larger state whole.",
+							"Memory for durable state read key by key, in a call and between a pipeline's steps.",
+							"Past it, keys not used lately are evicted (written back, read "
+							"again when needed); a call never loads a larger state whole.",
 							&state_memory_limit_kb,
 							256 * 1024, 64, MAX_KILOBYTES,
 							PGC_USERSET, GUC_UNIT_KB,

@@ -326,6 +326,35 @@ ptf_check_input_choice(const PtfInputArg *in, const char *query, bool changes,
 				 errhint("Give query => '...' returning rows of this type.")));
 }
 
+static void
+parsed_text_error_callback(void *arg)
+{
+	int			pos = geterrposition();
+
+	if (pos > 0)
+	{
+		errposition(0);
+		internalerrposition(pos);
+		internalerrquery((const char *) arg);
+	}
+}
+
+void
+ptf_parsed_text_push(PtfParsedText *pt, const char *text)
+{
+	pt->callback.callback = parsed_text_error_callback;
+	pt->callback.arg = (void *) text;
+	pt->callback.previous = error_context_stack;
+	error_context_stack = &pt->callback;
+}
+
+void
+ptf_parsed_text_pop(PtfParsedText *pt)
+{
+	Assert(error_context_stack == &pt->callback);
+	error_context_stack = pt->callback.previous;
+}
+
 /*
  * The key of a table's rows: its replica identity index, or under
  * REPLICA IDENTITY FULL its primary key; NULL when it logs none.

@@ -69,6 +69,21 @@ extern void ptf_check_input_choice(const PtfInputArg *in, const char *query,
 								   bool changes, const char *uid);
 
 /*
+ * A user's SQL text parsed apart from the statement that passed it (a
+ * condition, a select list of aggregates, an ORDER BY list): between push
+ * and pop, an error's position is one within that text, shown as the
+ * internal query -- as PL/pgSQL shows an expression's -- not a position in
+ * the caller's statement, which it does not point into.
+ */
+typedef struct PtfParsedText
+{
+	ErrorContextCallback callback;
+} PtfParsedText;
+
+extern void ptf_parsed_text_push(PtfParsedText *pt, const char *text);
+extern void ptf_parsed_text_pop(PtfParsedText *pt);
+
+/*
  * The key of a table's rows: its replica identity index, or under
  * REPLICA IDENTITY FULL its primary key; NULL when it logs none.
  * *replident: the table's replica identity.

@@ -189,12 +189,15 @@ bad_condition(const char *why)
 static Node *
 compile_condition(const char *text, Oid probe_type, Oid build_type)
 {
-	List	   *raw = raw_parser(text, RAW_PARSE_PLPGSQL_EXPR);
+	PtfParsedText pt;
+	List	   *raw;
 	SelectStmt *sel;
 	ResTarget  *rt;
 	ParseState *pstate;
 	Node	   *expr;
 
+	ptf_parsed_text_push(&pt, text);
+	raw = raw_parser(text, RAW_PARSE_PLPGSQL_EXPR);
 	if (list_length(raw) != 1)
 		bad_condition("It is not a single expression.");
 	sel = (SelectStmt *) linitial_node(RawStmt, raw)->stmt;
@@ -231,6 +234,7 @@ compile_condition(const char *text, Oid probe_type, Oid build_type)
 				 errmsg("condition must not call volatile functions"),
 				 errdetail("A probe row is joined when the watermark passes it, which may be in a later call: a volatile condition would give answers that depend on when that happens.")));
 	free_parsestate(pstate);
+	ptf_parsed_text_pop(&pt);
 
 	expr = (Node *) expression_planner((Expr *) expr);
 	vars_to_slots(expr, NULL);

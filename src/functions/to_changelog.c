@@ -229,8 +229,17 @@ ptf_to_changelog(PG_FUNCTION_ARGS)
 	ptf_check_input_choice(&tc.input, query, call->changes, call->uid);
 	call->snapshot = ptf_snapshot_arg(fcinfo, ARG_SNAPSHOT, call->changes, call->uid);
 
-	if (call->changes)
-		ri_keys = ptf_replica_identity_keys(tc.input.relid, tc.input.rowdesc, &replident);
+	/*
+	 * A stream's deletes carry its replica identity; the deletes of a
+	 * (kind, data) query are taken to, the table's being their row type.
+	 */
+	if (call->changes || (!tc.full_deletes && partition_by->ncols == 0))
+	{
+		char		ignored;
+
+		ri_keys = ptf_replica_identity_keys(tc.input.relid, tc.input.rowdesc,
+											call->changes ? &replident : &ignored);
+	}
 
 	/* what a partial delete keeps: partition_by, else the replica identity */
 	tc.delete_keys = partition_by->ncols > 0 ? partition_by : ri_keys;
@@ -238,7 +247,7 @@ ptf_to_changelog(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("produces_full_deletes => false needs key columns to keep"),
-				 errhint("Give partition_by, or read the changes of a table with a primary key.")));
+				 errhint("Give partition_by, or read a table with a primary key or a replica identity index.")));
 
 	/*
 	 * An upsert stream (old images of the key only, none for most updates)

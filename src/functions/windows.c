@@ -182,11 +182,15 @@ tvf_skipped(PtfCall *call, PtfOperator *op)
 static void
 tvf_prepared(PtfCall *call)
 {
+	bool		top_n = strcmp(call->function, "window_top_n") == 0;
+
 	if (call->inputs[0].sql.changelog)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("a window table function reads insert-only input"),
+				 errmsg("%s reads insert-only input",
+						top_n ? "Window Top-N" : "a window table function"),
 				 errdetail("The query returns (kind, data) rows, a changelog."),
+				 top_n ? errhint("Rank a table's rows, or a query's that are not (kind, data) rows.") :
 				 errhint("ptf.window_aggregate takes updating input.")));
 }
 
@@ -595,8 +599,11 @@ analyze_aggregates(const char *text, TupleDesc rowdesc, KeySpec *keys)
 	Query	   *q;
 	ListCell   *lc;
 	int			i;
+	PtfParsedText pt;
+	char	   *select = psprintf("SELECT %s", text);
 
-	raw = raw_parser(psprintf("SELECT %s", text), RAW_PARSE_DEFAULT);
+	ptf_parsed_text_push(&pt, select);
+	raw = raw_parser(select, RAW_PARSE_DEFAULT);
 	if (list_length(raw) != 1)
 		bad_aggregates("It is one select list: no semicolons.");
 	sel = (SelectStmt *) linitial_node(RawStmt, raw)->stmt;
@@ -619,12 +626,13 @@ analyze_aggregates(const char *text, TupleDesc rowdesc, KeySpec *keys)
 	frame_stmt = linitial_node(RawStmt, raw);
 	frame_sel = (SelectStmt *) frame_stmt->stmt;
 	frame_sel->targetList = sel->targetList;
-	q = parse_analyze_fixedparams(frame_stmt, psprintf("SELECT %s", text), NULL, 0, NULL);
+	q = parse_analyze_fixedparams(frame_stmt, select, NULL, 0, NULL);
 
 	if (!q->hasAggs)
 		bad_aggregates("It calls no aggregate.");
 	if (q->hasSubLinks || q->hasWindowFuncs || q->hasTargetSRFs || q->groupingSets != NIL)
 		bad_aggregates("It may not use subqueries, window functions, set-returning functions or grouping sets.");
+	ptf_parsed_text_pop(&pt);
 	foreach(lc, q->targetList)
 	{
 		TargetEntry *tle = lfirst_node(TargetEntry, lc);
@@ -1119,8 +1127,11 @@ analyze_order_by(const char *text, TupleDesc rowdesc, WindowRankOptions *r)
 	Query	   *q;
 	ListCell   *lc;
 	int			i = 0;
+	PtfParsedText pt;
+	char	   *select = psprintf("SELECT 1 ORDER BY %s", text);
 
-	raw = raw_parser(psprintf("SELECT 1 ORDER BY %s", text), RAW_PARSE_DEFAULT);
+	ptf_parsed_text_push(&pt, select);
+	raw = raw_parser(select, RAW_PARSE_DEFAULT);
 	if (list_length(raw) != 1)
 		bad_order_by("It is one list: no semicolons.");
 	sel = (SelectStmt *) linitial_node(RawStmt, raw)->stmt;
@@ -1138,7 +1149,8 @@ analyze_order_by(const char *text, TupleDesc rowdesc, WindowRankOptions *r)
 	frame_stmt = linitial_node(RawStmt, raw);
 	frame_sel = (SelectStmt *) frame_stmt->stmt;
 	frame_sel->sortClause = sel->sortClause;
-	q = parse_analyze_fixedparams(frame_stmt, psprintf("ORDER BY %s", text), NULL, 0, NULL);
+	q = parse_analyze_fixedparams(frame_stmt, select, NULL, 0, NULL);
+	ptf_parsed_text_pop(&pt);
 
 	r->nsort = list_length(q->sortClause);
 	r->sort_attnos = palloc(sizeof(AttrNumber) * r->nsort);

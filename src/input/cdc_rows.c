@@ -209,12 +209,13 @@ cdc_rows_create(const CdcRowsSpec *spec)
 
 /* ---- reading a row ---- */
 
-/* The row as a record literal, for messages; long ones cut. */
+/* The row as a record literal (record_out's quoting), for messages; long ones cut. */
 static char *
 row_text(TupleTableSlot *row)
 {
 	TupleDesc	desc = row->tts_tupleDescriptor;
 	StringInfoData buf;
+	bool		first = true;
 	int			i;
 
 	slot_getallattrs(row);
@@ -225,15 +226,36 @@ row_text(TupleTableSlot *row)
 		Form_pg_attribute att = TupleDescAttr(desc, i);
 		Oid			outfunc;
 		bool		varlena;
+		char	   *value;
+		const char *c;
+		bool		quote;
 
 		if (att->attisdropped)
 			continue;
-		if (buf.len > 1)
+		if (!first)
 			appendStringInfoChar(&buf, ',');
+		first = false;
 		if (row->tts_isnull[i])
-			continue;
+			continue;			/* a NULL is nothing between its commas */
 		getTypeOutputInfo(att->atttypid, &outfunc, &varlena);
-		appendStringInfoString(&buf, OidOutputFunctionCall(outfunc, row->tts_values[i]));
+		value = OidOutputFunctionCall(outfunc, row->tts_values[i]);
+		quote = (value[0] == '\0');
+		for (c = value; *c && !quote; c++)
+			quote = (*c == '"' || *c == '\\' || *c == '(' || *c == ')' || *c == ',' ||
+					 isspace((unsigned char) *c));
+		if (!quote)
+		{
+			appendStringInfoString(&buf, value);
+			continue;
+		}
+		appendStringInfoChar(&buf, '"');
+		for (c = value; *c; c++)
+		{
+			if (*c == '"' || *c == '\\')
+				appendStringInfoChar(&buf, *c);
+			appendStringInfoChar(&buf, *c);
+		}
+		appendStringInfoChar(&buf, '"');
 	}
 	if (buf.len > 500)
 	{

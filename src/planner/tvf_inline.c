@@ -481,7 +481,7 @@ void
 ptf_tvf_inline_define_gucs(void)
 {
 	DefineCustomBoolVariable("ptf.inline_window_tvfs",
-							 "Plans ptf.tumble() over a table as a scan of the table.",
+							 "Plans ptf.tumble(), ptf.hop() and ptf.cumulate() over a table as a scan of the table.",
 							 "Off: the function runs (and last_call_stats() counts it).",
 							 &ptf_inline_window_tvfs,
 							 true, PGC_USERSET, 0,
