@@ -145,6 +145,26 @@ over_budget(KeyedState *ks, Size more)
 #define prefetch_line(p)	((void) (p))
 #endif
 
+#define CPU_LINE	64
+
+/*
+ * The first two lines of [p, p + size), or the one it lies on: a miss
+ * asked for in vain takes one of the few a core can have under way (a
+ * HOP's slice, 64 bytes aligned, was asked for with the line after it: a
+ * third of a row's misses were for nothing).
+ */
+static inline void
+prefetch_span(const void *p, Size size)
+{
+	uintptr_t	line = (uintptr_t) p & ~(uintptr_t) (CPU_LINE - 1);
+	uintptr_t	last = ((uintptr_t) p + size - 1) & ~(uintptr_t) (CPU_LINE - 1);
+
+	Assert(size > 0);
+	prefetch_line((const void *) line);
+	if (last != line)
+		prefetch_line((const void *) (line + CPU_LINE));
+}
+
 
 void
 ks_inline_alloc(KeyedState *ks, uint64 size)
@@ -1266,8 +1286,7 @@ prefetch_later_stage(KeyedState *ks, int stage, int space, int64 ns, uint64 *scr
 				scratch[2] = (uint64) (i >= 0 ? (int64) i : PREFETCHED_ABSENT(lb));
 				if (i >= 0)
 				{
-					prefetch_line(set->entries[i].value);
-					prefetch_line((char *) set->entries[i].value + 64);
+					prefetch_span(set->entries[i].value, ks->ns_value_size[space]);
 				}
 			}
 			return;
