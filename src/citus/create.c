@@ -46,6 +46,7 @@
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/snapmgr.h"
 
 #include "catalog.h"
 #include "citus/citus.h"
@@ -55,16 +56,21 @@
 /* Citus's advisory lock class a move takes of its colocation group */
 #define CITUS_LOCKTAG_PLACEMENT_COLOCATION 13
 
-/* The lock moves of a colocation group take (shared): held, none starts. */
+/*
+ * The lock moves of a colocation group take, RowExclusiveLock, to their
+ * transaction's end: ExclusiveLock held, none starts (and one under way is
+ * waited for); RowExclusiveLock, what a move of ours takes before Citus
+ * does, waits for those that hold ExclusiveLock.
+ */
 void
-citus_lock_colocation(int colocation_id)
+citus_lock_colocation(int colocation_id, LOCKMODE mode)
 {
 	LOCKTAG		tag;
 
 	/* Citus's SET_LOCKTAG_REBALANCE_PLACEMENT_COLOCATION */
 	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, 0, (uint32) colocation_id,
 						 CITUS_LOCKTAG_PLACEMENT_COLOCATION);
-	(void) LockAcquire(&tag, ExclusiveLock, false, false);
+	(void) LockAcquire(&tag, mode, false, false);
 }
 
 static char *
@@ -392,7 +398,15 @@ ptf_citus_create_pipeline(const char *name, const char *bound, Oid sink, const c
 				 errdetail("Its shard groups' pipelines are named name/shard and uid/shard.")));
 
 	/* no move of the group until the pipeline is known (see the header) */
-	citus_lock_colocation(source.colocation_id);
+	citus_lock_colocation(source.colocation_id, ExclusiveLock);
+
+	/*
+	 * A move of the group that held the lock may have committed while this
+	 * waited: the placements are read as of now, not as of the statement's
+	 * start (else the group's stream starts on the node it left, where its
+	 * pipeline finds the group gone, and the group's rows are lost).
+	 */
+	PushActiveSnapshot(GetLatestSnapshot());
 	if (dist_catalog_exists())
 		check_name_free(name, uid);
 
@@ -422,6 +436,7 @@ ptf_citus_create_pipeline(const char *name, const char *bound, Oid sink, const c
 						  "(name, owner, query, sink, sink_mode, function, uid, source, colocation_id, token) "
 						  "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
 						  10, types, values, NULL, SPI_OK_INSERT);
+	PopActiveSnapshot();
 	SPI_finish();
 	return true;
 }
@@ -482,7 +497,7 @@ ptf_citus_set_paused(const char *name, bool paused)
 	}
 	/* a move of the group under way finishes first: it needs the pipeline running */
 	if (paused)
-		citus_lock_colocation(d.colocation_id);
+		citus_lock_colocation(d.colocation_id, ExclusiveLock);
 	ptf_spi_exec_as_owner("UPDATE ptf_citus.pipelines SET paused = $2 WHERE name OPERATOR(pg_catalog.=) $1",
 						  2, types, values, NULL, SPI_OK_UPDATE);
 	SPI_finish();
@@ -495,6 +510,22 @@ ptf_citus_drop_extension(void)
 	/* on the coordinator only: Citus drops the schema on the other nodes */
 	if (!ptf_citus_present() || !dist_catalog_exists() || citus_local_group() != 0)
 		return;
+
+	/*
+	 * Citus passes the drop on to every node in a two-phase transaction,
+	 * and a prepared transaction cannot drop the shard pipelines' slots:
+	 * the drop failed on a node (0A000, or a deadlock between the nodes).
+	 * Refused here, before anything is passed on.
+	 */
+	ptf_spi_exec_as_owner("SELECT pg_catalog.string_agg(pg_catalog.quote_ident(name), ', ' ORDER BY name) "
+						  "FROM ptf_citus.pipelines", 0, NULL, NULL, NULL, SPI_OK_SELECT);
+	if (SPI_processed == 1 && !ptf_spi_isnull(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),
+				 errmsg("cannot drop extension deduplicate_keep_first while distributed pipelines exist: %s",
+						ptf_spi_text(1)),
+				 errdetail("Citus drops the extension on every node in one two-phase transaction, which cannot drop the shard groups' replication slots."),
+				 errhint("Drop them first: SELECT ptf.drop_pipeline(pipeline) FROM ptf.distributed_pipeline_status;")));
 	ptf_spi_exec_as_owner("DROP SCHEMA ptf_citus CASCADE", 0, NULL, NULL, NULL, SPI_OK_UTILITY);
 }
 

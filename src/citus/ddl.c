@@ -33,6 +33,7 @@
 
 #include "catalog.h"
 #include "citus/citus.h"
+#include "citus/meta.h"
 #include "commands/drops.h"
 
 /* the distributed pipelines naming (by name) what the statement changes, or NULL */
@@ -120,14 +121,42 @@ refuse_for_roles(List *roles, const char *what)
 	}
 }
 
+/*
+ * The names are the coordinator's, and the statements that change them are
+ * refused there before Citus passes them on.  On the other nodes Citus runs
+ * its own statements (a rename passed on, the cleanup of a move's roles) in
+ * connections where reading the reference table would be a distributed
+ * query from a query on a shard, which Citus refuses: every rename and
+ * DROP ROLE of the cluster failed once a distributed pipeline had existed.
+ */
+static bool
+on_coordinator(void)
+{
+	int			group;
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	group = citus_local_group();
+	SPI_finish();
+	return group == 0;
+}
+
 void
 citus_check_utility(Node *stmt)
 {
 	Oid			relid;
 
-	/* only where distributed pipelines were ever made */
+	/*
+	 * Only statements that can rename or drop what a pipeline names (asked
+	 * first: a query run here for any other, such as SET TRANSACTION, would
+	 * break it), where distributed pipelines were ever made.
+	 */
+	if (!IsA(stmt, RenameStmt) && !IsA(stmt, AlterObjectSchemaStmt) &&
+		!IsA(stmt, DropRoleStmt) && !IsA(stmt, ReassignOwnedStmt))
+		return;
 	if (!OidIsValid(get_extension_oid("deduplicate_keep_first", true)) ||
-		!OidIsValid(get_namespace_oid("ptf_citus", true)))
+		!OidIsValid(get_namespace_oid("ptf_citus", true)) ||
+		!on_coordinator())
 		return;
 	switch (nodeTag(stmt))
 	{

@@ -38,6 +38,7 @@
 
 #include "access/htup_details.h"
 #include "catalog/pg_type.h"
+#include "common/hashfn.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
@@ -262,11 +263,19 @@ ptf_citus_handoff_export(PG_FUNCTION_ARGS)
 	PG_RETURN_TEXT_P(cstring_to_text(result));
 }
 
-/* the table the state comes in: named after the move, the same on both nodes */
+/*
+ * The table the state comes in: named after the move, the pipeline and its
+ * shard, the same on both nodes (two pipelines over one source carry the
+ * same shard in one move).
+ */
 static char *
-handoff_table_name(const char *token, int64 shard)
+handoff_table_name(const char *dist_name, const char *token, int64 shard)
 {
-	return psprintf("ptf.handoff_%s_%lld", token, (long long) shard);
+	uint64		name_hash = hash_bytes_extended((const unsigned char *) dist_name,
+												strlen(dist_name), 0);
+
+	return psprintf("ptf.handoff_%s_%lld_%016llx", token, (long long) shard,
+					(unsigned long long) name_hash);
 }
 
 Datum
@@ -282,7 +291,7 @@ ptf_citus_handoff_receive(PG_FUNCTION_ARGS)
 	Oid			sink_shard;
 	int64	   *shards;
 	int			nshards;
-	char	   *table = handoff_table_name(token, shard);
+	char	   *table = handoff_table_name(dist_name, token, shard);
 	StringInfoData sql;
 	uint64		i;
 	int			nest;
@@ -422,7 +431,7 @@ ptf_citus_handoff_send(PG_FUNCTION_ARGS)
 	char	   *token = citus_token_arg(fcinfo, 2, false);
 	int32		target_node = PG_GETARG_INT32(4);
 	ShardPipeline *sp;
-	char	   *table = handoff_table_name(token, shard);
+	char	   *table = handoff_table_name(dist_name, token, shard);
 	Oid			types[1] = {TEXTOID};
 	Datum		values[1];
 	char	   *state_table;

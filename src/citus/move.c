@@ -61,6 +61,7 @@
 #include "utils/catcache.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
+#include "utils/snapmgr.h"
 #include "utils/syscache.h"
 
 #include "catalog.h"
@@ -337,7 +338,24 @@ check_refused(Intercepted what, FunctionCallInfo fcinfo)
 	if (PG_ARGISNULL(0))
 		return;
 	if (what == INTERCEPT_COPY || what == INTERCEPT_SPLIT)
+	{
+		CitusTable	t;
+
 		relid = citus_shard_owner_table(PG_GETARG_INT64(0));
+		if (!OidIsValid(relid))
+			return;
+
+		/*
+		 * Copies of a reference table's placement (replicate_reference_tables
+		 * and the rebalancer, for a node added) change no shard group, and
+		 * must not read ptf_citus.pipelines: a reference table read here,
+		 * locally, makes Citus refuse the copy that follows in the
+		 * transaction -- a node added could never get its reference tables.
+		 */
+		citus_table(relid, &t);
+		if (t.kind != CITUS_HASH)
+			return;
+	}
 	else
 		relid = PG_GETARG_OID(0);
 	if (OidIsValid(relid))
@@ -485,8 +503,18 @@ intercept_move(FunctionCallInfo fcinfo, Redirect *r)
 		elog(ERROR, "SPI_connect failed");
 	table = citus_shard_owner_table(shard);
 	citus_table(table, &t);
+
+	/*
+	 * Citus takes this lock too, later: taken first, a create_pipeline of
+	 * the group under way commits before the group's pipelines are read --
+	 * as of now -- so that the move carries it too.
+	 */
+	if (t.kind == CITUS_HASH)
+		citus_lock_colocation(t.colocation_id, RowExclusiveLock);
+	PushActiveSnapshot(GetLatestSnapshot());
 	pipes = (dist_catalog_exists() && t.kind == CITUS_HASH) ?
 		dist_pipelines_of_colocation(t.colocation_id) : NIL;
+	PopActiveSnapshot();
 	if (pipes == NIL)
 	{
 		SPI_finish();

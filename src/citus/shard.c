@@ -725,6 +725,6 @@ ptf_citus_row_in_shard(PG_FUNCTION_ARGS)
 				 errmsg("a row of a distributed pipeline belongs to another shard group than the one it was computed in"),
 				 errdetail("Its distribution value hashes to %d, outside sink shard %lld (%d .. %d): it would be stored where Citus does not look for it.",
 						   h, (long long) shard, lo, hi),
-				 errhint("The sink's distribution column must get the source row's distribution value: select it at the sink column's place, or distribute the source by the key the rows are written under.")));
+				 errhint("If the pipeline's query moves the distribution value, select it at the sink column's place. If a row was written straight into a shard table it does not belong to, delete it there and pass its transaction over with ptf.skip_transaction on this node.")));
 	PG_RETURN_BOOL(true);
 }

@@ -10,6 +10,7 @@
 #define PTF_CITUS_SHARD_H
 
 #include "access/xlogdefs.h"
+#include "storage/lockdefs.h"
 
 /* a row of ptf.citus_shard_pipelines, with its pipeline's name and uid */
 typedef struct ShardPipeline
@@ -41,7 +42,7 @@ extern char *shard_query(const char *dist_query, const char *sink, const char *s
 						 int64 shard, Oid *sink_shard, int64 **shards, int *nshards);
 
 /* create.c: the lock moves of a colocation group take */
-extern void citus_lock_colocation(int colocation_id);
+extern void citus_lock_colocation(int colocation_id, LOCKMODE mode);
 
 /* drain.c: have the pipeline catch up with all that committed, and wait */
 extern void citus_drain(const ShardPipeline *sp);

@@ -254,6 +254,70 @@ ok($c->wait_for(sub { !grep { $_ ne '0' } $c->sql_all(q{
 is(join(',', $c->sql_all(q{SELECT count(*) FROM pg_replication_slots WHERE slot_name LIKE 'ptf\_%'})),
     '0,6,6', 'one slot per shard group and pipeline, nothing left behind by the moves');
 
+# ---- a second pipeline over the same source, made while a move of one of its groups is
+# under way: create_pipeline waits for the move and starts that group where it went (it
+# started it on the node the group left, where it dropped itself: the group's rows were
+# lost); the next move carries both (their handed-over state tables were named alike:
+# every move of the group failed)
+{
+    $coord->safe_psql('postgres', q{
+        CREATE TABLE first_events2 (LIKE first_events);
+        SELECT create_distributed_table('first_events2', 'user_id', colocate_with => 'events');
+    });
+    my $from = $c->shard_node($shard);
+    my $to = $from->port == $w1->port ? $w2 : $w1;
+    my $sql = "BEGIN; SELECT citus_move_shard_placement($shard, '127.0.0.1', " . $from->port
+      . ", '127.0.0.1', " . $to->port . ", 'block_writes'); SELECT pg_sleep(3); COMMIT;\n";
+    my ($out, $err) = ('', '');
+    # (the statement as an argument: IPC::Run feeds stdin only when pumped)
+    my $h = IPC::Run::start(
+        [ 'psql', '-XAtq', '-v', 'ON_ERROR_STOP=1', '-d', $coord->connstr('postgres'), '-c', $sql ],
+        '>', \$out, '2>', \$err);
+    ok($c->wait_for(sub { $coord->safe_psql('postgres', q{
+            SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%pg_sleep(3)%' AND wait_event = 'PgSleep'}) eq '1' },
+        'the move to hold on'), 'a move holds its group');
+    $coord->safe_psql('postgres', q{
+        SELECT ptf.create_pipeline('firsts2', $q$SELECT * FROM ptf.deduplicate_keep_first(NULL::events,
+            partition_by => '{user_id}', changes => true, uid => 'firsts2')$q$, 'first_events2')});
+    $h->finish;
+    is($err, '', 'the move committed');
+    is($c->shard_node($shard)->port, $to->port, 'the group moved');
+    is($coord->safe_psql('postgres', qq{
+        SELECT string_agg(DISTINCT port::text, ',') FROM ptf.distributed_pipeline_shards
+         WHERE pipeline = 'firsts2' AND shard = $shard}),
+        $to->port, 'create_pipeline waited for the move: the group\'s pipeline runs where it went');
+    $coord->safe_psql('postgres', q{INSERT INTO events SELECT 2000000 + k, 500000 + k, 'x' FROM generate_series(1, 40) k});
+    ok($c->wait_for(sub { $coord->safe_psql('postgres', q{
+            SELECT count(DISTINCT user_id) FROM first_events2 WHERE user_id > 500000}) eq '40' }, 'firsts2', 60),
+        'every new key reached the second sink, the moved group\'s too');
+    move('block_writes', $from);
+    is($c->shard_node($shard)->port, $from->port, 'a move carries both pipelines over one source');
+    $coord->safe_psql('postgres', q{INSERT INTO events SELECT 3000000 + k, 600000 + k, 'x' FROM generate_series(1, 40) k});
+    ok($c->wait_for(sub { $coord->safe_psql('postgres', q{
+            SELECT count(DISTINCT user_id) FROM first_events2 WHERE user_id > 600000}) eq '40' }, 'firsts2', 60),
+        'and the second goes on after it');
+    is($coord->safe_psql('postgres', q{
+        SELECT count(*) FROM (SELECT user_id, count(*) FROM first_events2 GROUP BY 1 HAVING count(*) > 1) d}),
+        '0', 'each key once');
+    check_all('after moving two pipelines over one source');
+}
+
+# ---- other objects: renames and role drops of the cluster pass (the check, run on the
+# workers inside Citus's own statements, failed every one of them); DROP EXTENSION is
+# refused while distributed pipelines exist (a node failed its two-phase drop)
+is($coord->psql('postgres', q{
+    CREATE ROLE passer_by; DROP ROLE passer_by;
+    CREATE TABLE unrelated (k int, a int);
+    SELECT create_distributed_table('unrelated', 'k', colocate_with => 'none');
+    ALTER TABLE unrelated RENAME COLUMN a TO b;
+    ALTER TABLE unrelated RENAME TO unrelated2;
+    SELECT alter_distributed_table('unrelated2', shard_count => 3);
+    DROP TABLE unrelated2;}), 0, 'renames, role drops and redistributions of other objects pass on every node');
+like(error_of($coord, q{DROP EXTENSION deduplicate_keep_first CASCADE}),
+    qr/^2BP01 cannot drop extension deduplicate_keep_first while distributed pipelines exist: firsts, firsts2, log, priced/,
+    'DROP EXTENSION is refused while distributed pipelines exist');
+$coord->safe_psql('postgres', q{SELECT ptf.drop_pipeline('firsts2')});
+
 # ---- refused
 my $nodeid = $coord->safe_psql('postgres', 'SELECT nodeid FROM pg_dist_node WHERE nodeport = ' . $c->shard_node($shard)->port);
 like(error_of($coord, "SELECT citus_split_shard_by_split_points($shard, ARRAY['-1500000000'], ARRAY[$nodeid, $nodeid], 'block_writes')"),
