@@ -140,6 +140,18 @@ include $(PGXS)
 # every object depends on every header of ours, so no stale struct layout.
 $(OBJS): $(wildcard $(srcdir)/src/*.h $(srcdir)/src/*/*.h)
 
+# Objects depend on the switches they were compiled with: a build with
+# another PTF_ASSERTS recompiles everything (a benchmark's build once kept an
+# assert build's objects, up to date by their sources, and measured them).
+PTF_BUILD_FLAGS := asserts=$(PTF_ASSERTS)
+.ptf-build-flags: ptf-build-flags-check
+	@:
+ptf-build-flags-check:
+	@echo '$(PTF_BUILD_FLAGS)' | cmp -s - .ptf-build-flags || echo '$(PTF_BUILD_FLAGS)' > .ptf-build-flags
+$(OBJS): .ptf-build-flags
+.PHONY: ptf-build-flags-check
+EXTRA_CLEAN += .ptf-build-flags
+
 # A VPATH build (pg_buildext builds each version in build-<version>) needs
 # the object directories that the source tree has.
 ifdef VPATH
