@@ -363,7 +363,7 @@ start_shard_streams(const char *name, const char *bound, Oid sink, const char *m
 			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 			 errmsg("could not start pipeline \"%s\" on every shard group's node", name),
 			 errdetail("On %s", failed),
-			 errhint("Every node needs deduplicate_keep_first in shared_preload_libraries, of this version, wal_level = logical and free replication slots; and a distributed create_pipeline must come before anything in its transaction writes to distributed tables.")));
+			 errhint("The node's own error is in DETAIL (its SQLSTATE does not come back through Citus). If it is about the setup: every node needs deduplicate_keep_first in shared_preload_libraries, of this version, wal_level = logical and free replication slots; and a distributed create_pipeline must come before anything in its transaction writes to distributed tables.")));
 }
 
 bool
