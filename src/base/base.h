@@ -83,6 +83,26 @@ extern const PtfRowMeta ptf_no_meta;
  */
 #define PTF_CHANGE_CONTEXT_PREFIX "change of transaction "
 
+/*
+ * An error context callback for a stretch of code: pushed before it, popped
+ * after it (an error unwinds error_context_stack by itself).
+ */
+static inline void
+ptf_error_context_push(ErrorContextCallback *cb, void (*fn) (void *arg), void *arg)
+{
+	cb->callback = fn;
+	cb->arg = arg;
+	cb->previous = error_context_stack;
+	error_context_stack = cb;
+}
+
+static inline void
+ptf_error_context_pop(ErrorContextCallback *cb)
+{
+	Assert(error_context_stack == cb);
+	error_context_stack = cb->previous;
+}
+
 typedef struct PtfChangeContext
 {
 	ErrorContextCallback cb;

@@ -43,17 +43,13 @@ void
 ptf_change_context_push(PtfChangeContext *cc, const PtfRowMeta *meta)
 {
 	cc->meta = meta;
-	cc->cb.callback = change_context_callback;
-	cc->cb.arg = cc;
-	cc->cb.previous = error_context_stack;
-	error_context_stack = &cc->cb;
+	ptf_error_context_push(&cc->cb, change_context_callback, cc);
 }
 
 void
 ptf_change_context_pop(PtfChangeContext *cc)
 {
-	Assert(error_context_stack == &cc->cb);
-	error_context_stack = cc->cb.previous;
+	ptf_error_context_pop(&cc->cb);
 }
 
 

@@ -342,17 +342,13 @@ parsed_text_error_callback(void *arg)
 void
 ptf_parsed_text_push(PtfParsedText *pt, const char *text)
 {
-	pt->callback.callback = parsed_text_error_callback;
-	pt->callback.arg = (void *) text;
-	pt->callback.previous = error_context_stack;
-	error_context_stack = &pt->callback;
+	ptf_error_context_push(&pt->callback, parsed_text_error_callback, (void *) text);
 }
 
 void
 ptf_parsed_text_pop(PtfParsedText *pt)
 {
-	Assert(error_context_stack == &pt->callback);
-	error_context_stack = pt->callback.previous;
+	ptf_error_context_pop(&pt->callback);
 }
 
 /*

@@ -234,12 +234,7 @@ ptf_to_changelog(PG_FUNCTION_ARGS)
 	 * (kind, data) query are taken to, the table's being their row type.
 	 */
 	if (call->changes || (!tc.full_deletes && partition_by->ncols == 0))
-	{
-		char		ignored;
-
-		ri_keys = ptf_replica_identity_keys(tc.input.relid, tc.input.rowdesc,
-											call->changes ? &replident : &ignored);
-	}
+		ri_keys = ptf_replica_identity_keys(tc.input.relid, tc.input.rowdesc, &replident);
 
 	/* what a partial delete keeps: partition_by, else the replica identity */
 	tc.delete_keys = partition_by->ncols > 0 ? partition_by : ri_keys;
