@@ -312,12 +312,64 @@ SELECT count(*) FROM deduplicate_keep_first(NULL::big, partition_by => '{k}', ui
 SELECT count(*) FROM deduplicate_keep_first(NULL::big, partition_by => '{k}', uid => 'small',
     query => 'SELECT * FROM sp.big WHERE k <= 20');
 SELECT state_load, keys_loaded FROM last_call_stats();
--- a key type without a btree operator class is always read whole
+-- the key index holds a hash of the key: a key type without a btree
+-- operator class (xid) is read key by key too
 SET ptf.state_load = probe;
 CREATE TABLE xids (x xid, v int);
-INSERT INTO xids VALUES ('7', 1), ('7', 2);
+INSERT INTO xids VALUES ('7', 1), ('7', 2), ('8', 3);
 SELECT v FROM deduplicate_keep_first(NULL::xids, partition_by => '{x}', uid => 'xids');
-SELECT state_load FROM last_call_stats();
+SELECT v FROM deduplicate_keep_first(NULL::xids, partition_by => '{x}', uid => 'xids',
+    query => $$SELECT '8'::xid, 4 UNION ALL SELECT '9', 5$$);
+SELECT state_load, keys_probed, keys_loaded FROM last_call_stats();
+
+-- keys longer than a btree entry can hold (3200 bytes of text that does
+-- not compress): stored, read back key by key, and every later call too;
+-- an index on the key columns refused them (54000) for good
+CREATE TABLE longk AS
+SELECT i AS seq, (SELECT string_agg(md5(((i - 1) % 300)::text || j), '') FROM generate_series(1, 100) j) AS k,
+       i % 2 AS k2, i AS v
+FROM generate_series(1, 900) i;
+SELECT run_both($$SELECT * FROM ptf.deduplicate_keep_first(NULL::sp.longk, partition_by => '{k,k2}',
+    uid => 'long-%1$s', query => 'SELECT * FROM sp.longk WHERE seq %% 3 = %2$s ORDER BY seq')$$, 3);
+SELECT * FROM compare('TABLE out_probe', 'TABLE out_full');
+SELECT * FROM compare('SELECT r FROM out_probe',
+    $$SELECT x::text FROM (SELECT DISTINCT ON (k, k2) * FROM longk ORDER BY k, k2, seq % 3, seq) x$$);
+SELECT count(*), min(length(k)) FROM out_probe, LATERAL (SELECT (r::sp.longk).k) x;
+SELECT keys_agree('long-probe');
+SELECT state_load, keys_probed > 0 AS probed FROM last_call_stats();
+
+-- keys equal under a nondeterministic collation are one key when read
+-- key by key as in memory: their hashes agree
+CREATE COLLATION ci (provider = icu, locale = 'und-u-ks-level2', deterministic = false);
+CREATE TABLE cik (seq int, k text COLLATE ci, v int);
+INSERT INTO cik SELECT i, CASE WHEN i % 2 = 0 THEN 'Key' || (i % 50) ELSE 'kEY' || (i % 50) END, i
+FROM generate_series(1, 300) i;
+SELECT run_both($$SELECT * FROM ptf.deduplicate_keep_first(NULL::sp.cik, partition_by => '{k}',
+    uid => 'ci-%1$s', query => 'SELECT * FROM sp.cik WHERE seq %% 3 = %2$s ORDER BY seq')$$, 3);
+SELECT * FROM compare('TABLE out_probe', 'TABLE out_full');
+SELECT count(*) FROM out_probe;
+
+-- keys of fixed-width columns keep an index on the columns (they always
+-- fit, and neighbouring keys are probed from neighbouring pages)
+SELECT pg_get_indexdef(indexrelid) ~ 'hash_record_extended' AS by_hash, count(*)
+  FROM pg_index WHERE indrelid = (SELECT state_table FROM state WHERE uid = 'arr2-probe') GROUP BY 1 ORDER BY 1;
+
+-- a state table of an earlier version, its text keys indexed as they are:
+-- the first call that reads key by key puts the hash index in its place
+SELECT format('DROP INDEX %s', indexrelid::regclass) AS drop_hash,
+       format('CREATE INDEX ON %s (k)', indrelid::regclass) AS make_old
+  FROM pg_index WHERE indrelid = (SELECT state_table FROM state WHERE uid = 'ci-probe')
+   AND indexprs IS NOT NULL \gset
+:drop_hash;
+:make_old;
+SELECT pg_get_indexdef(indexrelid) ~ 'hash_record_extended' AS by_hash, count(*)
+  FROM pg_index WHERE indrelid = (SELECT state_table FROM state WHERE uid = 'ci-probe') GROUP BY 1 ORDER BY 1;
+SET ptf.state_load = probe;
+SELECT v FROM ptf.deduplicate_keep_first(NULL::sp.cik, partition_by => '{k}',
+    uid => 'ci-probe', query => $$SELECT 1000, 'KEY7', 1 UNION ALL SELECT 1001, 'key77', 2$$);
+SELECT state_load, keys_probed, keys_loaded FROM last_call_stats();
+SELECT pg_get_indexdef(indexrelid) ~ 'hash_record_extended' AS by_hash, count(*)
+  FROM pg_index WHERE indrelid = (SELECT state_table FROM state WHERE uid = 'ci-probe') GROUP BY 1 ORDER BY 1;
 RESET ptf.state_load;
 
 SELECT count(*) FILTER (WHERE drop_state(uid)) AS dropped FROM state;

@@ -49,6 +49,8 @@ struct DurableState
 	uint64		loaded_keys;	/* read from the table by this call */
 	uint64		evicted_keys;	/* dropped from memory by this call */
 	Oid			key_index;		/* InvalidOid: not looked for yet */
+	bool		key_index_hashed;	/* it holds a hash of the key (state_table.c) */
+	struct KeyHasher *key_hasher;	/* its expression, ready (state_io.c) */
 	Oid			timer_index;
 	Oid			expiry_index;
 	bool		has_indexes;	/* writes must keep indexes */
@@ -96,6 +98,7 @@ extern void durable_convert_layout_1(const DurableIdentity *id, DurableState *ds
 extern bool durable_keys_indexable(DurableState *ds, Relation rel);
 extern Oid	durable_ensure_index(DurableState *ds, AttrNumber first, int ncols,
 								 bool not_null_only);
+extern Oid	durable_ensure_key_index(DurableState *ds);
 
 /* state_io.c */
 extern void durable_release_snapshot(DurableState *ds);

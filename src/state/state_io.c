@@ -12,8 +12,9 @@
  * Once the table has indexes every write keeps them.
  *
  * Reading.  A call either reads the whole table by one sequential scan,
- * or only the keys its rows touch (an index on the key columns, one scan
- * per batch of keys, sorted and deduplicated by the btree's array keys)
+ * or only the keys its rows touch (an index on the key columns, or on a
+ * hash of them for keys that can be long, one scan per batch of keys,
+ * sorted and deduplicated by the btree's array keys)
  * and the keys whose timers come due as the watermark moves (an index on
  * the layout's timer field), and may read the rest by a scan later.  The
  * engine decides which (engine/state_load.c); here a key already in
@@ -27,13 +28,16 @@
 
 #include "access/genam.h"
 #include "access/heapam.h"
+#include "catalog/index.h"
 #include "catalog/namespace.h"
 #include "executor/executor.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "storage/bufmgr.h"
 #include "utils/acl.h"
+#include "utils/array.h"
 #include "utils/datum.h"
+#include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
 
 #include "base/ptf_time.h"
@@ -417,8 +421,128 @@ index_scan_into(RowLoader *l, StateScan *s, ScanKey keys, int nkeys)
 		loader_row(l, s->slot);
 }
 
-void
-durable_read_keys(DurableState *ds, Datum *values, bool *nulls, int n)
+static int
+hash_cmp(const void *a, const void *b)
+{
+	int64		x = DatumGetInt64(*(const Datum *) a);
+	int64		y = DatumGetInt64(*(const Datum *) b);
+
+	return (x > y) - (x < y);
+}
+
+/*
+ * The key index's expression over a key, made ready once for the
+ * DurableState (in its memory): an expression made per read was a tenth
+ * of a 100-row call's time over a large state.
+ */
+typedef struct KeyHasher
+{
+	Oid			index;
+	IndexInfo  *ii;
+	EState	   *estate;
+	TupleTableSlot *slot;		/* a row of the state table: the key, NULLs */
+} KeyHasher;
+
+static KeyHasher *
+key_hasher(DurableState *ds, Relation rel, Relation index)
+{
+	KeyHasher  *h = ds->key_hasher;
+	MemoryContext old;
+
+	if (h != NULL && h->index == RelationGetRelid(index))
+		return h;
+	old = MemoryContextSwitchTo(ds->cxt);
+	h = palloc0(sizeof(KeyHasher));
+	h->index = RelationGetRelid(index);
+	h->ii = BuildIndexInfo(index);
+	Assert(h->ii->ii_NumIndexAttrs == 1 && h->ii->ii_Expressions != NIL);
+	h->estate = CreateExecutorState();
+	/* a copy: a relation's own descriptor would be pinned by the resource owner */
+	h->slot = MakeSingleTupleTableSlot(CreateTupleDescCopy(RelationGetDescr(rel)),
+									   &TTSOpsVirtual);
+	GetPerTupleExprContext(h->estate)->ecxt_scantuple = h->slot;
+	MemoryContextSwitchTo(old);
+	ds->key_hasher = h;
+	return h;
+}
+
+/*
+ * Keys by their hashes, in one array scan of the key index, which the
+ * btree sorts, deduplicates and walks in order.  Each hash is the index's
+ * own expression evaluated over the key (state_table.c): the same
+ * functions and collations as its entries.
+ */
+static void
+read_keys_by_hash(DurableState *ds, Datum *values, bool *nulls, int n)
+{
+	KeyedState *ks = ds->ks;
+	StateScan	s;
+	ScanKeyData skey;
+	KeyHasher  *h;
+	Datum	   *hashes;
+	int			nhash = 0;
+	RowLoader	l;
+	int			nk = ds->nkeys;
+	int			natts;
+	int			i;
+
+	if (n == 0)
+		return;
+	state_scan_begin(&s, ds, ds->key_index);
+	h = key_hasher(ds, s.rel, s.index);
+	natts = h->slot->tts_tupleDescriptor->natts;
+	hashes = palloc(sizeof(Datum) * n);
+	for (i = 0; i < n; i++)
+	{
+		Datum	   *kv = values + i * nk;
+		bool	   *kn = nulls + i * nk;
+		bool		hnull;
+
+		if (keyed_state_holds(ks, kv, kn))
+			continue;
+		ExecClearTuple(h->slot);
+		memset(h->slot->tts_isnull, true, sizeof(bool) * natts);
+		memcpy(h->slot->tts_values, kv, sizeof(Datum) * nk);
+		memcpy(h->slot->tts_isnull, kn, sizeof(bool) * nk);
+		ExecStoreVirtualTuple(h->slot);
+		FormIndexDatum(h->ii, h->slot, h->estate, &hashes[nhash], &hnull);
+		Assert(!hnull);			/* a row of NULLs hashes too */
+		nhash++;
+		ResetPerTupleExprContext(h->estate);
+	}
+	ExecClearTuple(h->slot);
+	/* a key of several rows (and its hash) is asked for once */
+	if (nhash > 1)
+	{
+		int			j = 0;
+
+		qsort(hashes, nhash, sizeof(Datum), hash_cmp);
+		for (i = 1; i < nhash; i++)
+			if (hashes[i] != hashes[j])
+				hashes[++j] = hashes[i];
+		nhash = j + 1;
+	}
+	ds->probes += nhash;		/* keys asked of the table */
+	if (nhash > 0)
+	{
+		ArrayType  *arr = construct_array(hashes, nhash, INT8OID, sizeof(int64),
+										  FLOAT8PASSBYVAL, TYPALIGN_DOUBLE);
+
+		ScanKeyEntryInitialize(&skey, SK_SEARCHARRAY, 1, BTEqualStrategyNumber,
+							   InvalidOid, InvalidOid, F_INT8EQ, PointerGetDatum(arr));
+		loader_begin(&l, ds, ks, ds->codec, true);
+		index_scan_into(&l, &s, &skey, 1);
+		loader_end(&l);
+	}
+	pfree(hashes);
+	state_scan_end(&s);
+}
+
+/*
+ * Keys of fixed-width columns, by an index on the columns (state_table.c).
+ */
+static void
+read_keys_by_columns(DurableState *ds, Datum *values, bool *nulls, int n)
 {
 	KeyedState *ks = ds->ks;
 	const StateCodec *codec = ds->codec;
@@ -493,6 +617,22 @@ durable_read_keys(DurableState *ds, Datum *values, bool *nulls, int n)
 	state_scan_end(&s);
 }
 
+/*
+ * Read the stored state of the keys memory does not hold (values and
+ * nulls: n keys of nkeys columns each).
+ */
+void
+durable_read_keys(DurableState *ds, Datum *values, bool *nulls, int n)
+{
+	if (n == 0)
+		return;
+	Assert(OidIsValid(ds->key_index));	/* durable_start_probing */
+	if (ds->key_index_hashed)
+		read_keys_by_hash(ds, values, nulls, n);
+	else
+		read_keys_by_columns(ds, values, nulls, n);
+}
+
 static AttrNumber timer_attno(DurableState *ds);
 
 /*
@@ -504,7 +644,7 @@ durable_start_probing(DurableState *ds)
 {
 	ds->expires = keyed_state_ttl(ds->ks) > 0;
 	if (!OidIsValid(ds->key_index))
-		ds->key_index = durable_ensure_index(ds, 1, ds->nkeys, false);
+		ds->key_index = durable_ensure_key_index(ds);
 	if (ds->layout->timer_field != NULL && !OidIsValid(ds->timer_index))
 		ds->timer_index = durable_ensure_index(ds, timer_attno(ds), 1, true);
 	if (ds->expires && ds->att_ns_space == 0 && !OidIsValid(ds->expiry_index))

@@ -14,10 +14,10 @@
  * so the table depends on no user type; the input row types are recorded
  * in the registry (row_types) and must match whenever state is read.
  *
- * The indexes (on the key columns, on the layout's timer field, on
- * expires_at) are made by the first call that reads key by key, not with
- * the table: a table filled by one bulk call pays no index upkeep until
- * its state is large enough to be read key by key.
+ * The indexes (on the key columns or a hash of them, on the layout's
+ * timer field, on expires_at) are made by the first call that reads key
+ * by key, not with the table: a table filled by one bulk call pays no
+ * index upkeep until its state is large enough to be read key by key.
  *
  * Layout 1 (version 1.0 of the extension: fixed columns expires_at,
  * event_time, seq, and image of the source's row type) is converted to
@@ -28,6 +28,7 @@
  */
 #include "postgres.h"
 
+#include "access/genam.h"
 #include "access/heapam.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_am.h"
@@ -37,9 +38,11 @@
 #include "miscadmin.h"
 #include "storage/bufmgr.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
 #include "utils/ruleutils.h"
 #include "utils/syscache.h"
+#include "utils/typcache.h"
 
 #include "catalog.h"
 #include "state/durable_internal.h"
@@ -355,17 +358,119 @@ durable_convert_layout_1(const DurableIdentity *id, DurableState *ds, Oid old_re
 
 /* ---- indexes, made by the first call that reads key by key ---- */
 
-/* the key columns have a default btree operator class each */
-bool
-durable_keys_indexable(DurableState *ds, Relation rel)
+/*
+ * The key index.  A btree entry holds at most about 2.7 kB: an index on
+ * key columns whose values can be longer (text, numeric, arrays...)
+ * refused every write of a longer key (a 3 kB text key: 54000), the uid's
+ * next calls too, for good.  Such keys are indexed by a 64-bit hash,
+ * hash_record_extended(ROW(keys...), 0): each column's extended hash
+ * function under the column's collation, so that keys equal under a
+ * nondeterministic collation hash alike.  A probe asks for the hashes of
+ * its keys; rows of another key with the same hash are that key's stored
+ * state, loaded like the others (never over a key memory holds).  Keys of
+ * fixed-width columns (integers, timestamps, uuid...), which always fit,
+ * keep an index on the columns: probes of neighbouring keys then read
+ * neighbouring index pages, and no hash is computed per key.
+ */
+
+/* the longest fixed-width key kept in a btree entry of its own columns */
+#define KEY_COLUMNS_MAX_BYTES	1024
+
+/* The key columns are indexed by a hash (rather than as they are). */
+static bool
+key_index_hashed(DurableState *ds, Relation rel)
 {
+	int			bytes = 0;
 	int			i;
 
 	for (i = 0; i < ds->nkeys; i++)
-		if (!OidIsValid(GetDefaultOpClass(TupleDescAttr(RelationGetDescr(rel), i)->atttypid,
-										  BTREE_AM_OID)))
+	{
+		Form_pg_attribute att = TupleDescAttr(RelationGetDescr(rel), i);
+
+		if (att->attlen < 0 ||
+			!OidIsValid(GetDefaultOpClass(att->atttypid, BTREE_AM_OID)))
+			return true;
+		bytes += att->attlen;
+	}
+	return bytes > KEY_COLUMNS_MAX_BYTES;
+}
+
+/*
+ * The key columns can be indexed: by a hash, every column's type has an
+ * extended hash function (arrays and records: their parts); as they are,
+ * a default btree operator class.
+ */
+bool
+durable_keys_indexable(DurableState *ds, Relation rel)
+{
+	bool		hashed = key_index_hashed(ds, rel);
+	int			i;
+
+	for (i = 0; i < ds->nkeys; i++)
+	{
+		Oid			typid = TupleDescAttr(RelationGetDescr(rel), i)->atttypid;
+
+		if (hashed ?
+			!OidIsValid(lookup_type_cache(typid, TYPECACHE_HASH_EXTENDED_PROC)->hash_extended_proc) :
+			!OidIsValid(GetDefaultOpClass(typid, BTREE_AM_OID)))
 			return false;
+	}
 	return true;
+}
+
+/* Is indexoid the key index: hash_record_extended(ROW(key columns...), 0)? */
+static bool
+is_key_hash_index(DurableState *ds, Oid indexoid)
+{
+	Relation	index = index_open(indexoid, AccessShareLock);
+	bool		match = false;
+
+	if (index->rd_index->indisvalid && index->rd_index->indnatts == 1 &&
+		index->rd_index->indkey.values[0] == 0 && index->rd_indpred == NIL)
+	{
+		List	   *exprs = RelationGetIndexExpressions(index);
+		FuncExpr   *f = list_length(exprs) == 1 ? linitial(exprs) : NULL;
+
+		if (f != NULL && IsA(f, FuncExpr) && f->funcid == F_HASH_RECORD_EXTENDED &&
+			list_length(f->args) == 2 && IsA(linitial(f->args), RowExpr) &&
+			IsA(lsecond(f->args), Const) && !((Const *) lsecond(f->args))->constisnull &&
+			DatumGetInt64(((Const *) lsecond(f->args))->constvalue) == 0)
+		{
+			RowExpr    *row = linitial(f->args);
+			ListCell   *lc;
+
+			match = list_length(row->args) == ds->nkeys;
+			foreach(lc, row->args)
+			{
+				Var		   *v = lfirst(lc);
+
+				match = match && IsA(v, Var) &&
+					v->varattno == foreach_current_index(lc) + 1;
+			}
+		}
+	}
+	index_close(index, AccessShareLock);
+	return match;
+}
+
+/* The key index by a hash of rel's keys; InvalidOid if it has none. */
+static Oid
+find_key_index(DurableState *ds, Relation rel)
+{
+	List	   *indexes = RelationGetIndexList(rel);
+	ListCell   *lc;
+	Oid			found = InvalidOid;
+
+	foreach(lc, indexes)
+	{
+		if (is_key_hash_index(ds, lfirst_oid(lc)))
+		{
+			found = lfirst_oid(lc);
+			break;
+		}
+	}
+	list_free(indexes);
+	return found;
 }
 
 /* An index of rel whose first column is attno (and, for keys, all key columns). */
@@ -434,6 +539,61 @@ durable_ensure_index(DurableState *ds, AttrNumber first, int ncols, bool not_nul
 	}
 	ds->has_indexes = true;
 	table_close(rel, AccessShareLock);
+	return index;
+}
+
+/*
+ * The key index, made now if the table has none.  A table of an earlier
+ * version indexed long keys' columns themselves: that index goes, or every
+ * write of a long key would still fail.
+ */
+Oid
+durable_ensure_key_index(DurableState *ds)
+{
+	Relation	rel = table_open(ds->state_relid, AccessShareLock);
+	Oid			index;
+	Oid			by_columns;
+	char	   *qualified;
+	StringInfoData sql;
+	int			i;
+
+	ds->key_index_hashed = key_index_hashed(ds, rel);
+	if (!ds->key_index_hashed)
+	{
+		table_close(rel, AccessShareLock);
+		return durable_ensure_index(ds, 1, ds->nkeys, false);
+	}
+	index = find_key_index(ds, rel);
+	if (OidIsValid(index))
+	{
+		table_close(rel, AccessShareLock);
+		ds->has_indexes = true;
+		return index;
+	}
+	qualified = quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
+										   RelationGetRelationName(rel));
+	by_columns = find_index(rel, 1, ds->nkeys);
+	initStringInfo(&sql);
+	appendStringInfo(&sql, "CREATE INDEX ON %s (pg_catalog.hash_record_extended(ROW(", qualified);
+	for (i = 0; i < ds->nkeys; i++)
+		appendStringInfo(&sql, "%s%s", i > 0 ? ", " : "",
+						 quote_identifier(NameStr(TupleDescAttr(RelationGetDescr(rel), i)->attname)));
+	appendStringInfoString(&sql, "), 0))");
+	table_close(rel, AccessShareLock);
+
+	if (OidIsValid(by_columns))
+		ptf_spi_exec_as_owner(psprintf("DROP INDEX %s",
+									   quote_qualified_identifier(get_namespace_name(get_rel_namespace(by_columns)),
+																  get_rel_name(by_columns))),
+							  0, NULL, NULL, NULL, SPI_OK_UTILITY);
+	ptf_spi_exec_as_owner(sql.data, 0, NULL, NULL, NULL, SPI_OK_UTILITY);
+	CommandCounterIncrement();
+	rel = table_open(ds->state_relid, AccessShareLock);
+	index = find_key_index(ds, rel);
+	table_close(rel, AccessShareLock);
+	if (!OidIsValid(index))
+		elog(ERROR, "the key index of state table %s was not made", qualified);
+	ds->has_indexes = true;
 	return index;
 }
 
