@@ -363,11 +363,15 @@ ptf_state_load_start(PtfStateLoad *sl, PtfFrame *frame, PtfTime watermark)
 		return;
 	sl->frame = frame;
 	/*
-	 * Timers fire when the watermark moves past them: one at the stored
-	 * watermark itself may be pending (a row at the watermark is not late),
-	 * those below it have fired.
+	 * Timers fire when the watermark next moves: a stored one at or below
+	 * the stored watermark may still be pending -- a candidate at the
+	 * watermark itself, a temporal join's key whose version a later change
+	 * deleted at a time the watermark had passed -- so the first read asks
+	 * for every timer up to the new watermark (the index holds the pending
+	 * ones only: a fired timer leaves its key's row).
 	 */
-	sl->timers_upto = (watermark == PTF_TIME_MIN) ? PTF_TIME_MIN : watermark - 1;
+	(void) watermark;
+	sl->timers_upto = PTF_TIME_MIN;
 	keyed_state_track_use(sl->op->state);
 	sl->values = palloc(sizeof(Datum) * FRAME_LOAD_BATCH * Max(sl->nkeys, 1));
 	sl->nulls = palloc(sizeof(bool) * FRAME_LOAD_BATCH * Max(sl->nkeys, 1));

@@ -425,8 +425,11 @@ is_key_hash_index(DurableState *ds, Oid indexoid)
 	Relation	index = index_open(indexoid, AccessShareLock);
 	bool		match = false;
 
-	if (index->rd_index->indisvalid && index->rd_index->indnatts == 1 &&
-		index->rd_index->indkey.values[0] == 0 && index->rd_indpred == NIL)
+	/* a btree of int8's default operator family, over the whole table */
+	if (index->rd_index->indisvalid && index->rd_rel->relam == BTREE_AM_OID &&
+		index->rd_index->indnatts == 1 && index->rd_index->indkey.values[0] == 0 &&
+		index->rd_opfamily[0] == get_opclass_family(GetDefaultOpClass(INT8OID, BTREE_AM_OID)) &&
+		RelationGetIndexPredicate(index) == NIL)
 	{
 		List	   *exprs = RelationGetIndexExpressions(index);
 		FuncExpr   *f = list_length(exprs) == 1 ? linitial(exprs) : NULL;
@@ -473,7 +476,47 @@ find_key_index(DurableState *ds, Relation rel)
 	return found;
 }
 
-/* An index of rel whose first column is attno (and, for keys, all key columns). */
+/*
+ * Can probes read through index: a valid btree over columns first ..
+ * first + ncols - 1 of rel, each with its type's default operator family
+ * and its column's collation, whole or without NULLs of its first column
+ * (as durable_ensure_index makes them)?  An index of another kind or
+ * operator class over the same columns, which the table's owner may make,
+ * would answer the probes' scans otherwise, or not at all.
+ */
+static bool
+index_usable(Relation rel, Relation index, AttrNumber first, int ncols)
+{
+	Form_pg_index ix = index->rd_index;
+	List	   *pred;
+	int			i;
+
+	if (!ix->indisvalid || index->rd_rel->relam != BTREE_AM_OID || ix->indnkeyatts < ncols)
+		return false;
+	for (i = 0; i < ncols; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(RelationGetDescr(rel), first + i - 1);
+		Oid			opclass = GetDefaultOpClass(att->atttypid, BTREE_AM_OID);
+
+		if (ix->indkey.values[i] != first + i || !OidIsValid(opclass) ||
+			index->rd_opfamily[i] != get_opclass_family(opclass) ||
+			index->rd_indcollation[i] != att->attcollation)
+			return false;
+	}
+	pred = RelationGetIndexPredicate(index);
+	if (pred == NIL)
+		return true;
+	if (list_length(pred) == 1 && IsA(linitial(pred), NullTest))
+	{
+		NullTest   *nt = linitial(pred);
+
+		return nt->nulltesttype == IS_NOT_NULL && IsA(nt->arg, Var) &&
+			((Var *) nt->arg)->varattno == first;
+	}
+	return false;
+}
+
+/* An index of rel probes can read through (index_usable); InvalidOid if none. */
 static Oid
 find_index(Relation rel, AttrNumber first, int ncols)
 {
@@ -483,22 +526,13 @@ find_index(Relation rel, AttrNumber first, int ncols)
 
 	foreach(lc, indexes)
 	{
-		Oid			indexoid = lfirst_oid(lc);
-		HeapTuple	tup = SearchSysCache1(INDEXRELID, ObjectIdGetDatum(indexoid));
-		Form_pg_index ix;
-		int			i;
-		bool		match;
+		Relation	index = index_open(lfirst_oid(lc), AccessShareLock);
+		bool		match = index_usable(rel, index, first, ncols);
 
-		if (!HeapTupleIsValid(tup))
-			continue;
-		ix = (Form_pg_index) GETSTRUCT(tup);
-		match = ix->indisvalid && ix->indnkeyatts >= ncols;
-		for (i = 0; match && i < ncols; i++)
-			match = ix->indkey.values[i] == first + i;
-		ReleaseSysCache(tup);
+		index_close(index, AccessShareLock);
 		if (match)
 		{
-			found = indexoid;
+			found = lfirst_oid(lc);
 			break;
 		}
 	}
