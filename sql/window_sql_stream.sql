@@ -160,6 +160,36 @@ SELECT date_bin('1 hour', ts, 'epoch') AS window_start, count(*), max(id) FROM w
 SELECT * FROM (SELECT (data).id, row_number() OVER (PARTITION BY window_start, window_end ORDER BY (data).ts) AS rownum
   FROM tumble(NULL::plain_clicks, 'ts', '1 hour', uid => 'plain_top', changes => true)) t WHERE rownum = 1;
 
+-- a row the WHERE leaves out still moves the watermark, as Flink's watermark
+-- is the source's and the filter comes after it: the WHERE only removes rows
+-- from windows, the same as FILTER (row 3 is late in both, counted in rows_late)
+CREATE TABLE wf (id int, v int, ts timestamptz);
+ALTER TABLE wf REPLICA IDENTITY FULL;
+CREATE VIEW wf_where AS SELECT window_start, count(*) FROM tumble(NULL::wf, 'ts', '10 minutes',
+    changes => true, uid => 'wf_where') WHERE (data).v > 0 GROUP BY 1;
+CREATE VIEW wf_filter AS SELECT window_start, count(*) FILTER (WHERE (data).v > 0)
+  FROM tumble(NULL::wf, 'ts', '10 minutes', changes => true, uid => 'wf_filter') GROUP BY 1;
+CREATE VIEW wf_top AS SELECT id, window_start FROM (SELECT (data).id, window_start,
+    row_number() OVER (PARTITION BY window_start, window_end ORDER BY (data).v DESC) AS rownum
+  FROM tumble(NULL::wf, 'ts', '10 minutes', uid => 'wf_top', changes => true) WHERE (data).id <> 2) t
+ WHERE rownum = 1;
+TABLE wf_where;
+TABLE wf_filter;
+TABLE wf_top;
+INSERT INTO wf VALUES (1, 1, '2024-01-01 10:01'), (2, 0, '2024-01-01 10:30');
+TABLE wf_where;
+TABLE wf_filter;
+TABLE wf_top;
+INSERT INTO wf VALUES (3, 9, '2024-01-01 10:05'), (4, 1, '2024-01-01 10:40');
+TABLE wf_where;
+SELECT rows_in, rows_late FROM last_call_stats();
+TABLE wf_filter;
+SELECT rows_in, rows_late FROM last_call_stats();
+-- Window Top-N: the late row 3 (v = 9) does not take [10:00, 10:10) from row 1
+TABLE wf_top;
+SELECT rows_in, rows_late FROM last_call_stats();
+DROP VIEW wf_where, wf_filter, wf_top;
+
 SELECT count(drop_state(uid)) FROM state;
 -- a planned uid's state is by column numbers: after a column is renamed, the query naming it
 -- anew goes on with the same state (as a pipeline's, printed again at the rename, does)
@@ -173,5 +203,5 @@ SELECT window_start, sum((data).val) FROM tumble(NULL::rn, 'ts', '1 hour', uid =
 -- another aggregate is another state
 SELECT window_start, max((data).val) FROM tumble(NULL::rn, 'ts', '1 hour', uid => 'rn', changes => true) GROUP BY 1;
 SELECT drop_state('rn');
-DROP TABLE clicks, plain_clicks, nokey_clicks, where_clicks, rn;
+DROP TABLE clicks, plain_clicks, nokey_clicks, where_clicks, rn, wf;
 DROP TYPE per_user;

@@ -520,7 +520,9 @@ frame_process_row(PtfFrameInput *input, RowKind kind, TupleTableSlot *row,
 	}
 	ctx.watermark = frame->watermark;
 
-	process_row(input, kind, row, &ctx, frame->watermark_proc_time);
+	/* a row the query's WHERE left out only moves the watermark */
+	if (likely(!meta->time_only))
+		process_row(input, kind, row, &ctx, frame->watermark_proc_time);
 
 	/* an infinite event time is kept like any other but moves no watermark */
 	if (timed && ctx.event_time > input->max_event_time && ctx.event_time != PTF_TIME_MAX)
@@ -777,8 +779,29 @@ load_flush(PtfFrame *frame)
 		if (frame->load_kinds[i] == ROWKIND_TRUNCATE)
 			frame->loader(frame->loader_arg, NULL, NULL, -1, frame->watermark);
 	if (frame->loader != NULL)
-		frame->loader(frame->loader_arg, frame->load_rows, frame->load_inputs, n,
-					  watermark_after_buffer(frame));
+	{
+		TupleTableSlot **rows = frame->load_rows;
+		int		   *inputs = frame->load_inputs;
+		int			nrows = n;
+
+		/* rows that only move the watermark need no key */
+		for (i = 0; i < n && !frame->load_meta[i].time_only; i++)
+			;
+		if (i < n)
+		{
+			rows = MemoryContextAlloc(frame->load_cxt, sizeof(TupleTableSlot *) * n);
+			inputs = MemoryContextAlloc(frame->load_cxt, sizeof(int) * n);
+			nrows = 0;
+			for (i = 0; i < n; i++)
+			{
+				if (frame->load_meta[i].time_only)
+					continue;
+				rows[nrows] = frame->load_rows[i];
+				inputs[nrows++] = frame->load_inputs[i];
+			}
+		}
+		frame->loader(frame->loader_arg, rows, inputs, nrows, watermark_after_buffer(frame));
+	}
 	frame->nload = 0;
 	for (i = 0; i < n; i++)
 	{
@@ -832,8 +855,12 @@ frame_push(void *arg, RowKind kind, TupleTableSlot *row, const PtfRowMeta *meta)
 	Assert(frame->op != NULL);
 	if (meta == NULL)
 		meta = &ptf_no_meta;
-	frame->rows_in++;
-	input->rows++;
+	Assert(!meta->time_only || input->spec.on_time_attno != InvalidAttrNumber);
+	if (likely(!meta->time_only))
+	{
+		frame->rows_in++;
+		input->rows++;
+	}
 	if (frame->loader != NULL)
 		load_buffer_add(input, kind, row, meta);
 	else

@@ -67,6 +67,9 @@ typedef struct PtfRowMeta
 	bool		partial;
 	bool		incomplete;
 	XLogRecPtr	final_lsn;		/* its transaction's commit record (streams) */
+	bool		time_only;		/* left out by the query's WHERE: its event
+								 * time moves the watermark, nothing else
+								 * sees it (functions/row_filter.c) */
 } PtfRowMeta;
 
 /* A row with nothing known of its origin. */

@@ -11,6 +11,14 @@
  * do not read the window.  Rows go through an input adapter, so relation,
  * query and change-stream inputs are filtered alike.
  *
+ * A row left out still moves the watermark: Flink's watermark is the
+ * source's (WATERMARK FOR ts AS ...), and a filter comes after it, so a
+ * WHERE only removes rows from windows -- it never keeps a window open
+ * for a late row that another row's time had closed.  Such a row goes to
+ * the frame marked time_only, in its place among the others, when its
+ * time is past every time passed before it (else it cannot move the
+ * watermark).
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -27,41 +35,64 @@ typedef struct PtfRowFilter
 	ExprState  *qual;			/* NULL: every row */
 	ExprContext *econtext;
 	PtfTime    *range;			/* [least, greatest] event time passed, or NULL */
+	PtfTime		latest;			/* the greatest event time passed on, of any row */
 } PtfRowFilter;
+
+/* The row's event time; false when it has none (NULL, no time column). */
+static bool
+row_event_time(PtfRowFilter *f, TupleTableSlot *row, PtfTime *ts)
+{
+	AttrNumber	time_attno = f->in->frame.on_time_attno;
+	bool		isnull;
+	Datum		t;
+
+	if (time_attno == InvalidAttrNumber)
+		return false;
+	t = slot_getattr(row, time_attno, &isnull);
+	if (isnull)
+		return false;
+	*ts = ptf_time_from_datum(t, f->in->frame.on_time_type);
+	return true;
+}
 
 static void
 filter_row(void *arg, RowKind kind, TupleTableSlot *row, const PtfRowMeta *meta)
 {
 	PtfRowFilter *f = (PtfRowFilter *) arg;
-	AttrNumber	time_attno = f->in->frame.on_time_attno;
+	PtfTime		ts = PTF_TIME_MIN;
+	bool		timed = row_event_time(f, row, &ts);
 
 	/*
-	 * Before anything looks at the row's time: a row the WHERE leaves out is
+	 * Before anything checks the row's time: a row the WHERE leaves out is
 	 * not the query's, NULL time or not (as where PostgreSQL plans the
-	 * TVF's inlined form, the WHERE below the time's check).
+	 * TVF's inlined form, the WHERE below the time's check).  Its time, if
+	 * past every earlier row's, moves the watermark all the same.
 	 */
 	if (f->qual != NULL)
 	{
 		ResetExprContext(f->econtext);
 		f->econtext->ecxt_scantuple = row;
 		if (!ExecQual(f->qual, f->econtext))
-			return;
-	}
-	if (f->range != NULL && time_attno != InvalidAttrNumber)
-	{
-		bool		isnull;
-		Datum		t = slot_getattr(row, time_attno, &isnull);
-
-		/* the frame says what is wrong with a NULL, the operator skips infinity */
-		if (!isnull)
 		{
-			PtfTime		ts = ptf_time_from_datum(t, f->in->frame.on_time_type);
-
-			if (ts != PTF_TIME_MIN && ts != PTF_TIME_MAX)
+			if (timed && ts > f->latest && ts != PTF_TIME_MAX)
 			{
-				f->range[0] = Min(f->range[0], ts);
-				f->range[1] = Max(f->range[1], ts);
+				PtfRowMeta	m = meta != NULL ? *meta : ptf_no_meta;
+
+				m.time_only = true;
+				f->latest = ts;
+				frame_push(f->in->handle, kind, row, &m);
 			}
+			return;
+		}
+	}
+	/* the frame says what is wrong with a NULL, the operator skips infinity */
+	if (timed)
+	{
+		f->latest = Max(f->latest, ts);
+		if (f->range != NULL && ts != PTF_TIME_MIN && ts != PTF_TIME_MAX)
+		{
+			f->range[0] = Min(f->range[0], ts);
+			f->range[1] = Max(f->range[1], ts);
 		}
 	}
 	frame_push(f->in->handle, kind, row, meta);
@@ -78,6 +109,7 @@ ptf_row_filter_attach(PtfCallInput *in, List *quals, PtfTime *range, MemoryConte
 	f->qual = quals != NIL ? ExecInitQual(quals, NULL) : NULL;
 	f->econtext = CreateStandaloneExprContext();
 	f->range = range;
+	f->latest = PTF_TIME_MIN;
 	if (range != NULL)
 	{
 		range[0] = PTF_TIME_MAX;
