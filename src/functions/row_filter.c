@@ -15,9 +15,9 @@
  * source's (WATERMARK FOR ts AS ...), and a filter comes after it, so a
  * WHERE only removes rows from windows -- it never keeps a window open
  * for a late row that another row's time had closed.  Such a row goes to
- * the frame marked time_only, in its place among the others, when its
- * time is past every time passed before it (else it cannot move the
- * watermark).
+ * the frame marked time_only, in its place among the others, when the
+ * input has a watermark and the row's time is past every time passed
+ * before it (else it cannot move the watermark).
  *
  *-------------------------------------------------------------------------
  */
@@ -74,7 +74,7 @@ filter_row(void *arg, RowKind kind, TupleTableSlot *row, const PtfRowMeta *meta)
 		f->econtext->ecxt_scantuple = row;
 		if (!ExecQual(f->qual, f->econtext))
 		{
-			if (timed && ts > f->latest && ts != PTF_TIME_MAX)
+			if (timed && f->in->frame.has_delay && ts > f->latest && ts != PTF_TIME_MAX)
 			{
 				PtfRowMeta	m = meta != NULL ? *meta : ptf_no_meta;
 
