@@ -457,6 +457,7 @@ open_state(PtfCall *call, const char *slot_name, DurableProgress *progress)
 	id.layout = call->layout;
 	id.nspaces = call->nspaces;
 	id.keeps_images = call->keeps_images;
+	id.keys_by_number = call->keys_by_number;
 	id.pipeline_step = (call->step != NULL && call->step->in_worker);
 	return durable_open(&id, progress);
 }

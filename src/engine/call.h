@@ -132,6 +132,7 @@ struct PtfCall
 	const StateLayout *layout;
 	int			nspaces;
 	bool		keeps_images;	/* the state holds rows of the inputs */
+	bool		keys_by_number; /* options name the keys by column number */
 	int64		ttl_us;			/* expired keys are swept before writing */
 
 	/* called once the inputs are planned, before any state is touched */

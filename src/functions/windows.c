@@ -469,7 +469,12 @@ run_planned(PlannedCall *pc, PtfCallInput *in)
 		call->nspaces = WINDOW_RANK_NSPACES;
 		call->keeps_images = true;
 	}
-	/* what the state depends on besides the inputs and keys */
+	/*
+	 * What the state depends on besides the inputs: the keys by column
+	 * number among the rest, as the query's own references to the columns
+	 * follow a rename (a pipeline's stored query too).
+	 */
+	call->keys_by_number = true;
 	call->options = psprintf("planned %s windows of %lld/%lld us offset %lld: %s",
 							 window_kind_name(w->kind), (long long) w->size,
 							 (long long) w->step, (long long) w->offset, planned_identity(pw));

@@ -42,6 +42,9 @@ typedef struct DurableIdentity
 	bool		keeps_images;	/* the state holds rows of the inputs */
 	Oid			relids[DURABLE_MAX_INPUTS]; /* the inputs' tables, or InvalidOid */
 	bool		pipeline_step;	/* a step of the uid's pipeline, in its worker */
+	bool		keys_by_number; /* options name the keys by column number (a
+								 * planned query's): a key column renamed is
+								 * the same key */
 } DurableIdentity;
 
 /* What carries over between calls besides the keys. */

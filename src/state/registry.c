@@ -416,9 +416,15 @@ durable_set_layout(DurableState *ds, const DurableIdentity *id)
 	ds->natts = a - 1 + id->layout->nfields;
 }
 
-static void
+/*
+ * The call is of the uid's state; true when its key columns have other
+ * names than the registry's, and the call names its keys by number
+ * (keys_by_number): renamed since.
+ */
+static bool
 check_identity(const DurableIdentity *id, DurableState *ds, Datum call_keys)
 {
+	bool		renamed = false;
 	char	   *s;
 	Oid			row_type;
 
@@ -433,7 +439,15 @@ check_identity(const DurableIdentity *id, DurableState *ds, Datum call_keys)
 						  format_type_be(id->rowdescs[0]->tdtypeid));
 	s = text_array_to_string(ptf_spi_datum(Anum_uid_registry_key_columns));
 	if (strcmp(s, text_array_to_string(call_keys)) != 0)
-		identity_mismatch(id->uid, "partition_by", s, text_array_to_string(call_keys));
+	{
+		char	   *options = ptf_spi_text(Anum_uid_registry_options);
+
+		/* renamed when the keys' numbers (in the options) are the same */
+		if (!id->keys_by_number || options == NULL || id->options == NULL ||
+			strcmp(options, id->options) != 0)
+			identity_mismatch(id->uid, "partition_by", s, text_array_to_string(call_keys));
+		renamed = true;
+	}
 	s = ptf_spi_text(Anum_uid_registry_on_time);
 	if ((s == NULL) != (id->on_time == NULL) ||
 		(s != NULL && strcmp(s, id->on_time) != 0))
@@ -454,6 +468,7 @@ check_identity(const DurableIdentity *id, DurableState *ds, Datum call_keys)
 						   s ? s : "plain", id->options ? id->options : "plain"),
 				 errhint("Use another uid, or forget this one's state with ptf.drop_state('%s') (a pipeline's: ptf.drop_pipeline()).",
 						 id->uid)));
+	return renamed;
 }
 
 /* The images in state are rows of the types they were stored as. */
@@ -576,6 +591,7 @@ durable_open(const DurableIdentity *id, DurableProgress *progress)
 	char	   *row_types = durable_row_types_fingerprint(id);
 	char	   *stored_types;
 	bool		layout_1;
+	bool		keys_renamed;
 	int			i;
 
 	Assert(id->ninputs >= 1 && id->ninputs <= DURABLE_MAX_INPUTS);
@@ -648,7 +664,7 @@ durable_open(const DurableIdentity *id, DurableProgress *progress)
 						id->uid),
 				 errhint("Try the call again.")));
 
-	check_identity(id, ds, call_keys);
+	keys_renamed = check_identity(id, ds, call_keys);
 	read_progress(id, progress);
 	progress->created = !exists;
 	ds->version = ptf_spi_int64(Anum_uid_registry_version, 0);
@@ -677,6 +693,14 @@ durable_open(const DurableIdentity *id, DurableProgress *progress)
 	}
 	durable_check_state_table(id, ds);
 	durable_note_xid_writer(ds);
+	if (keys_renamed)
+	{
+		/* ptf.state shows the keys by their names now */
+		values[4] = call_keys;
+		ptf_spi_exec_as_owner("UPDATE ptf.uid_registry SET key_columns = $5 "
+							  "WHERE uid OPERATOR(pg_catalog.=) $1",
+							  5, argtypes, values, NULL, SPI_OK_UPDATE);
+	}
 	return ds;
 }
 
