@@ -190,6 +190,25 @@ TABLE wf_top;
 SELECT rows_in, rows_late FROM last_call_stats();
 DROP VIEW wf_where, wf_filter, wf_top;
 
+-- a grouping or ranking of a stream the rules do not plan is refused before
+-- any row is read (PostgreSQL would group each call's rows apart: a window
+-- in parts, once per call, before the watermark); the rows of a call, not
+-- grouped by windows, may be counted; with the rules off, as written
+SELECT window_start, percentile_cont(0.5) WITHIN GROUP (ORDER BY (data).v)
+  FROM tumble(NULL::wf, 'ts', '10 minutes', changes => true, uid => 'wf_pct') GROUP BY 1;
+SELECT window_start, (data).v % 2, count(*)
+  FROM tumble(NULL::wf, 'ts', '10 minutes', changes => true, uid => 'wf_expr') GROUP BY 1, 2;
+SELECT * FROM (SELECT (data).id, rank() OVER (PARTITION BY window_start ORDER BY (data).v) AS r
+  FROM tumble(NULL::wf, 'ts', '10 minutes', changes => true, uid => 'wf_rank')) t WHERE r <= 2;
+SELECT ws, n FROM (SELECT window_start AS ws, count(*) AS n FROM tumble(NULL::wf, 'ts', '10 minutes',
+    changes => true, uid => 'wf_sub') GROUP BY 1, (data).v % 2) s;
+SELECT count(*) FROM state WHERE uid LIKE 'wf\_%' AND uid NOT IN ('wf_where', 'wf_filter', 'wf_top');
+SELECT count(*) FROM tumble(NULL::wf, 'ts', '10 minutes', changes => true, uid => 'wf_count');
+SET ptf.plan_window_sql = off;
+SELECT window_start, percentile_cont(0.5) WITHIN GROUP (ORDER BY (data).v)
+  FROM tumble(NULL::wf, 'ts', '10 minutes', changes => true, uid => 'wf_off') GROUP BY 1;
+RESET ptf.plan_window_sql;
+
 SELECT count(drop_state(uid)) FROM state;
 -- a planned uid's state is by column numbers: after a column is renamed, the query naming it
 -- anew goes on with the same state (as a pipeline's, printed again at the rename, does)

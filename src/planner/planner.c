@@ -42,6 +42,7 @@
 #include "catalog/pg_type.h"
 #include "catalog/namespace.h"
 #include "funcapi.h"
+#include "miscadmin.h"
 #include "nodes/nodeFuncs.h"
 #include "optimizer/optimizer.h"
 #include "optimizer/planner.h"
@@ -185,7 +186,88 @@ warn_limited_uid_calls(Query *q)
 typedef struct PrepassContext
 {
 	bool		depends_on_role;	/* an inlined scan is under row level security */
+	bool		streams;		/* a grouping or ranking reads a window TVF's
+								 * change stream */
 } PrepassContext;
+
+/* Is rte a window TVF's call with changes => true (a constant)? */
+static bool
+stream_tvf(RangeTblEntry *rte)
+{
+	PtfTvf		tvf;
+	Node	   *changes;
+
+	if (!ptf_tvf_of_rte(rte, &tvf))
+		return false;
+	changes = ptf_tvf_arg(&tvf, "changes");
+	return changes != NULL && IsA(changes, Const) && !((Const *) changes)->constisnull &&
+		DatumGetBool(((Const *) changes)->constvalue);
+}
+
+/* Does q read a window TVF's change stream, in its FROM or a subquery there? */
+static bool
+groups_stream(Query *q)
+{
+	ListCell   *lc;
+
+	check_stack_depth();
+	foreach(lc, q->rtable)
+	{
+		RangeTblEntry *rte = lfirst_node(RangeTblEntry, lc);
+
+		if ((rte->rtekind == RTE_FUNCTION && stream_tvf(rte)) ||
+			(rte->rtekind == RTE_SUBQUERY && groups_stream(rte->subquery)))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Refuse a plan that groups or ranks a window TVF's change stream itself
+ * (an Agg, Group or WindowAgg over its function scan): the window rules
+ * did not plan it (percentile_cont, grouping by an expression of data,
+ * rank()...), and PostgreSQL would group each call's rows apart -- a
+ * window emitted in parts, once per call, before the watermark passed it.
+ * Over a stream a grouping by windows is the window aggregate or nothing,
+ * as a pipeline's query is (functions/pipelines.c).
+ */
+static void
+refuse_unplanned_stream_grouping(Plan *plan, bool grouped)
+{
+	ListCell   *lc;
+
+	if (plan == NULL)
+		return;
+	check_stack_depth();
+	if (IsA(plan, Agg) || IsA(plan, Group) || IsA(plan, WindowAgg))
+		grouped = true;
+	if (IsA(plan, FunctionScan) && grouped)
+	{
+		RangeTblEntry rte;
+
+		memset(&rte, 0, sizeof(rte));
+		rte.type = T_RangeTblEntry;
+		rte.rtekind = RTE_FUNCTION;
+		rte.functions = ((FunctionScan *) plan)->functions;
+		rte.funcordinality = ((FunctionScan *) plan)->funcordinality;
+		if (stream_tvf(&rte))
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("a grouping or ranking of a window table function's change stream must be planned as the window aggregate or Window Top-N"),
+					 errdetail("PostgreSQL would group each call's rows apart: a window would come out in parts, once per call, before the watermark passes it."),
+					 errhint("Group by window_start, window_end and columns of data, with aggregates of data (no ordered-set aggregates), or rank with row_number() over each window filtered by rownum <= N: EXPLAIN of the query over the table's rows (without changes => true) shows a PtfWindowScan when the rules plan it. Or aggregate with ptf.window_aggregate(..., changes => true).")));
+	}
+	refuse_unplanned_stream_grouping(plan->lefttree, grouped);
+	refuse_unplanned_stream_grouping(plan->righttree, grouped);
+	if (IsA(plan, SubqueryScan))
+		refuse_unplanned_stream_grouping(((SubqueryScan *) plan)->subplan, grouped);
+	if (IsA(plan, Append))
+		foreach(lc, ((Append *) plan)->appendplans)
+			refuse_unplanned_stream_grouping((Plan *) lfirst(lc), grouped);
+	if (IsA(plan, MergeAppend))
+		foreach(lc, ((MergeAppend *) plan)->mergeplans)
+			refuse_unplanned_stream_grouping((Plan *) lfirst(lc), grouped);
+}
 
 static bool
 prepass_walker(Node *node, PrepassContext *cxt)
@@ -198,6 +280,8 @@ prepass_walker(Node *node, PrepassContext *cxt)
 		ListCell   *lc;
 
 		warn_limited_uid_calls(q);
+		if (!cxt->streams && (q->groupClause != NIL || q->hasWindowFuncs))
+			cxt->streams = groups_stream(q);
 		foreach(lc, q->rtable)
 		{
 			RangeTblEntry *rte = lfirst_node(RangeTblEntry, lc);
@@ -205,6 +289,7 @@ prepass_walker(Node *node, PrepassContext *cxt)
 			if (rte->rtekind == RTE_FUNCTION && ptf_inline_window_tvfs &&
 				!ptf_window_rules_take(q, foreach_current_index(lc) + 1))
 				ptf_tvf_inline_rte(rte, &cxt->depends_on_role);
+
 		}
 		return query_tree_walker(q, prepass_walker, (void *) cxt, 0);
 	}
@@ -219,6 +304,7 @@ ptf_planner(Query *parse, const char *query_string, int cursorOptions,
 	PlannedStmt *stmt;
 
 	cxt.depends_on_role = false;
+	cxt.streams = false;
 	if (parse->commandType != CMD_UTILITY)
 		(void) prepass_walker((Node *) parse, &cxt);
 	if (prev_planner_hook)
@@ -233,6 +319,14 @@ ptf_planner(Query *parse, const char *query_string, int cursorOptions,
 	 */
 	if (cxt.depends_on_role)
 		stmt->dependsOnRole = true;
+	if (cxt.streams && ptf_window_rules_enabled())
+	{
+		ListCell   *lc;
+
+		refuse_unplanned_stream_grouping(stmt->planTree, false);
+		foreach(lc, stmt->subplans)
+			refuse_unplanned_stream_grouping((Plan *) lfirst(lc), false);
+	}
 	window_scan_plan_done(stmt);
 	return stmt;
 }
