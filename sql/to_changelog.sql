@@ -142,6 +142,64 @@ INSERT INTO docs_log SELECT op, (data).id, (data).rev
   FROM to_changelog(NULL::docs, changes => true, uid => 'docs');
 TABLE docs_log;
 
+-- a key stored out of line: PostgreSQL logs the old key of every update
+-- then, changed or not, and the new row holds the unchanged key as a TOAST
+-- pointer.  An update that keeps its key is -U/+U, as for a short key (the
+-- key taken from the old key); a new key is -D and +I.
+CREATE TABLE longkey (id text PRIMARY KEY, bal int, pad text);
+SELECT count(*) FROM to_changelog(NULL::longkey, changes => true, uid => 'longkey');
+INSERT INTO longkey VALUES ('short', 1, NULL),
+  ((SELECT string_agg(md5(j::text), '') FROM generate_series(1, 60) j), 1, md5('x')||md5('y')||md5('z')||md5('w'));
+SELECT op, length((data).id) FROM to_changelog(NULL::longkey, changes => true, uid => 'longkey');
+UPDATE longkey SET bal = 2;
+INSERT INTO longkey VALUES ((SELECT string_agg(md5(j::text), '') FROM generate_series(1, 60) j), 3, NULL)
+  ON CONFLICT (id) DO UPDATE SET bal = EXCLUDED.bal;
+UPDATE longkey SET id = id || 'x', bal = 4 WHERE bal = 3;
+SELECT op, length((data).id), (data).id = (SELECT string_agg(md5(j::text), '') FROM generate_series(1, 60) j) AS same_key,
+       (data).bal, length((data).pad)
+  FROM to_changelog(NULL::longkey, changes => true, uid => 'longkey');
+-- a key of two columns, one out of line and unchanged: the other's change is a new key
+CREATE TABLE longkey2 (k text, n int, v int, pad text, PRIMARY KEY (k, n));
+SELECT count(*) FROM to_changelog(NULL::longkey2, changes => true, uid => 'longkey2');
+INSERT INTO longkey2 VALUES ((SELECT string_agg(md5(j::text), '') FROM generate_series(1, 60) j), 1, 1,
+                             md5('x')||md5('y')||md5('z')||md5('w'));
+UPDATE longkey2 SET v = 2;
+UPDATE longkey2 SET n = 2;
+DELETE FROM longkey2;
+SELECT op, length((data).k), (data).n, (data).v
+  FROM to_changelog(NULL::longkey2, changes => true, uid => 'longkey2');
+
+-- rows whose keys are out of line (the 1920-byte ones) updated, then
+-- deleted, before the stream reads them: nothing is read from the table's
+-- TOAST, where their keys are gone, and the stream goes on.  Three rounds
+-- of 3000 upserts and some deletes, one of them with the state read key
+-- by key.
+CREATE TABLE toastkeys (id text PRIMARY KEY, n int, bal int, pad text);
+SELECT count(*) FROM to_changelog(NULL::toastkeys, changes => true, uid => 'toastkeys');
+INSERT INTO toastkeys
+  SELECT (SELECT string_agg(md5(i::text || j), '') FROM generate_series(1, 1 + i % 60) j), i, 0,
+         repeat(md5(i::text), 100)
+    FROM generate_series(0, 2999) i;
+SELECT op, count(*) FROM to_changelog(NULL::toastkeys, changes => true, uid => 'toastkeys') GROUP BY op;
+INSERT INTO toastkeys SELECT id, n, 1, pad FROM toastkeys ON CONFLICT (id) DO UPDATE SET bal = EXCLUDED.bal;
+DELETE FROM toastkeys WHERE n % 60 = 59 AND n < 1000;
+SELECT op, count(*), sum((data).bal), count(*) FILTER (WHERE length((data).id) = 1920) AS long_keys
+  FROM to_changelog(NULL::toastkeys, changes => true, uid => 'toastkeys') GROUP BY op ORDER BY op;
+SELECT count(*) FROM to_changelog(NULL::toastkeys, changes => true, uid => 'toastkeys');
+INSERT INTO toastkeys SELECT id, n, 2, pad FROM toastkeys ON CONFLICT (id) DO UPDATE SET bal = EXCLUDED.bal;
+DELETE FROM toastkeys WHERE n % 60 = 59 AND n < 2000;
+SET ptf.state_load = probe;
+SELECT op, count(*), sum((data).bal), count(*) FILTER (WHERE length((data).id) = 1920) AS long_keys
+  FROM to_changelog(NULL::toastkeys, changes => true, uid => 'toastkeys') GROUP BY op ORDER BY op;
+RESET ptf.state_load;
+UPDATE toastkeys SET bal = 3;
+DELETE FROM toastkeys WHERE n % 60 = 59;
+SELECT op, count(*), sum((data).bal), count(*) FILTER (WHERE length((data).id) = 1920) AS long_keys
+  FROM to_changelog(NULL::toastkeys, changes => true, uid => 'toastkeys') GROUP BY op ORDER BY op;
+SELECT keys, rows_skipped FROM state WHERE uid = 'toastkeys';
+SELECT drop_state('longkey'), drop_state('longkey2'), drop_state('toastkeys');
+DROP TABLE longkey, longkey2, toastkeys;
+
 -- TRUNCATE.  Without kept images the WAL names no row it removed: an
 -- op_mapping that leaves it out cannot say it -- a clear error, and the way
 -- out: map it and call again (the stream waits at the truncation)

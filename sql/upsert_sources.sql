@@ -217,6 +217,64 @@ SELECT * FROM temporal_join(NULL::orders, NULL::id_rates, 'ts', 'ts', '{cur}',
 \set VERBOSITY terse
 SELECT count(*) FROM state WHERE uid = 'tj_id';
 
+-- ---- keys stored out of line ----
+-- PostgreSQL logs the old key of every update of a row whose key is out of
+-- line (the 1920-byte ones here), changed or not, and the new row holds the
+-- unchanged key as a TOAST pointer: such an update keeps its key, which is
+-- taken from the old key, never from the table's TOAST (where the key of a
+-- row deleted before the stream reads it is gone).  As under FULL.
+CREATE TABLE lk_clicks (id text PRIMARY KEY, user_id int, ts timestamp, v int,
+                        note text DEFAULT md5('x') || md5('y') || md5('z') || md5('w'));
+CREATE TABLE lk_full (LIKE lk_clicks INCLUDING ALL);
+ALTER TABLE lk_full REPLICA IDENTITY FULL;
+CREATE FUNCTION pg_temp.lk(sql text) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    EXECUTE replace(sql, '@T', 'lk_clicks');
+    EXECUTE replace(sql, '@T', 'lk_full');
+END $$;
+SELECT count(*) FROM pg_temp.windows('lk_clicks', 'lk');
+SELECT count(*) FROM pg_temp.windows('lk_full', 'lk_full');
+SELECT pg_temp.lk($$INSERT INTO @T
+    SELECT (SELECT string_agg(md5(g::text || j), '') FROM generate_series(1, 1 + g % 60) j), g % 3,
+           timestamp '2024-01-02 10:00' + g * interval '7 seconds', g
+      FROM generate_series(0, 239) g$$);
+SELECT count(*) FROM pg_temp.windows('lk_clicks', 'lk');
+SELECT count(*) FROM pg_temp.windows('lk_full', 'lk_full');
+SELECT pg_temp.lk($$UPDATE @T SET v = v * 100 WHERE v % 5 = 0 OR (v % 60 = 59 AND v > 60)$$);
+SELECT pg_temp.lk($$DELETE FROM @T WHERE v % 7 = 0 OR v IN (2300, 11900, 23900)$$);
+SELECT pg_temp.lk($$UPDATE @T SET id = id || 'x' WHERE v = 59$$);
+SELECT pg_temp.lk($$INSERT INTO @T VALUES ('late', 1, '2024-01-02 11:00', 0)$$);
+CREATE TEMP TABLE lk_out AS SELECT * FROM pg_temp.windows('lk_clicks', 'lk');
+CREATE TEMP TABLE lk_full_out AS SELECT * FROM pg_temp.windows('lk_full', 'lk_full');
+SELECT count(*) AS windows, sum(n) AS n, sum(total) AS total,
+       (SELECT count(*) FROM ((TABLE lk_out EXCEPT ALL TABLE lk_full_out)
+                              UNION ALL (TABLE lk_full_out EXCEPT ALL TABLE lk_out)) d) AS differ
+  FROM lk_out;
+SELECT uid, rows_skipped FROM state WHERE uid IN ('lk', 'lk_full') ORDER BY uid;
+-- the build side of a temporal join: the new row is whole, its key from the old key
+CREATE TABLE lk_rates (cur text PRIMARY KEY, rate int, ts timestamp,
+                       pad text DEFAULT md5('x') || md5('y') || md5('z') || md5('w'));
+CREATE TABLE lk_rates_full (LIKE lk_rates INCLUDING ALL);
+ALTER TABLE lk_rates_full REPLICA IDENTITY FULL;
+CREATE FUNCTION pg_temp.lk_rates(sql text) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    EXECUTE replace(sql, '@T', 'lk_rates');
+    EXECUTE replace(sql, '@T', 'lk_rates_full');
+END $$;
+SELECT count(*) FROM pg_temp.joined('lk_rates', 'tj_lk');
+SELECT count(*) FROM pg_temp.joined('lk_rates_full', 'tj_lk_full');
+SELECT pg_temp.lk_rates($$INSERT INTO @T VALUES
+    ((SELECT string_agg(md5(j::text), '') FROM generate_series(1, 60) j), 1, '2024-01-02 10:00')$$);
+SELECT pg_temp.lk_rates($$UPDATE @T SET rate = 2, ts = '2024-01-02 11:00'$$);
+SELECT pg_temp.lk_rates($$UPDATE @T SET rate = 3, ts = '2024-01-02 10:30'$$);
+SELECT pg_temp.lk_rates($$DELETE FROM @T$$);
+INSERT INTO orders SELECT 100 + i, (SELECT string_agg(md5(j::text), '') FROM generate_series(1, 60) j), t
+  FROM unnest(ARRAY[timestamp '2024-01-02 10:15', '2024-01-02 10:45', '2024-01-02 11:15']) WITH ORDINALITY AS o (t, i);
+SELECT pg_temp.lk_rates($$INSERT INTO @T VALUES ('chf', 1, '2024-01-02 16:00')$$);
+INSERT INTO orders VALUES (104, 'chf', '2024-01-02 16:00');
+SELECT id, length(cur), rate FROM pg_temp.joined('lk_rates', 'tj_lk');
+SELECT id, length(cur), rate FROM pg_temp.joined('lk_rates_full', 'tj_lk_full');
+
 SELECT drop_state(uid) FROM state ORDER BY uid;
 SET client_min_messages = warning;
 DROP SCHEMA ups CASCADE;

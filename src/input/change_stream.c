@@ -30,10 +30,13 @@
  * Kinds: INSERT is +I; UPDATE is -U (the old image, when logged) then +U;
  * DELETE is -D.  Under REPLICA IDENTITY FULL old images are whole rows;
  * under DEFAULT an old image has only the key columns (marked partial) and
- * an UPDATE that keeps its key logs none.  Unchanged TOASTed values of an
- * UPDATE's new image are not in the WAL: under FULL they are taken from the
- * old image; otherwise the row is marked incomplete, and whoever would emit
- * or keep it must complete it from state or fail (never a placeholder).
+ * an UPDATE that keeps its key has no -U -- PostgreSQL logs its old key
+ * too when the key is stored out of line, which is then passed over.
+ * Unchanged TOASTed values of an UPDATE's new image are not in the WAL:
+ * under FULL they are taken from the old image, and those of the key from
+ * the old key under any identity; otherwise the row is marked incomplete,
+ * and whoever would emit or keep it must complete it from state or fail
+ * (never a placeholder, never a fetch from the table's TOAST).
  *
  * Rights: the reader must be able to read every row of a table when the
  * stream starts, and again as of each change read (the historic catalog
@@ -51,6 +54,7 @@
 #include "access/detoast.h"
 #include "access/heapam.h"
 #include "access/htup_details.h"
+#include "access/sysattr.h"
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "access/xlogutils.h"
@@ -63,6 +67,7 @@
 #include "replication/logical.h"
 #include "replication/origin.h"
 #include "replication/slot.h"
+#include "utils/datum.h"
 #include "utils/guc.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
@@ -527,6 +532,74 @@ complete_from_old(TupleDesc desc, HeapTuple newtup, HeapTuple oldtup)
 }
 
 /*
+ * Under a replica identity other than FULL, PostgreSQL logs an UPDATE's
+ * old key not only when the key changed but also when a value of the key
+ * is stored out of line, changed or not (heap_update's key_changed ||
+ * id_has_external).  Such a value left unchanged is an on-disk TOAST
+ * pointer in the new image, with no chunks in the transaction: fetching
+ * it would read the table's TOAST as it is now, where the row may be gone
+ * (deleted and pruned since), and the stream would fail there for good.
+ * The old key is logged flattened, its values inline; the same pointer is
+ * the same value, so the old key's replaces it.  Returns the new image so
+ * completed, and whether the key's values changed: only then is the update
+ * a move to another key, for which the old key goes on as a -U; one that
+ * keeps its key is a bare +U, as when its key is short and logs no old key.
+ */
+static HeapTuple
+new_key_from_old(PtfChangeStream *cs, Relation rel, HeapTuple newtup,
+				 HeapTuple oldtup, bool *key_changed)
+{
+	TupleDesc	desc = RelationGetDescr(rel);
+	Bitmapset  *idattrs = RelationGetIdentityKeyBitmap(rel);
+	Datum	   *nv;
+	bool	   *nn;
+	Datum	   *ov;
+	bool	   *on;
+	bool		replaced = false;
+	int			member = -1;
+
+	/* an old key logged without an identity: as before, a move */
+	*key_changed = true;
+	if (idattrs == NULL)
+		return newtup;
+	*key_changed = false;
+	nv = palloc(sizeof(Datum) * desc->natts);
+	nn = palloc(sizeof(bool) * desc->natts);
+	ov = palloc(sizeof(Datum) * desc->natts);
+	on = palloc(sizeof(bool) * desc->natts);
+	heap_deform_tuple(newtup, desc, nv, nn);
+	heap_deform_tuple(oldtup, desc, ov, on);
+	while ((member = bms_next_member(idattrs, member)) >= 0)
+	{
+		int			i = member + FirstLowInvalidHeapAttributeNumber - 1;
+		Form_pg_attribute att;
+
+		if (i < 0 || i >= desc->natts)
+			continue;
+		att = TupleDescAttr(desc, i);
+		if (!nn[i] && att->attlen == -1 &&
+			VARATT_IS_EXTERNAL_ONDISK(DatumGetPointer(nv[i])))
+		{
+			/* never fetched from the table: the old key must hold it */
+			if (on[i] || VARATT_IS_EXTERNAL(DatumGetPointer(ov[i])))
+				ereport(ERROR,
+						(errcode(ERRCODE_INTERNAL_ERROR),
+						 errmsg_internal("the old key of an update of table %s lacks the value of column %s",
+										 RelationGetRelationName(rel),
+										 NameStr(att->attname)),
+						 errdetail_internal("The update at %X/%X left the column's TOASTed value unchanged.",
+											LSN_FORMAT_ARGS(cs->meta.lsn))));
+			nv[i] = ov[i];
+			replaced = true;
+		}
+		else if (nn[i] != on[i] ||
+				 (!nn[i] && !datum_image_eq(nv[i], ov[i], att->attbyval, att->attlen)))
+			*key_changed = true;
+	}
+	return replaced ? heap_form_tuple(desc, nv, nn) : newtup;
+}
+
+/*
  * Decoding hands over TOASTed values it reassembled as indirect pointers
  * into its own memory, which is gone after the change: a row kept past it
  * (an image, a candidate) must hold the values themselves.  Unchanged
@@ -730,8 +803,17 @@ cs_change(void *arg, ReorderBufferTXN *txn, Relation rel, ReorderBufferChange *c
 
 		case REORDER_BUFFER_CHANGE_UPDATE:
 			{
-				bool		incomplete = has_unchanged_toast(RelationGetDescr(rel), newtup);
+				bool		incomplete;
 
+				if (oldtup && !full)
+				{
+					bool		key_changed;
+
+					newtup = new_key_from_old(cs, rel, newtup, oldtup, &key_changed);
+					if (!key_changed)
+						oldtup = NULL;
+				}
+				incomplete = has_unchanged_toast(RelationGetDescr(rel), newtup);
 				if (incomplete && full && oldtup)
 				{
 					newtup = complete_from_old(RelationGetDescr(rel), newtup, oldtup);
