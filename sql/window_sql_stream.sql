@@ -209,6 +209,14 @@ SELECT window_start, percentile_cont(0.5) WITHIN GROUP (ORDER BY (data).v)
   FROM tumble(NULL::wf, 'ts', '10 minutes', changes => true, uid => 'wf_off') GROUP BY 1;
 RESET ptf.plan_window_sql;
 
+-- Top-N ranks a stream's inserts and passes its updates over: no update can
+-- stop it, and its first call does not warn that one could (a table with a
+-- TOASTable column under REPLICA IDENTITY DEFAULT)
+CREATE TABLE tt (id int PRIMARY KEY, big text, v int, ts timestamptz);
+SELECT * FROM (SELECT (data).id, row_number() OVER (PARTITION BY window_start, window_end ORDER BY (data).v) AS rn
+  FROM tumble(NULL::tt, 'ts', '1 hour', changes => true, uid => 'tt_top')) t WHERE rn = 1;
+SELECT count(*) FROM tumble(NULL::tt, 'ts', '1 hour', changes => true, uid => 'tt_tvf');
+
 SELECT count(drop_state(uid)) FROM state;
 -- a planned uid's state is by column numbers: after a column is renamed, the query naming it
 -- anew goes on with the same state (as a pipeline's, printed again at the rename, does)
@@ -236,5 +244,5 @@ SELECT partition_by FROM state WHERE uid = 'rk';
 ALTER TABLE rk RENAME COLUMN v TO k;
 SELECT window_start, (data).k, count(*) FROM tumble(NULL::rk, 'ts', '1 hour', uid => 'rk', changes => true) GROUP BY 1, 2;
 SELECT drop_state('rk');
-DROP TABLE clicks, plain_clicks, nokey_clicks, where_clicks, rn, wf, rk;
+DROP TABLE clicks, plain_clicks, nokey_clicks, where_clicks, rn, wf, rk, tt;
 DROP TYPE per_user;

@@ -192,6 +192,8 @@ tvf_prepared(PtfCall *call)
 				 errdetail("The query returns (kind, data) rows, a changelog."),
 				 top_n ? errhint("Rank a table's rows, or a query's that are not (kind, data) rows.") :
 				 errhint("ptf.window_aggregate takes updating input.")));
+	/* a stream's updates are passed over: none can stop it (a planned aggregate's retract) */
+	call->inputs[0].inserts_only = true;
 }
 
 static void choose_old_rows(PtfCall *call, PtfCallInput *in);
@@ -372,6 +374,7 @@ planned_prepared(PtfCall *call)
 	tvf_prepared(call);
 	if (pc->pw->kind == PTF_PLANNED_AGGREGATE)
 	{
+		in->inserts_only = false;
 		if (call->changes)
 			choose_old_rows(call, in);
 		if (in->frame.changelog)
