@@ -54,6 +54,7 @@ OBJS = \
 	src/functions/row_number.o \
 	src/functions/windows.o \
 	src/decoding/json_writer.o \
+	src/decoding/old_key.o \
 	src/decoding/plugin.o \
 	src/input/cdc_rows.o \
 	src/input/jsonb_image.o \

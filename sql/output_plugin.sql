@@ -212,6 +212,18 @@ INSERT INTO js VALUES (1, E'{\n  "a": 1,\r\n  "b": [2, "x\\ny z"]\n}');
 SELECT data::jsonb->'data' AS data, strpos(data, E'\n') = 0 AND strpos(data, E'\r') = 0 AS one_line
   FROM pg_logical_slot_get_changes('op_slot', NULL, NULL, 'tables', 'js');
 DROP TABLE js;
+-- a key stored out of line: PostgreSQL logs the old key of every update
+-- then, changed or not.  An update that keeps it is an UPDATE_AFTER with the
+-- key (taken from the old key, never from the table's TOAST), as for a
+-- short key; a new key is an UPDATE_BEFORE of the old key, then the row
+CREATE TABLE lk (id text PRIMARY KEY, bal int);
+INSERT INTO lk VALUES ((SELECT string_agg(md5(j::text), '') FROM generate_series(1, 60) j), 1);
+UPDATE lk SET bal = 2;
+UPDATE lk SET id = 'short', bal = 3;
+SELECT data::jsonb->>'op' AS op, length(data::jsonb->'data'->>'id') AS id_length,
+       data::jsonb->'data'->'bal' AS bal, data::jsonb->'unchanged_toast' AS unchanged
+  FROM pg_logical_slot_get_changes('op_slot', NULL, NULL, 'tables', 'lk');
+DROP TABLE lk;
 SELECT pg_drop_replication_slot('op_slot');
 DROP POLICY mine ON items;
 DROP OWNED BY op_reader;

@@ -71,6 +71,7 @@
 #include "utils/varlena.h"
 
 #include "decoding/json_writer.h"
+#include "decoding/old_key.h"
 #include "decoding/plugin.h"
 #include "base/op_mapping.h"
 
@@ -796,6 +797,19 @@ plugin_change(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
 						 change->lsn);
 			break;
 		case REORDER_BUFFER_CHANGE_UPDATE:
+			if (key_only)
+			{
+				bool		key_changed;
+
+				/* an old key logged because it is out of line, not changed */
+				newtup = ptf_update_key_from_old(rel, newtup, oldtup, change->lsn,
+												 &key_changed);
+				if (!key_changed)
+				{
+					oldtup = NULL;
+					key_only = false;
+				}
+			}
 			write_change(ctx, p, &entry->table, ROWKIND_UPDATE_AFTER, oldtup, key_only,
 						 newtup, change->lsn);
 			break;
