@@ -217,6 +217,14 @@ SELECT * FROM (SELECT (data).id, row_number() OVER (PARTITION BY window_start, w
   FROM tumble(NULL::tt, 'ts', '1 hour', changes => true, uid => 'tt_top')) t WHERE rn = 1;
 SELECT count(*) FROM tumble(NULL::tt, 'ts', '1 hour', changes => true, uid => 'tt_tvf');
 
+-- EXPLAIN of a generic plan whose changes argument is a parameter says so
+PREPARE wfq(bool) AS SELECT window_start, count(*) FROM tumble(NULL::wf, 'ts', '10 minutes',
+    changes => $1, uid => 'wf_prep') GROUP BY 1;
+SET plan_cache_mode = force_generic_plan;
+EXPLAIN (COSTS OFF) EXECUTE wfq(true);
+RESET plan_cache_mode;
+DEALLOCATE wfq;
+
 SELECT count(drop_state(uid)) FROM state;
 -- a planned uid's state is by column numbers: after a column is renamed, the query naming it
 -- anew goes on with the same state (as a pipeline's, printed again at the rename, does)

@@ -819,6 +819,9 @@ explain_window_scan(CustomScanState *node, List *ancestors, ExplainState *es)
 	changes = arg_text(call, before_uid + 2);
 	if (strcmp(changes, "t") == 0)
 		appendStringInfo(&buf, "changes of %s, uid %s", p->input_name, uid);
+	else if (strcmp(changes, "(computed)") == 0)
+		appendStringInfo(&buf, "changes of %s or its rows (computed), uid %s",
+						 p->input_name, uid);
 	else if (strcmp(query, "NULL") != 0)
 		appendStringInfo(&buf, "query%s%s", strcmp(uid, "NULL") != 0 ? ", uid " : "",
 						 strcmp(uid, "NULL") != 0 ? uid : "");
