@@ -868,7 +868,7 @@ ptf_call_run(PtfCall *call)
 	op->rows_before = progress.rows_in;
 	frame_start(call->frame, op);
 	if (load != NULL)
-		ptf_state_load_start(load, call->frame, progress.combined_watermark);
+		ptf_state_load_start(load, call->frame);
 	if (call->upsert != NULL)
 		ptf_upsert_start(call->upsert);
 	call->out->frame = call->frame;

@@ -357,7 +357,7 @@ load_buffer(void *arg, TupleTableSlot **rows, const int *inputs, int n, PtfTime 
 }
 
 void
-ptf_state_load_start(PtfStateLoad *sl, PtfFrame *frame, PtfTime watermark)
+ptf_state_load_start(PtfStateLoad *sl, PtfFrame *frame)
 {
 	if (sl->complete)
 		return;
@@ -370,7 +370,6 @@ ptf_state_load_start(PtfStateLoad *sl, PtfFrame *frame, PtfTime watermark)
 	 * for every timer up to the new watermark (the index holds the pending
 	 * ones only: a fired timer leaves its key's row).
 	 */
-	(void) watermark;
 	sl->timers_upto = PTF_TIME_MIN;
 	keyed_state_track_use(sl->op->state);
 	sl->values = palloc(sizeof(Datum) * FRAME_LOAD_BATCH * Max(sl->nkeys, 1));

@@ -43,7 +43,7 @@ extern PtfStateLoad *ptf_state_load_begin(DurableState *ds, PtfOperator *op,
 										  bool kept, bool complete, bool probe_ok,
 										  KeySpec **input_keys, int ninputs,
 										  uint64 max_new_keys, PtfSqlInput *rows_from);
-extern void ptf_state_load_start(PtfStateLoad *sl, PtfFrame *frame, PtfTime watermark);
+extern void ptf_state_load_start(PtfStateLoad *sl, PtfFrame *frame);
 
 /* After the state was stored: evict past the limit; false: still past it */
 extern bool ptf_state_load_bound(PtfStateLoad *sl);

@@ -190,7 +190,7 @@ ptf_upsert_start(PtfUpsert *u)
 	u->frame = frame_create(false, no_spill, NULL);
 	u->handle = frame_add_input(u->frame, &spec);
 	frame_start(u->frame, op);
-	ptf_state_load_start(u->load, u->frame, PTF_TIME_MIN);
+	ptf_state_load_start(u->load, u->frame);
 	/* the input's adapter, if any, runs after normalizing: rows reach it whole */
 	u->next = u->in->adapter;
 	u->next_arg = u->in->adapter_arg;
