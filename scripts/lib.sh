@@ -305,14 +305,30 @@ ptf_ensure_citus() {
 # server for a benchmark in PTF_BENCH_DIR (removed on exit), with settings
 # for big data plus SETTINGS (postgresql.conf lines).
 ptf_bench_start() {
+    local huge=""
     ptf_sane_locale
     ptf_ensure_packages
     ptf_build_install
     PTF_BENCH_DIR=$(mktemp -d /tmp/ptf-bench.XXXXXX)
-    trap 'ptf_pg_stop "$PTF_BENCH_DIR" >/dev/null 2>&1 || true; rm -rf "$PTF_BENCH_DIR"' EXIT
+    PTF_BENCH_HUGEPAGES_WAS=""
+    trap 'ptf_pg_stop "$PTF_BENCH_DIR" >/dev/null 2>&1 || true; rm -rf "$PTF_BENCH_DIR"
+          [ -z "$PTF_BENCH_HUGEPAGES_WAS" ] || sysctl -q -w vm.nr_hugepages="$PTF_BENCH_HUGEPAGES_WAS" || true' EXIT
+    # HUGE_PAGES=on: the shared buffers in 2 MB pages, reserved for the run
+    # and given back after it -- a parallel worker, a fresh process, then
+    # maps the buffers it reads with one fault per 2 MB instead of per 4 kB
+    # (bench/README.md, Parallel calls)
+    if [ "${HUGE_PAGES:-off}" = on ]; then
+        PTF_BENCH_HUGEPAGES_WAS=$(sysctl -n vm.nr_hugepages)
+        [ "$PTF_BENCH_HUGEPAGES_WAS" -ge 600 ] || sysctl -q -w vm.nr_hugepages=600
+        [ "$(awk '/^HugePages_Free/ { print $2 }' /proc/meminfo)" -ge 576 ] ||
+            ptf_die "HUGE_PAGES=on: could not reserve 576 huge pages of 2 MB for shared_buffers = 1GB"
+        huge="huge_pages = on"
+        ptf_log "bench: shared buffers in huge pages (vm.nr_hugepages $(sysctl -n vm.nr_hugepages), given back after)"
+    fi
     export PTF_PG_CONF_EXTRA="shared_buffers = 1GB
 max_wal_size = 8GB
 checkpoint_timeout = 30min
+$huge
 ${1:-}"
     ptf_pg_start "$PTF_BENCH_DIR"
 }
