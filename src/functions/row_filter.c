@@ -60,7 +60,10 @@ filter_row(void *arg, RowKind kind, TupleTableSlot *row, const PtfRowMeta *meta)
 {
 	PtfRowFilter *f = (PtfRowFilter *) arg;
 	PtfTime		ts = PTF_TIME_MIN;
-	bool		timed = row_event_time(f, row, &ts);
+
+	/* the time only where it is used: a watermark to move, a range to track */
+	bool		timed = (f->in->frame.has_delay || f->range != NULL) &&
+		row_event_time(f, row, &ts);
 
 	/*
 	 * Before anything checks the row's time: a row the WHERE leaves out is

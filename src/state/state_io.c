@@ -486,8 +486,6 @@ read_keys_by_hash(DurableState *ds, Datum *values, bool *nulls, int n)
 	int			natts;
 	int			i;
 
-	if (n == 0)
-		return;
 	state_scan_begin(&s, ds, ds->key_index);
 	h = key_hasher(ds, s.rel, s.index);
 	natts = h->slot->tts_tupleDescriptor->natts;

@@ -418,11 +418,10 @@ durable_keys_indexable(DurableState *ds, Relation rel)
 	return true;
 }
 
-/* Is indexoid the key index: hash_record_extended(ROW(key columns...), 0)? */
+/* Is index the key index: hash_record_extended(ROW(key columns 1..nkeys), 0)? */
 static bool
-is_key_hash_index(DurableState *ds, Oid indexoid)
+key_hash_usable(Relation index, int nkeys)
 {
-	Relation	index = index_open(indexoid, AccessShareLock);
 	bool		match = false;
 
 	/* a btree of int8's default operator family, over the whole table */
@@ -442,7 +441,7 @@ is_key_hash_index(DurableState *ds, Oid indexoid)
 			RowExpr    *row = linitial(f->args);
 			ListCell   *lc;
 
-			match = list_length(row->args) == ds->nkeys;
+			match = list_length(row->args) == nkeys;
 			foreach(lc, row->args)
 			{
 				Var		   *v = lfirst(lc);
@@ -452,28 +451,7 @@ is_key_hash_index(DurableState *ds, Oid indexoid)
 			}
 		}
 	}
-	index_close(index, AccessShareLock);
 	return match;
-}
-
-/* The key index by a hash of rel's keys; InvalidOid if it has none. */
-static Oid
-find_key_index(DurableState *ds, Relation rel)
-{
-	List	   *indexes = RelationGetIndexList(rel);
-	ListCell   *lc;
-	Oid			found = InvalidOid;
-
-	foreach(lc, indexes)
-	{
-		if (is_key_hash_index(ds, lfirst_oid(lc)))
-		{
-			found = lfirst_oid(lc);
-			break;
-		}
-	}
-	list_free(indexes);
-	return found;
 }
 
 /*
@@ -516,7 +494,13 @@ index_usable(Relation rel, Relation index, AttrNumber first, int ncols)
 	return false;
 }
 
-/* An index of rel probes can read through (index_usable); InvalidOid if none. */
+/* find_index's first column for the key index by a hash of keys 1..ncols */
+#define KEY_HASH_INDEX	0
+
+/*
+ * An index of rel probes can read through (index_usable, or for
+ * KEY_HASH_INDEX key_hash_usable); InvalidOid if none.
+ */
 static Oid
 find_index(Relation rel, AttrNumber first, int ncols)
 {
@@ -527,7 +511,8 @@ find_index(Relation rel, AttrNumber first, int ncols)
 	foreach(lc, indexes)
 	{
 		Relation	index = index_open(lfirst_oid(lc), AccessShareLock);
-		bool		match = index_usable(rel, index, first, ncols);
+		bool		match = first == KEY_HASH_INDEX ? key_hash_usable(index, ncols) :
+			index_usable(rel, index, first, ncols);
 
 		index_close(index, AccessShareLock);
 		if (match)
@@ -597,7 +582,7 @@ durable_ensure_key_index(DurableState *ds)
 		table_close(rel, AccessShareLock);
 		return durable_ensure_index(ds, 1, ds->nkeys, false);
 	}
-	index = find_key_index(ds, rel);
+	index = find_index(rel, KEY_HASH_INDEX, ds->nkeys);
 	if (OidIsValid(index))
 	{
 		table_close(rel, AccessShareLock);
@@ -623,7 +608,7 @@ durable_ensure_key_index(DurableState *ds)
 	ptf_spi_exec_as_owner(sql.data, 0, NULL, NULL, NULL, SPI_OK_UTILITY);
 	CommandCounterIncrement();
 	rel = table_open(ds->state_relid, AccessShareLock);
-	index = find_key_index(ds, rel);
+	index = find_index(rel, KEY_HASH_INDEX, ds->nkeys);
 	table_close(rel, AccessShareLock);
 	if (!OidIsValid(index))
 		elog(ERROR, "the key index of state table %s was not made", qualified);
