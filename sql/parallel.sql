@@ -309,6 +309,21 @@ CREATE POLICY unsafe_keys ON secret AS RESTRICTIVE FOR SELECT TO regress_ptf_par
 SET ROLE regress_ptf_par_reader;
 SELECT * FROM compare($$SELECT * FROM ptf.deduplicate_keep_first(NULL::par.secret, partition_by => '{k}')$$);
 RESET ROLE;
+-- a policy an index answers: the serial call's statement reads by the index,
+-- not in block order, and the call stays serial (same answer)
+CREATE TABLE secret_few AS SELECT * FROM gen;
+CREATE INDEX ON secret_few (k);
+ANALYZE secret_few;
+ALTER TABLE secret_few ENABLE ROW LEVEL SECURITY;
+CREATE POLICY one_key ON secret_few FOR SELECT TO regress_ptf_par_reader USING (k = 7);
+GRANT SELECT ON secret_few TO regress_ptf_par_reader;
+CREATE FUNCTION plan_of(q text) RETURNS SETOF text LANGUAGE plpgsql AS
+$$ BEGIN RETURN QUERY EXECUTE 'EXPLAIN (COSTS OFF) ' || q; END $$;
+SET ROLE regress_ptf_par_reader;
+SELECT count(*) > 0 AS by_index FROM plan_of('SELECT * FROM par.secret_few') line
+ WHERE line ~ 'Index|Bitmap';
+SELECT * FROM compare($$SELECT * FROM ptf.deduplicate_keep_first(NULL::par.secret_few, partition_by => '{seq}')$$);
+RESET ROLE;
 
 RESET max_parallel_workers_per_gather;
 RESET min_parallel_table_scan_size;

@@ -51,6 +51,9 @@ typedef struct PtfSqlInput
 	SPIPlanPtr	plan;
 	bool		changelog;		/* the query returns (kind, data) */
 	TupleConversionMap *map;	/* result columns -> row type, if needed */
+
+	/* a relation read by block ranges: its started scan (sql_input_ranges_*) */
+	struct PtfSqlRanges *ranges;
 } PtfSqlInput;
 
 /*
@@ -81,6 +84,23 @@ extern void sql_input_run(PtfSqlInput *in, PtfRowSink sink, void *arg);
 
 /* The same, reading in the active snapshot (a stream's initial snapshot) */
 extern void sql_input_run_in_active_snapshot(PtfSqlInput *in, PtfRowSink sink, void *arg);
+
+/*
+ * A relation input read by ranges of blocks (a parallel call's chunks), as
+ * a sequential scan reads them.  sql_input_reads_by_ranges: is the prepared
+ * relation input (no query, no parameters) planned as a sequential scan of
+ * its relation, row-level security quals included?  If so, begin starts it
+ * once in the active snapshot (the executor checks privileges as for any
+ * SELECT), each run reads blocks [start, start + nblocks) of it in block
+ * order (nblocks past the end: to the end), and end finishes it.  A
+ * participant begins after the snapshot it reads in is active, and ends
+ * before that snapshot goes.
+ */
+extern bool sql_input_reads_by_ranges(PtfSqlInput *in);
+extern void sql_input_ranges_begin(PtfSqlInput *in);
+extern void sql_input_ranges_run(PtfSqlInput *in, BlockNumber start, BlockNumber nblocks,
+								 PtfRowSink sink, void *arg);
+extern void sql_input_ranges_end(PtfSqlInput *in);
 
 /*
  * A composite datum (a row of the slot's type) stored in a heap-tuple slot

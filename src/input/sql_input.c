@@ -13,18 +13,22 @@
  */
 #include "postgres.h"
 
+#include "access/heapam.h"
 #include "access/htup_details.h"
+#include "access/tableam.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_statistic.h"
 #include "catalog/pg_type.h"
 #include "executor/executor.h"
 #include "mb/pg_wchar.h"
+#include "parser/parsetree.h"
 #include "tcop/dest.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/plancache.h"
+#include "utils/snapmgr.h"
 #include "utils/syscache.h"
 
 #include "catalog.h"
@@ -164,7 +168,8 @@ dest_startup(DestReceiver *self, int operation, TupleDesc typeinfo)
 {
 	SqlInputDest *d = (SqlInputDest *) self;
 
-	if (d->in->changelog)
+	/* once: a relation read by ranges starts its receiver for every range */
+	if (d->in->changelog && d->data_slot == NULL)
 	{
 		AttrNumber	cols[2];
 
@@ -174,7 +179,7 @@ dest_startup(DestReceiver *self, int operation, TupleDesc typeinfo)
 		d->data_slot = MakeSingleTupleTableSlot(d->in->rowdesc,
 												&TTSOpsHeapTuple);
 	}
-	else if (d->in->map != NULL)
+	else if (!d->in->changelog && d->in->map != NULL && d->conv_slot == NULL)
 		d->conv_slot = MakeSingleTupleTableSlot(d->in->rowdesc, &TTSOpsVirtual);
 }
 
@@ -284,6 +289,30 @@ sql_input_run_in_active_snapshot(PtfSqlInput *in, PtfRowSink sink, void *arg)
 	run_input(in, sink, arg, true);
 }
 
+static void
+dest_init(SqlInputDest *dest, PtfSqlInput *in)
+{
+	memset(dest, 0, sizeof(*dest));
+	dest->pub.receiveSlot = dest_receive;
+	dest->pub.rStartup = dest_startup;
+	dest->pub.rShutdown = dest_shutdown;
+	dest->pub.rDestroy = dest_destroy;
+	dest->pub.mydest = DestNone;
+	dest->in = in;
+	dest->rowcxt = AllocSetContextCreate(CurrentMemoryContext, "ptf input row",
+										 ALLOCSET_DEFAULT_SIZES);
+}
+
+/*
+ * The slots stay, in the caller's memory: a sink may still hold the last
+ * row it was handed (apply_changelog's batch does).
+ */
+static void
+dest_free(SqlInputDest *dest)
+{
+	MemoryContextDelete(dest->rowcxt);
+}
+
 /* read_only: in the active snapshot, as SPI runs read-only statements */
 static void
 run_input(PtfSqlInput *in, PtfRowSink sink, void *arg, bool read_only)
@@ -292,17 +321,9 @@ run_input(PtfSqlInput *in, PtfRowSink sink, void *arg, bool read_only)
 	SPIExecuteOptions options;
 	int			rc;
 
-	memset(&dest, 0, sizeof(dest));
-	dest.pub.receiveSlot = dest_receive;
-	dest.pub.rStartup = dest_startup;
-	dest.pub.rShutdown = dest_shutdown;
-	dest.pub.rDestroy = dest_destroy;
-	dest.pub.mydest = DestNone;
-	dest.in = in;
+	dest_init(&dest, in);
 	dest.sink = sink;
 	dest.sink_arg = arg;
-	dest.rowcxt = AllocSetContextCreate(CurrentMemoryContext, "ptf input row",
-										ALLOCSET_DEFAULT_SIZES);
 
 	memset(&options, 0, sizeof(options));
 	options.read_only = read_only;
@@ -313,7 +334,138 @@ run_input(PtfSqlInput *in, PtfRowSink sink, void *arg, bool read_only)
 	if (rc < 0)
 		elog(ERROR, "input query failed: %s", SPI_result_code_string(rc));
 
-	MemoryContextDelete(dest.rowcxt);
+	dest_free(&dest);
+}
+
+/*
+ * Block ranges.  A parallel call's participants read its input in chunks
+ * of consecutive blocks.  A TID range scan ("WHERE ctid >= $1 AND ctid <
+ * $2") would read them without the ring of buffers PostgreSQL gives a
+ * sequential scan of a table larger than a quarter of shared_buffers
+ * (BAS_BULKREAD): every block not in shared buffers would take a buffer
+ * of the pool, evicting other tables' pages, and a parallel worker -- a
+ * fresh process -- faults in each 4 kB page of every buffer it fills
+ * (10M rows, 575 MB: 105k faults a worker, half its CPU).  So the
+ * relation's own "SELECT * FROM rel", when it is planned as a sequential
+ * scan, is started once by each participant, and its heap scan is given
+ * each range as limits (heap_setscanlimits, as a block range index build
+ * does): the executor checks privileges and applies row-level security as
+ * for the serial call's statement, and the scan has the serial call's
+ * ring, never a synchronized start.
+ */
+typedef struct PtfSqlRanges
+{
+	CachedPlan *cplan;
+	QueryDesc  *qd;
+	SeqScanState *scan;
+	SqlInputDest dest;
+} PtfSqlRanges;
+
+/* The prepared relation input's one plan, if a sequential scan of the relation; else NULL. */
+static CachedPlan *
+seqscan_plan(PtfSqlInput *in, PlannedStmt **stmt)
+{
+	CachedPlan *cplan = SPI_plan_get_cached_plan(in->plan);
+	PlannedStmt *ps;
+
+	if (cplan == NULL)
+		return NULL;
+	ps = list_length(cplan->stmt_list) == 1 ?
+		linitial_node(PlannedStmt, cplan->stmt_list) : NULL;
+	if (ps == NULL || ps->commandType != CMD_SELECT || ps->hasModifyingCTE ||
+		!IsA(ps->planTree, SeqScan) ||
+		rt_fetch(((Scan *) ps->planTree)->scanrelid, ps->rtable)->relid != in->relid)
+	{
+		ReleaseCachedPlan(cplan, NULL);
+		return NULL;
+	}
+	*stmt = ps;
+	return cplan;
+}
+
+bool
+sql_input_reads_by_ranges(PtfSqlInput *in)
+{
+	PlannedStmt *stmt;
+	CachedPlan *cplan;
+
+	if (in->query != NULL || in->nparams != 0 || in->changelog)
+		return false;
+	cplan = seqscan_plan(in, &stmt);
+	if (cplan == NULL)
+		return false;
+	ReleaseCachedPlan(cplan, NULL);
+	return true;
+}
+
+void
+sql_input_ranges_begin(PtfSqlInput *in)
+{
+	PtfSqlRanges *r;
+	PlannedStmt *stmt;
+	CachedPlanSource *src = linitial(SPI_plan_get_plan_sources(in->plan));
+	Relation	rel;
+
+	Assert(in->ranges == NULL && in->query == NULL && in->nparams == 0);
+	r = palloc0(sizeof(PtfSqlRanges));
+	r->cplan = seqscan_plan(in, &stmt);
+	if (r->cplan == NULL)
+		elog(ERROR, "the input of a parallel call is no longer planned as a sequential scan");
+	dest_init(&r->dest, in);
+	r->qd = CreateQueryDesc(stmt, src->query_string, GetActiveSnapshot(), InvalidSnapshot,
+							&r->dest.pub, NULL, NULL, 0);
+	ExecutorStart(r->qd, 0);
+	r->scan = castNode(SeqScanState, r->qd->planstate);
+	rel = r->scan->ss.ss_currentRelation;
+	if (rel->rd_tableam != GetHeapamTableAmRoutine())
+		elog(ERROR, "the input of a parallel call is not a heap table");
+	in->ranges = r;
+}
+
+void
+sql_input_ranges_run(PtfSqlInput *in, BlockNumber start, BlockNumber nblocks,
+					 PtfRowSink sink, void *arg)
+{
+	PtfSqlRanges *r = in->ranges;
+	TableScanDesc scan = r->scan->ss.ss_currentScanDesc;
+	BlockNumber size;
+
+	r->dest.sink = sink;
+	r->dest.sink_arg = arg;
+	if (scan == NULL)
+	{
+		/* what SeqNext would begin, with its ring but never a synchronized start */
+		MemoryContext old = MemoryContextSwitchTo(r->qd->estate->es_query_cxt);
+
+		scan = table_beginscan_strat(r->scan->ss.ss_currentRelation,
+									 r->qd->estate->es_snapshot, 0, NULL, true, false);
+		MemoryContextSwitchTo(old);
+		r->scan->ss.ss_currentScanDesc = scan;
+	}
+	else
+		ExecutorRewind(r->qd);	/* the table's size again; the ring kept */
+	Assert(!(scan->rs_flags & SO_ALLOW_SYNC));
+	size = ((HeapScanDesc) scan)->rs_nblocks;
+	if (start >= size)
+		return;
+	heap_setscanlimits(scan, start, Min(nblocks, size - start));
+	ExecutorRun(r->qd, ForwardScanDirection, 0, false);
+}
+
+void
+sql_input_ranges_end(PtfSqlInput *in)
+{
+	PtfSqlRanges *r = in->ranges;
+
+	if (r == NULL)
+		return;
+	ExecutorFinish(r->qd);
+	ExecutorEnd(r->qd);
+	FreeQueryDesc(r->qd);
+	ReleaseCachedPlan(r->cplan, NULL);
+	dest_free(&r->dest);
+	pfree(r);
+	in->ranges = NULL;
 }
 
 uint64
