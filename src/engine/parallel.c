@@ -35,9 +35,9 @@
  * buffers it filled, half its CPU (keep-first over 10M rows, 575 MB,
  * 10k keys, from a cold pool: 105k faults and 823 ms of CPU a worker,
  * 932 ms against the serial 798; through the ring 920 faults and 450 ms,
- * 487 ms against 832).  The serial
- * call's arrival order is a sequential scan's, block by block: chunk
- * order, then the order within a chunk, is that order.
+ * 487 ms against 832).  The serial call's arrival order is a sequential
+ * scan's, block by block: chunk order, then the order within a chunk, is
+ * that order.
  *
  * (A serial scan of a table larger than a quarter of shared_buffers may
  * start where another scan of it is, with synchronize_seqscans: the
