@@ -756,8 +756,12 @@ ptf_parallel_worker_run(PtfCall *call)
 			continue;
 		}
 		if (!chunk_scan_prepare(&scan, in, shared))
-			elog(ERROR, "a parallel worker of %s would read its input otherwise than its leader",
-				 call->function);
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("a parallel worker of %s would read its input otherwise than its leader",
+							call->function),
+					 errdetail("The table's plan changed while the call started (an index made, statistics gathered)."),
+					 errhint("Run the call again; SET max_parallel_workers_per_gather = 0 runs it in one process.")));
 		if (shared->mode == PTF_PARALLEL_BY_KEY)
 			share_keys = key_spec_copy(in->frame.keys, in->frame.rowdesc);
 		for (;;)

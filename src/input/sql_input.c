@@ -410,7 +410,11 @@ sql_input_ranges_begin(PtfSqlInput *in)
 	r = palloc0(sizeof(PtfSqlRanges));
 	r->cplan = seqscan_plan(in, &stmt);
 	if (r->cplan == NULL)
-		elog(ERROR, "the input of a parallel call is no longer planned as a sequential scan");
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the input of a parallel call is no longer planned as a sequential scan"),
+				 errdetail("The table's plan changed while the call started (an index made, statistics gathered)."),
+				 errhint("Run the call again; SET max_parallel_workers_per_gather = 0 runs it in one process.")));
 	dest_init(&r->dest, in);
 	r->qd = CreateQueryDesc(stmt, src->query_string, GetActiveSnapshot(), InvalidSnapshot,
 							&r->dest.pub, NULL, NULL, 0);
