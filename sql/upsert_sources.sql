@@ -227,23 +227,24 @@ CREATE TABLE lk_clicks (id text PRIMARY KEY, user_id int, ts timestamp, v int,
                         note text DEFAULT md5('x') || md5('y') || md5('z') || md5('w'));
 CREATE TABLE lk_full (LIKE lk_clicks INCLUDING ALL);
 ALTER TABLE lk_full REPLICA IDENTITY FULL;
-CREATE FUNCTION pg_temp.lk(sql text) RETURNS void LANGUAGE plpgsql AS $$
+-- the same statement on a table and on its REPLICA IDENTITY FULL twin (@T)
+CREATE FUNCTION pg_temp.on_both(a text, b text, sql text) RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
-    EXECUTE replace(sql, '@T', 'lk_clicks');
-    EXECUTE replace(sql, '@T', 'lk_full');
+    EXECUTE replace(sql, '@T', a);
+    EXECUTE replace(sql, '@T', b);
 END $$;
 SELECT count(*) FROM pg_temp.windows('lk_clicks', 'lk');
 SELECT count(*) FROM pg_temp.windows('lk_full', 'lk_full');
-SELECT pg_temp.lk($$INSERT INTO @T
+SELECT pg_temp.on_both('lk_clicks', 'lk_full', $$INSERT INTO @T
     SELECT (SELECT string_agg(md5(g::text || j), '') FROM generate_series(1, 1 + g % 60) j), g % 3,
            timestamp '2024-01-02 10:00' + g * interval '7 seconds', g
       FROM generate_series(0, 239) g$$);
 SELECT count(*) FROM pg_temp.windows('lk_clicks', 'lk');
 SELECT count(*) FROM pg_temp.windows('lk_full', 'lk_full');
-SELECT pg_temp.lk($$UPDATE @T SET v = v * 100 WHERE v % 5 = 0 OR (v % 60 = 59 AND v > 60)$$);
-SELECT pg_temp.lk($$DELETE FROM @T WHERE v % 7 = 0 OR v IN (2300, 11900, 23900)$$);
-SELECT pg_temp.lk($$UPDATE @T SET id = id || 'x' WHERE v = 59$$);
-SELECT pg_temp.lk($$INSERT INTO @T VALUES ('late', 1, '2024-01-02 11:00', 0)$$);
+SELECT pg_temp.on_both('lk_clicks', 'lk_full', $$UPDATE @T SET v = v * 100 WHERE v % 5 = 0 OR (v % 60 = 59 AND v > 60)$$);
+SELECT pg_temp.on_both('lk_clicks', 'lk_full', $$DELETE FROM @T WHERE v % 7 = 0 OR v IN (2300, 11900, 23900)$$);
+SELECT pg_temp.on_both('lk_clicks', 'lk_full', $$UPDATE @T SET id = id || 'x' WHERE v = 59$$);
+SELECT pg_temp.on_both('lk_clicks', 'lk_full', $$INSERT INTO @T VALUES ('late', 1, '2024-01-02 11:00', 0)$$);
 CREATE TEMP TABLE lk_out AS SELECT * FROM pg_temp.windows('lk_clicks', 'lk');
 CREATE TEMP TABLE lk_full_out AS SELECT * FROM pg_temp.windows('lk_full', 'lk_full');
 SELECT count(*) AS windows, sum(n) AS n, sum(total) AS total,
@@ -256,21 +257,16 @@ CREATE TABLE lk_rates (cur text PRIMARY KEY, rate int, ts timestamp,
                        pad text DEFAULT md5('x') || md5('y') || md5('z') || md5('w'));
 CREATE TABLE lk_rates_full (LIKE lk_rates INCLUDING ALL);
 ALTER TABLE lk_rates_full REPLICA IDENTITY FULL;
-CREATE FUNCTION pg_temp.lk_rates(sql text) RETURNS void LANGUAGE plpgsql AS $$
-BEGIN
-    EXECUTE replace(sql, '@T', 'lk_rates');
-    EXECUTE replace(sql, '@T', 'lk_rates_full');
-END $$;
 SELECT count(*) FROM pg_temp.joined('lk_rates', 'tj_lk');
 SELECT count(*) FROM pg_temp.joined('lk_rates_full', 'tj_lk_full');
-SELECT pg_temp.lk_rates($$INSERT INTO @T VALUES
+SELECT pg_temp.on_both('lk_rates', 'lk_rates_full', $$INSERT INTO @T VALUES
     ((SELECT string_agg(md5(j::text), '') FROM generate_series(1, 60) j), 1, '2024-01-02 10:00')$$);
-SELECT pg_temp.lk_rates($$UPDATE @T SET rate = 2, ts = '2024-01-02 11:00'$$);
-SELECT pg_temp.lk_rates($$UPDATE @T SET rate = 3, ts = '2024-01-02 10:30'$$);
-SELECT pg_temp.lk_rates($$DELETE FROM @T$$);
+SELECT pg_temp.on_both('lk_rates', 'lk_rates_full', $$UPDATE @T SET rate = 2, ts = '2024-01-02 11:00'$$);
+SELECT pg_temp.on_both('lk_rates', 'lk_rates_full', $$UPDATE @T SET rate = 3, ts = '2024-01-02 10:30'$$);
+SELECT pg_temp.on_both('lk_rates', 'lk_rates_full', $$DELETE FROM @T$$);
 INSERT INTO orders SELECT 100 + i, (SELECT string_agg(md5(j::text), '') FROM generate_series(1, 60) j), t
   FROM unnest(ARRAY[timestamp '2024-01-02 10:15', '2024-01-02 10:45', '2024-01-02 11:15']) WITH ORDINALITY AS o (t, i);
-SELECT pg_temp.lk_rates($$INSERT INTO @T VALUES ('chf', 1, '2024-01-02 16:00')$$);
+SELECT pg_temp.on_both('lk_rates', 'lk_rates_full', $$INSERT INTO @T VALUES ('chf', 1, '2024-01-02 16:00')$$);
 INSERT INTO orders VALUES (104, 'chf', '2024-01-02 16:00');
 SELECT id, length(cur), rate FROM pg_temp.joined('lk_rates', 'tj_lk');
 SELECT id, length(cur), rate FROM pg_temp.joined('lk_rates_full', 'tj_lk_full');
