@@ -277,10 +277,10 @@ chunk_scan_prepare(ChunkScan *cs, const PtfCallInput *in, ParShared *shared)
 	memset(cs, 0, sizeof(*cs));
 	cs->shared = shared;
 	cs->cxt = CurrentMemoryContext;
-	cs->sql.relid = in->arg.relid;
-	cs->sql.rowdesc = in->arg.rowdesc;
-	sql_input_prepare(&cs->sql);
-	Assert(!cs->sql.changelog);
+	/* the call's own input statement, prepared (and checked parallel safe, call_workers) */
+	Assert(in->query == NULL && in->sql.plan != NULL && !in->sql.changelog);
+	cs->sql = in->sql;
+	cs->sql.ranges = NULL;
 	return sql_input_reads_by_ranges(&cs->sql);
 }
 
@@ -1152,9 +1152,8 @@ ptf_parallel_begin(PtfCall *call)
 	if (nworkers <= 0)
 		return NULL;
 
-	/* the input's statement: read by block range, parallel safe (with its security quals) */
-	if (!chunk_scan_prepare(scan, &call->inputs[call->parallel_input], NULL) ||
-		!plan_parallel_safe(scan->sql.plan))
+	/* the input's statement, read by block range */
+	if (!chunk_scan_prepare(scan, &call->inputs[call->parallel_input], NULL))
 		return NULL;
 
 	/* the call's arguments as the workers get them: types in constants, values apart */
