@@ -77,8 +77,12 @@ for my $name (sort keys %calls)
                (SELECT count(*) FROM got);
     });
 	cmp_ok($launched, '>=', 1, "$name: parallel workers ran");
-	# three participants' rings of 32 buffers, and a little slack
-	cmp_ok($held, '<=', 128, "$name: $held of $blocks blocks left in shared buffers");
+	# three participants' rings of 32 buffers, and a little slack; by key
+	# every worker reads every block at once with the others, and a ring
+	# buffer another worker has just used is not reused (its usage count),
+	# so those rings grow with the timing -- still far from the table
+	my $bound = $name =~ /^HOP/ ? int($blocks / 4) : 128;
+	cmp_ok($held, '<=', $bound, "$name: $held of $blocks blocks left in shared buffers");
 
 	my $diff = $node->safe_psql('postgres', qq{
         SET min_parallel_table_scan_size = 0;
