@@ -14,6 +14,9 @@
 #     INSERT ... ON CONFLICT DO UPDATE or DELETE per row;
 #   - the set-based way in PostgreSQL 15: the last row per key (DISTINCT
 #     ON) merged with MERGE.
+# The call and MERGE are also timed under SMALL_WORK_MEM (default 4MB,
+# PostgreSQL's default), where the changes outgrow apply_changelog's batch
+# and it sorts them as MERGE's plan does (statements named *_small).
 # Every mirror is checked against the expected final table.  The floor:
 # SELECT count(*) over the landing table in the order the call reads it;
 # each side's cost above it is printed in ns per Debezium row.
@@ -25,6 +28,7 @@ PTF_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 ROWS=${ROWS:-1000000}
 REPS=${REPS:-3}
+SMALL_WORK_MEM=${SMALL_WORK_MEM:-4MB}
 
 ptf_bench_start "work_mem = 64MB"
 dir=$PTF_BENCH_DIR
@@ -37,6 +41,8 @@ CREATE TABLE landing (seq bigint, op text, before jsonb, after jsonb, ts_ms bigi
 CREATE TABLE mirror_ptf (LIKE accounts INCLUDING ALL);
 CREATE TABLE mirror_loop (LIKE accounts INCLUDING ALL);
 CREATE TABLE mirror_merge (LIKE accounts INCLUDING ALL);
+CREATE TABLE mirror_ptf_small (LIKE accounts INCLUDING ALL);
+CREATE TABLE mirror_merge_small (LIKE accounts INCLUDING ALL);
 -- the change sequence: creates, then updates of random keys, then deletes
 CREATE TEMP TABLE ev AS
 WITH ops AS (
@@ -89,17 +95,27 @@ merge|MERGE INTO mirror_merge m USING (SELECT DISTINCT ON (id) id, op, after FRO
 LIST
 }
 
+# the same two under little work_mem, into mirrors of their own
+statements_all() {
+    statements
+    statements | awk -F'|' '$1 == "ptf" || $1 == "merge" { print }' |
+        sed -e 's/^ptf|/ptf_small|/; s/^merge|/merge_small|/' \
+            -e 's/mirror_ptf\b/mirror_ptf_small/g; s/mirror_merge\b/mirror_merge_small/g'
+}
+
 script=$dir/run.sql
 {
     echo "\\timing on"
     for r in $(seq 0 "$REPS"); do
-        statements | while IFS='|' read -r name sql; do
+        statements_all | while IFS='|' read -r name sql; do
             [ "$name" = floor ] || echo "TRUNCATE mirror_$name;"
             echo "CHECKPOINT;"
+            case $name in *_small) echo "SET work_mem = '$SMALL_WORK_MEM';" ;; esac
             # round 0 warms the caches and is not counted
             if [ "$r" -gt 0 ]; then echo "\\echo @@ $name"; fi
             echo "$sql \\g /dev/null"
             echo "\\echo @@"
+            case $name in *_small) echo "RESET work_mem;" ;; esac
             [ "$name" = floor ] ||
                 echo "SELECT 'mirror_$name differs from the expected table' FROM (SELECT count(*) AS n FROM ((TABLE mirror_$name EXCEPT ALL TABLE expected) UNION ALL (TABLE expected EXCEPT ALL TABLE mirror_$name)) d) c WHERE n > 0;"
         done
@@ -114,7 +130,7 @@ if grep -q "differs from the expected" "$dir/out.txt"; then
 fi
 ptf_bench_times "$dir/out.txt" >"$dir/times.txt"
 m() { ptf_bench_median "$dir/times.txt" "$1"; }
-p=$(m ptf); l=$(m loop); g=$(m merge); f=$(m floor)
+p=$(m ptf); l=$(m loop); g=$(m merge); f=$(m floor); ps=$(m ptf_small); gs=$(m merge_small)
 # ns per row above the floor
 above() { awk -v t="$1" -v f="$f" -v n="$ROWS" 'BEGIN { printf "%.0f", (t - f) * 1e6 / n }'; }
 
@@ -125,6 +141,7 @@ echo "| work | ptf | anchor | anchor ms | ratio | target |"
 echo "|---|---:|---|---:|---:|---:|"
 echo "| \`apply_changelog(from_changelog(...))\` | $p | PL/pgSQL loop in order: \`jsonb_populate_record\`, \`INSERT ... ON CONFLICT\` / \`DELETE\` | $l | $(ptf_bench_ratio "$p" "$l") | |"
 echo "| \`apply_changelog(from_changelog(...))\` | $p | set-based: last row per key (\`DISTINCT ON\`) + \`MERGE\` | $g | $(ptf_bench_ratio "$p" "$g") | <= 1.0x |"
+echo "| the same, work_mem = $SMALL_WORK_MEM | $ps | the same \`MERGE\`, work_mem = $SMALL_WORK_MEM | $gs | $(ptf_bench_ratio "$ps" "$gs") | |"
 echo
 echo "| floor: \`SELECT count(*)\` over the landing rows in seq order, ms | ptf above it, ns per row | MERGE above it, ns per row | loop above it, ns per row |"
 echo "|---:|---:|---:|---:|"

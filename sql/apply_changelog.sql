@@ -58,6 +58,62 @@ RESET work_mem;
 SELECT count(*) AS differences FROM (
     (TABLE mirror EXCEPT ALL TABLE expected) UNION ALL (TABLE expected EXCEPT ALL TABLE mirror)) d;
 
+-- ---- a batch that outgrows work_mem spills each key's changes to temporary
+-- files by the key and each key's last change is still applied once: the
+-- same table and the same counts under 1MB as in one batch under 64MB
+-- (applied batch by batch, a key updated batches after its insert would
+-- be written twice and counted so).  20,000 keys changed 3 times, with a
+-- truncation of the source after the first 6,000 changes.
+CREATE TABLE wide (seq int, kind text, data ac.mirror);
+INSERT INTO wide
+SELECT g, CASE WHEN g % 10 = 0 THEN '-D' WHEN g % 10 = 5 THEN '-U' ELSE '+U' END,
+       ROW((hashint4(g) & 2147483647) % 20000, repeat('x', 20) || g, g)::ac.mirror
+  FROM generate_series(1, 60000) g;
+INSERT INTO wide VALUES (6000, 'TRUNCATE', NULL), (6000, '+I', ROW(-1, 'after', 0)::ac.mirror);
+CREATE TABLE wide_expected AS
+SELECT (data).* FROM (
+    SELECT DISTINCT ON ((data).id) kind, data FROM wide
+     WHERE seq > 6000 OR (seq = 6000 AND kind = '+I')
+     ORDER BY (data).id, seq DESC) last
+ WHERE kind NOT IN ('-D', '-U');
+TRUNCATE mirror;
+SET work_mem = '64MB';
+CREATE TEMP TABLE counts_one AS
+SELECT * FROM apply_changelog('mirror', $$SELECT kind, data FROM ac.wide ORDER BY seq, kind = 'TRUNCATE', kind = '+I'$$);
+SELECT count(*) AS differences FROM (
+    (TABLE mirror EXCEPT ALL TABLE wide_expected) UNION ALL (TABLE wide_expected EXCEPT ALL TABLE mirror)) d;
+TRUNCATE mirror;
+SET work_mem = '1MB';
+CREATE TEMP TABLE counts_spilled AS
+SELECT * FROM apply_changelog('mirror', $$SELECT kind, data FROM ac.wide ORDER BY seq, kind = 'TRUNCATE', kind = '+I'$$);
+RESET work_mem;
+SELECT count(*) AS differences FROM (
+    (TABLE mirror EXCEPT ALL TABLE wide_expected) UNION ALL (TABLE wide_expected EXCEPT ALL TABLE mirror)) d;
+SELECT o.superseded, o.inserted, o.deleted, (SELECT s FROM counts_spilled s) = o AS same_counts
+  FROM counts_one o;
+-- spilled, a key of two columns (text first) sorts by the key index's
+-- order, and a key's changes are never split between two batches: an
+-- update's -U alone would delete a row another table references
+CREATE TABLE kv (a text, b int, v text, PRIMARY KEY (a, b));
+CREATE TABLE kv_child (a text, b int, FOREIGN KEY (a, b) REFERENCES kv);
+INSERT INTO kv SELECT 'k' || (g % 97), g, 'old' FROM generate_series(1, 20000) g;
+INSERT INTO kv_child SELECT 'k' || (g % 97), g FROM generate_series(1, 20000, 7) g;
+CREATE TABLE kv_changes AS
+SELECT g * 2 AS seq, '-U' AS kind, ROW('k' || (g % 97), g, 'old')::ac.kv AS data
+  FROM generate_series(1, 20000) g
+UNION ALL
+SELECT g * 2 + 1, '+U', ROW('k' || (g % 97), g, repeat('n', 30) || g)::ac.kv
+  FROM generate_series(1, 20000) g
+UNION ALL
+SELECT 40001 + g, '+I', ROW('new' || g, g, 'fresh')::ac.kv FROM generate_series(1, 20000) g;
+SET work_mem = '1MB';
+SELECT updates_before, updates_after, inserted, updated, superseded
+  FROM apply_changelog('kv', 'SELECT kind, data FROM ac.kv_changes ORDER BY seq');
+RESET work_mem;
+SELECT count(*) AS rows, count(*) FILTER (WHERE v = repeat('n', 30) || b) AS updated,
+       count(*) FILTER (WHERE v = 'fresh') AS fresh
+  FROM kv;
+
 -- ---- a table without a key: additions insert, retractions delete one
 -- row equal in every column (NULLs included), in order
 CREATE TABLE bag (v int, w text);

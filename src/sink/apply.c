@@ -38,11 +38,31 @@
  * keys the first had just inserted.  Room a row outgrew stays unused
  * until the batch is applied; it counts towards the batch's memory.
  *
+ * Spilling.  A keyed batch that outgrows work_mem is not applied when
+ * order does not matter: applying batch after batch writes a key once per
+ * batch it appears in (a backlog's updates of keys inserted batches
+ * before: an UPDATE each, where one INSERT of the key's last image is all
+ * the table needs -- under the default work_mem a 1M-change backlog took
+ * 3x the time of a MERGE of the last row per key).  Instead, as MERGE's
+ * plan sorts, the batch's entries -- each key's last change -- and every
+ * later change of the call go to a sort (tuplesort.c, which spills to
+ * temporary files as any sort) by the key index's order and arrival.  At
+ * the end, or before a truncation, the sorted changes go through batches
+ * as they came in: a key's changes are next to each other in their order,
+ * so each key's last change is applied once and counted as with unbounded
+ * memory (a full batch is applied before a new key, not inside a key's
+ * changes), and the batches hold consecutive keys -- new keys then go in
+ * past the index's last one, as in one batch.  Tables where order
+ * matters keep every change of a batch and may apply it change by
+ * change; they, tables without a key and a key index that cannot order
+ * its keys apply batch by batch.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
 #include "access/genam.h"
+#include "catalog/pg_am.h"
 #include "access/htup_details.h"
 #include "access/relation.h"
 #include "access/xact.h"
@@ -63,6 +83,7 @@
 #include "utils/rel.h"
 #include "utils/resowner.h"
 #include "utils/syscache.h"
+#include "utils/tuplesort.h"
 #include "utils/relcache.h"
 #include "utils/typcache.h"
 
@@ -72,6 +93,16 @@
 #include "state/keyed_state.h"
 
 #define APPLY_BATCH_ROWS 1000000
+
+/*
+ * A spilled change in the sort: the key index's columns, then these (their
+ * numbers after the key's).
+ */
+#define SPILL_ACTION	1		/* "char": 'U', 'D' or 'd', as in the batch */
+#define SPILL_KIND		2		/* int2: its RowKind */
+#define SPILL_SEQ		3		/* int8: its arrival */
+#define SPILL_ROW		4		/* its row, a datum of the table's row type */
+#define SPILL_EXTRA		4
 
 /* rows are packed into blocks of this size; larger ones are palloc'd */
 #define APPLY_BLOCK_SIZE (256 * 1024)
@@ -109,12 +140,30 @@ struct ApplySink
 								 * delete, 'B' delete (a -U), 'F' a -U
 								 * folded into its +U */
 	uint64		batch_superseded;
+
+	/* spilled changes (keyed, order not mattering): NULL when none */
+	Tuplesortstate *spill;
+	bool		spill_refused;	/* the key index cannot order the keys */
+	int64		spill_seq;		/* the next change's arrival number */
+	MemoryContext spill_cxt;	/* the sort and its slots */
+	int			spill_nkeys;
+	AttrNumber *spill_keys;		/* the key index's columns, in the row */
+	TupleTableSlot *spill_in;	/* a change into the sort */
+	TupleTableSlot *spill_out;	/* and out of it */
+	TupleTableSlot *spill_row;	/* its row, for its key */
+	ResourceOwner spill_owner;	/* the call's: the sort's tapes outlive its input's portals */
+
 	int			n;
 	int			max;			/* room in rows and action */
 	ApplyCounts counts;
 };
 
 static void free_plans(void *arg);
+static void put_keyed(ApplySink *s, TupleTableSlot *row, HeapTuple tuple, RowKind kind,
+					  char action);
+static void spill_batch(ApplySink *s);
+static void spill_change(ApplySink *s, HeapTuple tuple, RowKind kind);
+static void spill_apply(ApplySink *s);
 
 /* OPERATOR(schema.=) for a type's default equality */
 static char *
@@ -444,6 +493,7 @@ apply_sink_create(Oid relid)
 	s->plans_cb.arg = s;
 	MemoryContextRegisterResetCallback(CurrentMemoryContext, &s->plans_cb);
 
+	s->spill_owner = CurrentResourceOwner;
 	s->batch_cxt = AllocSetContextCreate(CurrentMemoryContext, "ptf apply batch",
 										 ALLOCSET_DEFAULT_SIZES);
 	s->max = 1024;
@@ -697,6 +747,18 @@ apply_batched_or_in_order(ApplySink *s)
 	apply_in_order(s);
 }
 
+/* An empty batch: what it held is applied, or spilled. */
+static void
+batch_reset(ApplySink *s)
+{
+	MemoryContextReset(s->batch_cxt);
+	s->block_free = NULL;
+	s->block_left = 0;
+	s->pending = NULL;
+	s->n = 0;
+	s->batch_superseded = 0;
+}
+
 static void
 flush(ApplySink *s)
 {
@@ -714,13 +776,7 @@ flush(ApplySink *s)
 		apply_batched_or_in_order(s);
 	else
 		apply_batched(s);
-
-	MemoryContextReset(s->batch_cxt);
-	s->block_free = NULL;
-	s->block_left = 0;
-	s->pending = NULL;
-	s->n = 0;
-	s->batch_superseded = 0;
+	batch_reset(s);
 }
 
 /*
@@ -806,6 +862,275 @@ batch_full(ApplySink *s)
 }
 
 /*
+ * A change of a keyed table into the batch: the key's entry becomes the
+ * change (action 'U' upsert, 'D' delete, 'd' a delete of a key the batch
+ * added), or, where order matters, the change is kept after it.
+ */
+static void
+put_keyed(ApplySink *s, TupleTableSlot *row, HeapTuple tuple, RowKind kind, char action)
+{
+	StateRef	ref;
+
+	if (s->pending == NULL)
+	{
+		KeyedStateSpec spec;
+
+		memset(&spec, 0, sizeof(spec));
+		spec.keys = s->keys;
+		spec.hot = sizeof(int32);
+		s->pending = keyed_state_create(&spec, s->batch_cxt);
+	}
+	if (keyed_state_lookup(s->pending, s->keys, row, 0, true, &ref) == KS_FOUND)
+	{
+		int32		prev = *(int32 *) ref.value;
+
+		Assert(prev >= 0 && prev < s->n);
+		if (action != 'U' && s->action[prev] == 'U')
+			action = 'd';
+		s->counts.superseded++;
+		s->batch_superseded++;
+		if (!s->order_matters)
+		{
+			/* the key's entry, and its room if the row fits, now the last change's */
+			s->action[prev] = action;
+			s->rows[prev] = batch_row(s, tuple, prev, &s->room[prev]);
+		}
+		else
+		{
+			s->action[prev] = 'X';
+			/* an update's two halves, one after the other */
+			if (kind == ROWKIND_UPDATE_AFTER && prev == s->n - 1 && s->step[prev] == 'B')
+				s->step[prev] = 'F';
+			*(int32 *) ref.value = s->n;
+			add_change(s, tuple, action, kind);
+		}
+	}
+	else
+	{
+		*(int32 *) ref.value = s->n;
+		add_change(s, tuple, action, kind);
+	}
+}
+
+/* ---- spilling (see the header) ---- */
+
+/* Has the batch an entry of row's key? */
+static bool
+in_batch(ApplySink *s, TupleTableSlot *row)
+{
+	StateRef	ref;
+
+	return s->pending != NULL &&
+		keyed_state_lookup(s->pending, s->keys, row, 0, false, &ref) == KS_FOUND;
+}
+
+/* A tuple over a datum of the table's row type. */
+static HeapTuple
+row_tuple(HeapTuple tmp, HeapTupleHeader td)
+{
+	tmp->t_len = HeapTupleHeaderGetDatumLength(td);
+	ItemPointerSetInvalid(&tmp->t_self);
+	tmp->t_tableOid = InvalidOid;
+	tmp->t_data = td;
+	return tmp;
+}
+
+/*
+ * The sort of a spilled call: the key index's columns, then the change's
+ * action, kind, arrival number and row, ordered by the key and the
+ * arrival.  false (nothing made) when the key index cannot order its keys
+ * (not a btree): the call then applies batch after batch.
+ */
+static bool
+spill_begin(ApplySink *s)
+{
+	Relation	index = index_open(s->key_index, AccessShareLock);
+	int			nkeys = IndexRelationGetNumberOfKeyAttributes(index);
+	AttrNumber *attnos;
+	Oid		   *ops;
+	Oid		   *collations;
+	bool	   *nulls_first;
+	TupleDesc	desc;
+	MemoryContext old;
+	ResourceOwner saved_owner;
+	int			i;
+
+	for (i = 0; i < nkeys; i++)
+		if (index->rd_index->indkey.values[i] <= 0)
+			break;
+	if (index->rd_rel->relam != BTREE_AM_OID || i < nkeys)
+	{
+		index_close(index, AccessShareLock);
+		return false;
+	}
+	if (s->spill_cxt == NULL)
+		s->spill_cxt = AllocSetContextCreate(MemoryContextGetParent(s->batch_cxt),
+											 "ptf apply spill", ALLOCSET_DEFAULT_SIZES);
+	old = MemoryContextSwitchTo(s->spill_cxt);
+	desc = CreateTemplateTupleDesc(nkeys + SPILL_EXTRA);
+	s->spill_nkeys = nkeys;
+	s->spill_keys = palloc(sizeof(AttrNumber) * nkeys);
+	attnos = palloc(sizeof(AttrNumber) * (nkeys + 1));
+	ops = palloc(sizeof(Oid) * (nkeys + 1));
+	collations = palloc(sizeof(Oid) * (nkeys + 1));
+	nulls_first = palloc0(sizeof(bool) * (nkeys + 1));
+	for (i = 0; i < nkeys; i++)
+	{
+		s->spill_keys[i] = index->rd_index->indkey.values[i];
+		Assert(s->spill_keys[i] <= s->rowdesc->natts);
+		TupleDescCopyEntry(desc, i + 1, s->rowdesc, s->spill_keys[i]);
+		attnos[i] = i + 1;
+		ops[i] = get_opfamily_member(index->rd_opfamily[i], index->rd_opcintype[i],
+									 index->rd_opcintype[i], BTLessStrategyNumber);
+		if (!OidIsValid(ops[i]))
+			elog(ERROR, "no less-than operator in the key index's operator family %u",
+				 index->rd_opfamily[i]);
+		collations[i] = index->rd_indcollation[i];
+	}
+	index_close(index, AccessShareLock);
+	attnos[nkeys] = nkeys + SPILL_SEQ;
+	ops[nkeys] = Int8LessOperator;
+	collations[nkeys] = InvalidOid;
+	TupleDescInitEntry(desc, nkeys + SPILL_ACTION, "action", CHAROID, -1, 0);
+	TupleDescInitEntry(desc, nkeys + SPILL_KIND, "kind", INT2OID, -1, 0);
+	TupleDescInitEntry(desc, nkeys + SPILL_SEQ, "seq", INT8OID, -1, 0);
+	TupleDescInitEntry(desc, nkeys + SPILL_ROW, "row", s->rowtype, -1, 0);
+	s->spill_in = MakeSingleTupleTableSlot(desc, &TTSOpsVirtual);
+	s->spill_out = MakeSingleTupleTableSlot(desc, &TTSOpsMinimalTuple);
+	s->spill_row = MakeSingleTupleTableSlot(s->rowdesc, &TTSOpsHeapTuple);
+
+	/* its tapes, the call's: they outlive the portals of its input */
+	saved_owner = CurrentResourceOwner;
+	CurrentResourceOwner = s->spill_owner;
+	s->spill = tuplesort_begin_heap(desc, nkeys + 1, attnos, ops, collations, nulls_first,
+									work_mem, NULL, TUPLESORT_NONE);
+	CurrentResourceOwner = saved_owner;
+	s->spill_seq = 0;
+	MemoryContextSwitchTo(old);
+	return true;
+}
+
+/* A change into the sort: its row (a datum of the table's row type). */
+static void
+spill_put(ApplySink *s, Datum row, RowKind kind, char action)
+{
+	TupleTableSlot *in = s->spill_in;
+	int			nkeys = s->spill_nkeys;
+	HeapTupleData tmp;
+	ResourceOwner saved_owner;
+	int			i;
+
+	Assert(action == 'U' || action == 'D' || action == 'd');
+	ExecClearTuple(in);
+	row_tuple(&tmp, DatumGetHeapTupleHeader(row));
+	for (i = 0; i < nkeys; i++)
+		in->tts_values[i] = heap_getattr(&tmp, s->spill_keys[i], s->rowdesc,
+										 &in->tts_isnull[i]);
+	in->tts_values[nkeys + SPILL_ACTION - 1] = CharGetDatum(action);
+	in->tts_values[nkeys + SPILL_KIND - 1] = Int16GetDatum((int16) kind);
+	in->tts_values[nkeys + SPILL_SEQ - 1] = Int64GetDatum(s->spill_seq++);
+	in->tts_values[nkeys + SPILL_ROW - 1] = row;
+	for (i = SPILL_ACTION; i <= SPILL_ROW; i++)
+		in->tts_isnull[nkeys + i - 1] = false;
+	ExecStoreVirtualTuple(in);
+	saved_owner = CurrentResourceOwner;
+	CurrentResourceOwner = s->spill_owner;
+	tuplesort_puttupleslot(s->spill, in);
+	CurrentResourceOwner = saved_owner;
+}
+
+/*
+ * The batch is full: its entries, each key's last change, go to the sort
+ * (begun now), and every later change after them.  Applied instead when
+ * the keys cannot be sorted.
+ */
+static void
+spill_batch(ApplySink *s)
+{
+	int			i;
+
+	Assert(s->spill == NULL && s->keys != NULL && !s->order_matters);
+	if (s->spill_refused || !spill_begin(s))
+	{
+		s->spill_refused = true;
+		flush(s);
+		return;
+	}
+	for (i = 0; i < s->n; i++)
+		spill_put(s, s->rows[i], s->action[i] == 'U' ? ROWKIND_INSERT : ROWKIND_DELETE,
+				  s->action[i]);
+	batch_reset(s);
+}
+
+/* A change while spilling: into the sort, after its key's others. */
+static void
+spill_change(ApplySink *s, HeapTuple tuple, RowKind kind)
+{
+	/* toasted values fetched: the row outlives the input's snapshot */
+	Datum		row = heap_copy_tuple_as_datum(tuple, s->rowdesc);
+
+	spill_put(s, row, kind, ROWKIND_IS_ADDITION(kind) ? 'U' : 'D');
+	pfree(DatumGetPointer(row));
+}
+
+/*
+ * Apply what was spilled: the changes by key, each key's in the order
+ * they came, into batches of consecutive keys.
+ */
+static void
+spill_apply(ApplySink *s)
+{
+	TupleTableSlot *out = s->spill_out;
+	int			nkeys = s->spill_nkeys;
+	ResourceOwner saved_owner;
+
+	if (s->spill == NULL)
+		return;
+	Assert(s->n == 0);
+	saved_owner = CurrentResourceOwner;
+	CurrentResourceOwner = s->spill_owner;
+	tuplesort_performsort(s->spill);
+	CurrentResourceOwner = saved_owner;
+	for (;;)
+	{
+		HeapTupleData tmp;
+		HeapTupleHeader row;
+		RowKind		kind;
+		char		action;
+
+		CHECK_FOR_INTERRUPTS();
+		CurrentResourceOwner = s->spill_owner;
+		if (!tuplesort_gettupleslot(s->spill, true, false, out, NULL))
+		{
+			CurrentResourceOwner = saved_owner;
+			break;
+		}
+		CurrentResourceOwner = saved_owner;
+		slot_getallattrs(out);
+		action = DatumGetChar(out->tts_values[nkeys + SPILL_ACTION - 1]);
+		kind = (RowKind) DatumGetInt16(out->tts_values[nkeys + SPILL_KIND - 1]);
+		/* a copy when the sort made the row's header short */
+		row = DatumGetHeapTupleHeader(out->tts_values[nkeys + SPILL_ROW - 1]);
+		ExecStoreHeapTuple(row_tuple(&tmp, row), s->spill_row, false);
+		/* a full batch is applied before a new key, never inside a key's changes */
+		if (s->n > 0 && batch_full(s) && !in_batch(s, s->spill_row))
+			flush(s);
+		put_keyed(s, s->spill_row, &tmp, kind, action);
+		ExecClearTuple(s->spill_row);
+		if ((Pointer) row != DatumGetPointer(out->tts_values[nkeys + SPILL_ROW - 1]))
+			pfree(row);
+	}
+	if (s->n > 0)
+		flush(s);
+	tuplesort_end(s->spill);
+	s->spill = NULL;
+	ExecDropSingleTupleTableSlot(s->spill_in);
+	ExecDropSingleTupleTableSlot(s->spill_out);
+	ExecDropSingleTupleTableSlot(s->spill_row);
+	MemoryContextReset(s->spill_cxt);
+}
+
+/*
  * A truncation of the changelog's table (to_changelog's TRUNCATE row):
  * every row of the target goes, as PostgreSQL's logical replication
  * truncates a subscriber's table -- by DELETE, as the caller, so that its
@@ -817,6 +1142,7 @@ apply_truncate(ApplySink *s)
 {
 	uint64		n;
 
+	spill_apply(s);
 	if (s->n > 0)
 		flush(s);
 	if (s->delete_all_plan == NULL)
@@ -889,59 +1215,27 @@ apply_sink_put(ApplySink *s, RowKind kind, TupleTableSlot *row)
 			s->block_left = 0;
 		}
 	}
-	else
+	else if (s->spill != NULL)
 	{
-		StateRef	ref;
-		char		action = ROWKIND_IS_ADDITION(kind) ? 'U' : 'D';
-
-		if (s->pending == NULL)
-		{
-			KeyedStateSpec spec;
-
-			memset(&spec, 0, sizeof(spec));
-			spec.keys = s->keys;
-			spec.hot = sizeof(int32);
-			s->pending = keyed_state_create(&spec, s->batch_cxt);
-		}
-		if (keyed_state_lookup(s->pending, s->keys, row, 0, true, &ref) == KS_FOUND)
-		{
-			int32		prev = *(int32 *) ref.value;
-
-			Assert(prev >= 0 && prev < s->n);
-			if (action == 'D' && s->action[prev] == 'U')
-				action = 'd';
-			s->counts.superseded++;
-			s->batch_superseded++;
-			if (!s->order_matters)
-			{
-				/* the key's entry, and its room if the row fits, now the last change's */
-				s->action[prev] = action;
-				s->rows[prev] = batch_row(s, tuple, prev, &s->room[prev]);
-			}
-			else
-			{
-				s->action[prev] = 'X';
-				/* an update's two halves, one after the other */
-				if (kind == ROWKIND_UPDATE_AFTER && prev == s->n - 1 && s->step[prev] == 'B')
-					s->step[prev] = 'F';
-				*(int32 *) ref.value = s->n;
-				add_change(s, tuple, action, kind);
-			}
-		}
-		else
-		{
-			*(int32 *) ref.value = s->n;
-			add_change(s, tuple, action, kind);
-		}
+		spill_change(s, tuple, kind);
+		return;
 	}
+	else
+		put_keyed(s, row, tuple, kind, ROWKIND_IS_ADDITION(kind) ? 'U' : 'D');
 	/* an update's halves stay in one batch: the -U alone would delete */
 	if (kind != ROWKIND_UPDATE_BEFORE && batch_full(s))
-		flush(s);
+	{
+		if (s->keys != NULL && !s->order_matters)
+			spill_batch(s);
+		else
+			flush(s);
+	}
 }
 
 void
 apply_sink_finish(ApplySink *s, ApplyCounts *counts)
 {
+	spill_apply(s);
 	if (s->n > 0)
 		flush(s);
 	*counts = s->counts;
