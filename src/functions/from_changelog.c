@@ -185,9 +185,33 @@ target_arg(FunctionCallInfo fcinfo)
 	return lookup_rowtype_tupdesc_copy(type, -1);
 }
 
-/* The call of the arguments in fcinfo, its output not yet said. */
+/*
+ * The target columns a retraction is read for: those its consumer reads
+ * and the keys partition_by gives the call's state; NULL (every column)
+ * when the consumer needs whole rows or its columns are not the target's.
+ */
+static const bool *
+retraction_keys(TupleDesc target, KeySpec *keys, const bool *consumer, int natts)
+{
+	bool	   *cols;
+	int			i;
+
+	if (consumer == NULL || natts != target->natts)
+		return NULL;
+	cols = palloc(sizeof(bool) * natts);
+	memcpy(cols, consumer, sizeof(bool) * natts);
+	for (i = 0; i < keys->ncols; i++)
+		cols[keys->cols[i].attno - 1] = true;
+	return cols;
+}
+
+/*
+ * The call of the arguments in fcinfo, its output not yet said;
+ * retraction_columns as from_changelog_run_into's.
+ */
 static void
-from_changelog_setup(FromChangelogCall *fcp, FunctionCallInfo fcinfo)
+from_changelog_setup(FromChangelogCall *fcp, FunctionCallInfo fcinfo,
+					 const bool *retraction_columns, int natts)
 {
 	PtfCall    *call = &fcp->call;
 	PtfCallInput *in;
@@ -257,6 +281,7 @@ from_changelog_setup(FromChangelogCall *fcp, FunctionCallInfo fcinfo)
 	spec.mapping = &fcp->mapping;
 	spec.skip_invalid = (strcmp(handling, "SKIP") == 0);
 	spec.retractions_from_state = !full_deletes;
+	spec.retraction_columns = retraction_keys(fcp->target, keys, retraction_columns, natts);
 	fcp->cdc = cdc_rows_create(&spec);
 
 	/*
@@ -291,7 +316,7 @@ ptf_from_changelog(PG_FUNCTION_ARGS)
 	FromChangelogCall fc;
 	int			k;
 
-	from_changelog_setup(&fc, fcinfo);
+	from_changelog_setup(&fc, fcinfo, NULL, 0);
 	ptf_call_output(&fc.call, fcinfo, &fc.out, emit_change, &fc);
 	for (k = 0; k < ROWKIND_COUNT; k++)
 		fc.kind_text[k] = CStringGetTextDatum(rowkind_short_name((RowKind) k));
@@ -299,11 +324,12 @@ ptf_from_changelog(PG_FUNCTION_ARGS)
 }
 
 void
-from_changelog_run_into(FunctionCallInfo fcinfo, PtfRowSink put, void *put_arg)
+from_changelog_run_into(FunctionCallInfo fcinfo, PtfRowSink put, void *put_arg,
+						const bool *retraction_columns, int natts)
 {
 	FromChangelogCall fc;
 
-	from_changelog_setup(&fc, fcinfo);
+	from_changelog_setup(&fc, fcinfo, retraction_columns, natts);
 	fc.put = put;
 	fc.put_arg = put_arg;
 	fc.call.fcinfo = fcinfo;

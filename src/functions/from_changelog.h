@@ -16,9 +16,12 @@
 /*
  * Run the call whose arguments fcinfo holds (its flinfo's fn_expr says
  * their types), each change to put(put_arg, kind, row, NULL); checks,
- * notices and statistics as the SQL call's.
+ * notices and statistics as the SQL call's.  retraction_columns: NULL, or
+ * the target's columns put reads of a retraction (per column of the
+ * target, natts of them): the rest of its image need not be read.
  */
-extern void from_changelog_run_into(FunctionCallInfo fcinfo, PtfRowSink put, void *put_arg);
+extern void from_changelog_run_into(FunctionCallInfo fcinfo, PtfRowSink put, void *put_arg,
+									const bool *retraction_columns, int natts);
 
 /* the C function behind ptf.from_changelog, to recognize its calls */
 extern PGDLLEXPORT Datum ptf_from_changelog(PG_FUNCTION_ARGS);

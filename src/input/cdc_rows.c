@@ -337,7 +337,9 @@ envelope_image(CdcRows *d, TupleTableSlot *row, RowKind kind, bool pair)
 		return false;
 
 	if (col->is_jsonb && d->reader != NULL &&
-		jsonb_image_read(d->reader, DatumGetJsonbP(v), d->values, d->nulls))
+		jsonb_image_read(d->reader, DatumGetJsonbP(v),
+						 ROWKIND_IS_ADDITION(kind) ? NULL : d->spec.retraction_columns,
+						 d->values, d->nulls))
 	{
 		/* a formed tuple carries the composite datum's header fields */
 		v = PointerGetDatum(heap_form_tuple(d->spec.target, d->values, d->nulls)->t_data);

@@ -29,6 +29,13 @@ typedef struct CdcRowsSpec
 	const CodeMapping *mapping;
 	bool		skip_invalid;	/* NULL and unmapped codes: skip, not fail */
 	bool		retractions_from_state; /* only their keys are needed */
+
+	/*
+	 * NULL, or the target columns a retraction's consumer reads (it deletes
+	 * by key): a jsonb image of a retraction is read for those alone, the
+	 * others left NULL.
+	 */
+	const bool *retraction_columns;
 } CdcRowsSpec;
 
 typedef struct CdcRows CdcRows;

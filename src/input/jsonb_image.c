@@ -325,7 +325,7 @@ read_value(ImageColumnReader *c, JsonbValue *v, Datum *value)
 }
 
 bool
-jsonb_image_read(JsonbImage *ji, Jsonb *image, Datum *values, bool *nulls)
+jsonb_image_read(JsonbImage *ji, Jsonb *image, const bool *only, Datum *values, bool *nulls)
 {
 	int			i;
 
@@ -339,7 +339,7 @@ jsonb_image_read(JsonbImage *ji, Jsonb *image, Datum *values, bool *nulls)
 
 		nulls[i] = true;
 		values[i] = (Datum) 0;
-		if (c->kind == COL_DROPPED)
+		if (c->kind == COL_DROPPED || (only != NULL && !only[i]))
 			continue;
 		v = getKeyJsonValueFromContainer(&image->root, c->name, c->namelen, &buf);
 		if (v == NULL || v->type == jbvNull)

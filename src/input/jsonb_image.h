@@ -33,8 +33,10 @@ extern JsonbImage *jsonb_image_create(TupleDesc target);
 
 /*
  * The image as the target's values; false when jsonb_populate_record must
- * read it (not an object, or a value the shortcuts do not cover).
+ * read it (not an object, or a value the shortcuts do not cover).  only:
+ * NULL, or the columns to read (per target column), the others NULL.
  */
-extern bool jsonb_image_read(JsonbImage *ji, Jsonb *image, Datum *values, bool *nulls);
+extern bool jsonb_image_read(JsonbImage *ji, Jsonb *image, const bool *only, Datum *values,
+							 bool *nulls);
 
 #endif							/* PTF_JSONB_IMAGE_H */

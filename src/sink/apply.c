@@ -527,6 +527,20 @@ apply_sink_rowdesc(ApplySink *s)
 	return s->rowdesc;
 }
 
+const bool *
+apply_sink_key_columns(ApplySink *s)
+{
+	bool	   *cols;
+	int			i;
+
+	if (s->keys == NULL)
+		return NULL;
+	cols = palloc0(sizeof(bool) * s->rowdesc->natts);
+	for (i = 0; i < s->keys->ncols; i++)
+		cols[s->keys->cols[i].attno - 1] = true;
+	return cols;
+}
+
 /* Run a kept plan on one array or row, in a nested SPI connection. */
 static uint64
 execute(SPIPlanPtr plan, Datum arg, uint64 *inserted)

@@ -50,6 +50,13 @@ extern ApplySink *apply_sink_create(Oid relid);
 /* the table's row type */
 extern TupleDesc apply_sink_rowdesc(ApplySink *s);
 
+/*
+ * The columns of the row type a retraction is applied by (its key: they
+ * alone are read of it), per column; NULL when the table has no key (a
+ * retraction deletes a row equal in every column).
+ */
+extern const bool *apply_sink_key_columns(ApplySink *s);
+
 /* One change; may apply a batch (through a nested SPI connection). */
 extern void apply_sink_put(ApplySink *s, RowKind kind, TupleTableSlot *row);
 
