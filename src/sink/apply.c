@@ -76,6 +76,7 @@
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
+#include "utils/datum.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
@@ -145,6 +146,7 @@ struct ApplySink
 	Tuplesortstate *spill;
 	bool		spill_refused;	/* the key index cannot order the keys */
 	int64		spill_seq;		/* the next change's arrival number */
+	Datum		spill_held;		/* a -U waiting for its +U, or 0 */
 	MemoryContext spill_cxt;	/* the sort and its slots */
 	int			spill_nkeys;
 	AttrNumber *spill_keys;		/* the key index's columns, in the row */
@@ -1076,13 +1078,74 @@ spill_batch(ApplySink *s)
 	batch_reset(s);
 }
 
-/* A change while spilling: into the sort, after its key's others. */
+/*
+ * Are the keys of two rows (datums of the table's row type) the same?
+ * Binary equality: false for keys equal only by their type's equality,
+ * which costs a -U its folding here, not its correctness.
+ */
+static bool
+same_key(ApplySink *s, Datum a, Datum b)
+{
+	HeapTupleData ta;
+	HeapTupleData tb;
+	int			i;
+
+	row_tuple(&ta, DatumGetHeapTupleHeader(a));
+	row_tuple(&tb, DatumGetHeapTupleHeader(b));
+	for (i = 0; i < s->spill_nkeys; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(s->rowdesc, s->spill_keys[i] - 1);
+		bool		anull;
+		bool		bnull;
+		Datum		av = heap_getattr(&ta, s->spill_keys[i], s->rowdesc, &anull);
+		Datum		bv = heap_getattr(&tb, s->spill_keys[i], s->rowdesc, &bnull);
+
+		if (anull || bnull || !datumIsEqual(av, bv, att->attbyval, att->attlen))
+			return false;
+	}
+	return true;
+}
+
+/* The -U held back, into the sort. */
+static void
+spill_release_held(ApplySink *s)
+{
+	if (s->spill_held == (Datum) 0)
+		return;
+	spill_put(s, s->spill_held, ROWKIND_UPDATE_BEFORE, 'D');
+	pfree(DatumGetPointer(s->spill_held));
+	s->spill_held = (Datum) 0;
+}
+
+/*
+ * A change while spilling: into the sort, after its key's others.  An
+ * update's -U waits for the next change: followed by the +U of its key,
+ * it is superseded at once, as the batch would supersede it, and the sort
+ * takes the +U alone (a Debezium update's two halves are a third of a
+ * backlog's changes).
+ */
 static void
 spill_change(ApplySink *s, HeapTuple tuple, RowKind kind)
 {
+	MemoryContext old = MemoryContextSwitchTo(s->spill_cxt);
+
 	/* toasted values fetched: the row outlives the input's snapshot */
 	Datum		row = heap_copy_tuple_as_datum(tuple, s->rowdesc);
 
+	MemoryContextSwitchTo(old);
+	if (s->spill_held != (Datum) 0 && kind == ROWKIND_UPDATE_AFTER &&
+		same_key(s, s->spill_held, row))
+	{
+		pfree(DatumGetPointer(s->spill_held));
+		s->spill_held = (Datum) 0;
+		s->counts.superseded++;
+	}
+	spill_release_held(s);
+	if (kind == ROWKIND_UPDATE_BEFORE)
+	{
+		s->spill_held = row;
+		return;
+	}
 	spill_put(s, row, kind, ROWKIND_IS_ADDITION(kind) ? 'U' : 'D');
 	pfree(DatumGetPointer(row));
 }
@@ -1101,6 +1164,7 @@ spill_apply(ApplySink *s)
 	if (s->spill == NULL)
 		return;
 	Assert(s->n == 0);
+	spill_release_held(s);
 	saved_owner = CurrentResourceOwner;
 	CurrentResourceOwner = s->spill_owner;
 	tuplesort_performsort(s->spill);
@@ -1114,6 +1178,7 @@ spill_apply(ApplySink *s)
 
 		CHECK_FOR_INTERRUPTS();
 		CurrentResourceOwner = s->spill_owner;
+		/* not copied: the batch copies what it keeps */
 		if (!tuplesort_gettupleslot(s->spill, true, false, out, NULL))
 		{
 			CurrentResourceOwner = saved_owner;
