@@ -58,34 +58,41 @@ RESET work_mem;
 SELECT count(*) AS differences FROM (
     (TABLE mirror EXCEPT ALL TABLE expected) UNION ALL (TABLE expected EXCEPT ALL TABLE mirror)) d;
 
--- ---- a batch that outgrows work_mem spills each key's changes to temporary
--- files by the key and each key's last change is still applied once: the
--- same table and the same counts under 1MB as in one batch under 64MB
--- (applied batch by batch, a key updated batches after its insert would
--- be written twice and counted so).  20,000 keys changed 3 times, with a
--- truncation of the source after the first 6,000 changes.
+-- ---- changes that outgrow work_mem are sorted by key and each key's last
+-- change is still applied once: the same table and the same counts under
+-- 1MB as in one batch under 64MB (applied batch by batch, a key updated
+-- batches after its insert would be written twice and counted so).
+-- 20,000 keys changed 3 times, with a truncation of the source after the
+-- first 30,000 changes: the sort so far is applied before it, and a new
+-- one begun after it (DEBUG1 says when).
 CREATE TABLE wide (seq int, kind text, data ac.mirror);
 INSERT INTO wide
 SELECT g, CASE WHEN g % 10 = 0 THEN '-D' WHEN g % 10 = 5 THEN '-U' ELSE '+U' END,
        ROW((hashint4(g) & 2147483647) % 20000, repeat('x', 20) || g, g)::ac.mirror
   FROM generate_series(1, 60000) g;
-INSERT INTO wide VALUES (6000, 'TRUNCATE', NULL), (6000, '+I', ROW(-1, 'after', 0)::ac.mirror);
+INSERT INTO wide VALUES (30000, 'TRUNCATE', NULL), (30000, '+I', ROW(-1, 'after', 0)::ac.mirror);
 CREATE TABLE wide_expected AS
 SELECT (data).* FROM (
     SELECT DISTINCT ON ((data).id) kind, data FROM wide
-     WHERE seq > 6000 OR (seq = 6000 AND kind = '+I')
+     WHERE seq > 30000 OR (seq = 30000 AND kind = '+I')
      ORDER BY (data).id, seq DESC) last
  WHERE kind NOT IN ('-D', '-U');
+SELECT count(*) AS expected_rows, count(*) FILTER (WHERE id = -1) AS after_truncation
+  FROM wide_expected;
 TRUNCATE mirror;
 SET work_mem = '64MB';
 CREATE TEMP TABLE counts_one AS
-SELECT * FROM apply_changelog('mirror', $$SELECT kind, data FROM ac.wide ORDER BY seq, kind = 'TRUNCATE', kind = '+I'$$);
+SELECT * FROM apply_changelog('mirror', $$SELECT kind, data FROM ac.wide ORDER BY seq, CASE kind WHEN 'TRUNCATE' THEN 1 WHEN '+I' THEN 2 ELSE 0 END$$);
 SELECT count(*) AS differences FROM (
     (TABLE mirror EXCEPT ALL TABLE wide_expected) UNION ALL (TABLE wide_expected EXCEPT ALL TABLE mirror)) d;
 TRUNCATE mirror;
 SET work_mem = '1MB';
+SET log_temp_files = -1;	-- their names are the server's
+SET client_min_messages = debug1;
 CREATE TEMP TABLE counts_spilled AS
-SELECT * FROM apply_changelog('mirror', $$SELECT kind, data FROM ac.wide ORDER BY seq, kind = 'TRUNCATE', kind = '+I'$$);
+SELECT * FROM apply_changelog('mirror', $$SELECT kind, data FROM ac.wide ORDER BY seq, CASE kind WHEN 'TRUNCATE' THEN 1 WHEN '+I' THEN 2 ELSE 0 END$$);
+RESET client_min_messages;
+RESET log_temp_files;
 RESET work_mem;
 SELECT count(*) AS differences FROM (
     (TABLE mirror EXCEPT ALL TABLE wide_expected) UNION ALL (TABLE wide_expected EXCEPT ALL TABLE mirror)) d;

@@ -9,10 +9,11 @@
  * constants), the way CDC records are applied, gives its changes straight
  * to the sink.  Run as a query, the function would first materialize every
  * change -- a backlog's spill to a temporary file -- to be read back row
- * by row; the changes and their order are the same either way.  On a
- * keyed table the sink deletes by the key, so a retraction's jsonb image
- * is read for its key columns alone (half the images of a Debezium
- * backlog are before images), its other columns NULL.
+ * by row.  The changes and their order are the same either way but for
+ * one thing: on a keyed table the sink deletes by the key, so a
+ * retraction's jsonb image is read for its key columns alone (half the
+ * images of a Debezium backlog are before images), its other columns NULL
+ * and their values unchecked.
  *
  *-------------------------------------------------------------------------
  */
@@ -131,7 +132,7 @@ run_from_changelog(FuncExpr *fexpr, ApplySink *sink)
 	}
 	/* a retraction is applied by its key: the rest of its image is not read */
 	from_changelog_run_into(fcinfo, put, sink, apply_sink_key_columns(sink),
-							apply_sink_rowdesc(sink)->natts);
+							apply_sink_rowdesc(sink)->tdtypeid);
 }
 
 Datum

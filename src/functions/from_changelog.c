@@ -191,15 +191,15 @@ target_arg(FunctionCallInfo fcinfo)
  * when the consumer needs whole rows or its columns are not the target's.
  */
 static const bool *
-retraction_keys(TupleDesc target, KeySpec *keys, const bool *consumer, int natts)
+retraction_keys(TupleDesc target, KeySpec *keys, const bool *consumer, Oid rowtype)
 {
 	bool	   *cols;
 	int			i;
 
-	if (consumer == NULL || natts != target->natts)
+	if (consumer == NULL || rowtype != target->tdtypeid)
 		return NULL;
-	cols = palloc(sizeof(bool) * natts);
-	memcpy(cols, consumer, sizeof(bool) * natts);
+	cols = palloc(sizeof(bool) * target->natts);
+	memcpy(cols, consumer, sizeof(bool) * target->natts);
 	for (i = 0; i < keys->ncols; i++)
 		cols[keys->cols[i].attno - 1] = true;
 	return cols;
@@ -211,7 +211,7 @@ retraction_keys(TupleDesc target, KeySpec *keys, const bool *consumer, int natts
  */
 static void
 from_changelog_setup(FromChangelogCall *fcp, FunctionCallInfo fcinfo,
-					 const bool *retraction_columns, int natts)
+					 const bool *retraction_columns, Oid rowtype)
 {
 	PtfCall    *call = &fcp->call;
 	PtfCallInput *in;
@@ -281,7 +281,7 @@ from_changelog_setup(FromChangelogCall *fcp, FunctionCallInfo fcinfo,
 	spec.mapping = &fcp->mapping;
 	spec.skip_invalid = (strcmp(handling, "SKIP") == 0);
 	spec.retractions_from_state = !full_deletes;
-	spec.retraction_columns = retraction_keys(fcp->target, keys, retraction_columns, natts);
+	spec.retraction_columns = retraction_keys(fcp->target, keys, retraction_columns, rowtype);
 	fcp->cdc = cdc_rows_create(&spec);
 
 	/*
@@ -316,7 +316,7 @@ ptf_from_changelog(PG_FUNCTION_ARGS)
 	FromChangelogCall fc;
 	int			k;
 
-	from_changelog_setup(&fc, fcinfo, NULL, 0);
+	from_changelog_setup(&fc, fcinfo, NULL, InvalidOid);
 	ptf_call_output(&fc.call, fcinfo, &fc.out, emit_change, &fc);
 	for (k = 0; k < ROWKIND_COUNT; k++)
 		fc.kind_text[k] = CStringGetTextDatum(rowkind_short_name((RowKind) k));
@@ -325,11 +325,11 @@ ptf_from_changelog(PG_FUNCTION_ARGS)
 
 void
 from_changelog_run_into(FunctionCallInfo fcinfo, PtfRowSink put, void *put_arg,
-						const bool *retraction_columns, int natts)
+						const bool *retraction_columns, Oid rowtype)
 {
 	FromChangelogCall fc;
 
-	from_changelog_setup(&fc, fcinfo, retraction_columns, natts);
+	from_changelog_setup(&fc, fcinfo, retraction_columns, rowtype);
 	fc.put = put;
 	fc.put_arg = put_arg;
 	fc.call.fcinfo = fcinfo;

@@ -46,23 +46,23 @@
  * 3x the time of a MERGE of the last row per key).  Instead, as MERGE's
  * plan sorts, the batch's entries -- each key's last change -- and every
  * later change of the call go to a sort (tuplesort.c, which spills to
- * temporary files as any sort) by the key index's order and arrival.  At
+ * temporary files as any sort) by the key and arrival.  At
  * the end, or before a truncation, the sorted changes go through batches
  * as they came in: a key's changes are next to each other in their order,
  * so each key's last change is applied once and counted as with unbounded
  * memory (a full batch is applied before a new key, not inside a key's
  * changes), and the batches hold consecutive keys -- new keys then go in
- * past the index's last one, as in one batch.  Tables where order
+ * past the index's last one, as in one batch, when the key index has the
+ * key types' default order (a primary key has).  Tables where order
  * matters keep every change of a batch and may apply it change by
- * change; they, tables without a key and a key index that cannot order
- * its keys apply batch by batch.
+ * change; they, tables without a key and keys of a type without a
+ * default btree order apply batch by batch.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
 #include "access/genam.h"
-#include "catalog/pg_am.h"
 #include "access/htup_details.h"
 #include "access/relation.h"
 #include "access/xact.h"
@@ -96,7 +96,7 @@
 #define APPLY_BATCH_ROWS 1000000
 
 /*
- * A spilled change in the sort: the key index's columns, then these (their
+ * A spilled change in the sort: the key's columns, then these (their
  * numbers after the key's).
  */
 #define SPILL_ACTION	1		/* "char": 'U', 'D' or 'd', as in the batch */
@@ -144,12 +144,13 @@ struct ApplySink
 
 	/* spilled changes (keyed, order not mattering): NULL when none */
 	Tuplesortstate *spill;
-	bool		spill_refused;	/* the key index cannot order the keys */
+	bool		spill_refused;	/* a key type has no default btree order */
 	int64		spill_seq;		/* the next change's arrival number */
 	Datum		spill_held;		/* a -U waiting for its +U, or 0 */
 	MemoryContext spill_cxt;	/* the sort and its slots */
+	MemoryContext spill_row_cxt;	/* a change read back, while it is put */
 	int			spill_nkeys;
-	AttrNumber *spill_keys;		/* the key index's columns, in the row */
+	AttrNumber *spill_keys;		/* the key's columns, in the row */
 	TupleTableSlot *spill_in;	/* a change into the sort */
 	TupleTableSlot *spill_out;	/* and out of it */
 	TupleTableSlot *spill_row;	/* its row, for its key */
@@ -952,16 +953,19 @@ row_tuple(HeapTuple tmp, HeapTupleHeader td)
 }
 
 /*
- * The sort of a spilled call: the key index's columns, then the change's
+ * The sort of a spilled call: the key's columns, then the change's
  * action, kind, arrival number and row, ordered by the key and the
- * arrival.  false (nothing made) when the key index cannot order its keys
- * (not a btree): the call then applies batch after batch.
+ * arrival.  The key is ordered by its types' default btree order under
+ * its columns' collations, whose equality is the one the batch matches
+ * keys by (key.h): a key's changes then sort next to each other, however
+ * the key index orders them (with the table's primary key, in its order).
+ * false (nothing made) when a key type has no default btree order: the
+ * call then applies batch after batch.
  */
 static bool
 spill_begin(ApplySink *s)
 {
-	Relation	index = index_open(s->key_index, AccessShareLock);
-	int			nkeys = IndexRelationGetNumberOfKeyAttributes(index);
+	int			nkeys = s->keys->ncols;
 	AttrNumber *attnos;
 	Oid		   *ops;
 	Oid		   *collations;
@@ -972,16 +976,15 @@ spill_begin(ApplySink *s)
 	int			i;
 
 	for (i = 0; i < nkeys; i++)
-		if (index->rd_index->indkey.values[i] <= 0)
-			break;
-	if (index->rd_rel->relam != BTREE_AM_OID || i < nkeys)
-	{
-		index_close(index, AccessShareLock);
-		return false;
-	}
+		if (!OidIsValid(lookup_type_cache(s->keys->cols[i].typid, TYPECACHE_LT_OPR)->lt_opr))
+			return false;
 	if (s->spill_cxt == NULL)
+	{
 		s->spill_cxt = AllocSetContextCreate(MemoryContextGetParent(s->batch_cxt),
 											 "ptf apply spill", ALLOCSET_DEFAULT_SIZES);
+		s->spill_row_cxt = AllocSetContextCreate(s->spill_cxt, "ptf apply spilled change",
+												 ALLOCSET_SMALL_SIZES);
+	}
 	old = MemoryContextSwitchTo(s->spill_cxt);
 	desc = CreateTemplateTupleDesc(nkeys + SPILL_EXTRA);
 	s->spill_nkeys = nkeys;
@@ -992,18 +995,14 @@ spill_begin(ApplySink *s)
 	nulls_first = palloc0(sizeof(bool) * (nkeys + 1));
 	for (i = 0; i < nkeys; i++)
 	{
-		s->spill_keys[i] = index->rd_index->indkey.values[i];
-		Assert(s->spill_keys[i] <= s->rowdesc->natts);
-		TupleDescCopyEntry(desc, i + 1, s->rowdesc, s->spill_keys[i]);
+		KeyColumn  *col = &s->keys->cols[i];
+
+		s->spill_keys[i] = col->attno;
+		TupleDescCopyEntry(desc, i + 1, s->rowdesc, col->attno);
 		attnos[i] = i + 1;
-		ops[i] = get_opfamily_member(index->rd_opfamily[i], index->rd_opcintype[i],
-									 index->rd_opcintype[i], BTLessStrategyNumber);
-		if (!OidIsValid(ops[i]))
-			elog(ERROR, "no less-than operator in the key index's operator family %u",
-				 index->rd_opfamily[i]);
-		collations[i] = index->rd_indcollation[i];
+		ops[i] = lookup_type_cache(col->typid, TYPECACHE_LT_OPR)->lt_opr;
+		collations[i] = col->collation;
 	}
-	index_close(index, AccessShareLock);
 	attnos[nkeys] = nkeys + SPILL_SEQ;
 	ops[nkeys] = Int8LessOperator;
 	collations[nkeys] = InvalidOid;
@@ -1023,6 +1022,8 @@ spill_begin(ApplySink *s)
 	CurrentResourceOwner = saved_owner;
 	s->spill_seq = 0;
 	MemoryContextSwitchTo(old);
+	ereport(DEBUG1,
+			(errmsg_internal("apply_changelog sorts the changes that outgrow work_mem")));
 	return true;
 }
 
@@ -1175,6 +1176,7 @@ spill_apply(ApplySink *s)
 		HeapTupleHeader row;
 		RowKind		kind;
 		char		action;
+		MemoryContext old_cxt;
 
 		CHECK_FOR_INTERRUPTS();
 		CurrentResourceOwner = s->spill_owner;
@@ -1192,9 +1194,20 @@ spill_apply(ApplySink *s)
 		row = DatumGetHeapTupleHeader(out->tts_values[nkeys + SPILL_ROW - 1]);
 		ExecStoreHeapTuple(row_tuple(&tmp, row), s->spill_row, false);
 		/* a full batch is applied before a new key, never inside a key's changes */
-		if (s->n > 0 && batch_full(s) && !in_batch(s, s->spill_row))
-			flush(s);
+		if (s->n > 0 && batch_full(s))
+		{
+			MemoryContext old = MemoryContextSwitchTo(s->spill_row_cxt);
+			bool		known = in_batch(s, s->spill_row);
+
+			MemoryContextSwitchTo(old);
+			if (!known)
+				flush(s);
+		}
+		/* what the key's functions leave, gone with the change */
+		old_cxt = MemoryContextSwitchTo(s->spill_row_cxt);
 		put_keyed(s, s->spill_row, &tmp, kind, action);
+		MemoryContextSwitchTo(old_cxt);
+		MemoryContextReset(s->spill_row_cxt);
 		ExecClearTuple(s->spill_row);
 		if ((Pointer) row != DatumGetPointer(out->tts_values[nkeys + SPILL_ROW - 1]))
 			pfree(row);

@@ -8,9 +8,9 @@
  * index) +I and +U upsert by the key and -U and -D delete by it.  Changes
  * are gathered in batches in which only the last change of each key is
  * applied -- the table ends as the changes in order would leave it -- by
- * one DELETE and one INSERT ... ON CONFLICT DO UPDATE per batch (changes
- * that outgrow work_mem are sorted by key first, and each key's last
- * change applied once); on a
+ * one DELETE and one INSERT ... ON CONFLICT DO UPDATE per batch (where
+ * order does not matter, changes that outgrow work_mem are sorted by key
+ * first, and each key's last change applied once); on a
  * table with other unique or exclusion constraints, a batch whose key
  * order collides is applied again change by change, in order.  On a
  * table without a key, changes are applied in order: additions inserted,
