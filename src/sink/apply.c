@@ -89,6 +89,7 @@
 #include "utils/typcache.h"
 
 #include "catalog.h"
+#include "input/input.h"
 #include "sink/apply.h"
 #include "sink/direct_insert.h"
 #include "state/keyed_state.h"
@@ -149,8 +150,6 @@ struct ApplySink
 	Datum		spill_held;		/* a -U waiting for its +U, or 0 */
 	MemoryContext spill_cxt;	/* the sort and its slots */
 	MemoryContext spill_row_cxt;	/* a change read back, while it is put */
-	int			spill_nkeys;
-	AttrNumber *spill_keys;		/* the key's columns, in the row */
 	TupleTableSlot *spill_in;	/* a change into the sort */
 	TupleTableSlot *spill_out;	/* and out of it */
 	TupleTableSlot *spill_row;	/* its row, for its key */
@@ -165,7 +164,7 @@ static void free_plans(void *arg);
 static void put_keyed(ApplySink *s, TupleTableSlot *row, HeapTuple tuple, RowKind kind,
 					  char action);
 static void spill_batch(ApplySink *s);
-static void spill_change(ApplySink *s, HeapTuple tuple, RowKind kind);
+static void spill_change(ApplySink *s, TupleTableSlot *slot, HeapTuple tuple, RowKind kind);
 static void spill_apply(ApplySink *s);
 
 /* OPERATOR(schema.=) for a type's default equality */
@@ -941,17 +940,6 @@ in_batch(ApplySink *s, TupleTableSlot *row)
 		keyed_state_lookup(s->pending, s->keys, row, 0, false, &ref) == KS_FOUND;
 }
 
-/* A tuple over a datum of the table's row type. */
-static HeapTuple
-row_tuple(HeapTuple tmp, HeapTupleHeader td)
-{
-	tmp->t_len = HeapTupleHeaderGetDatumLength(td);
-	ItemPointerSetInvalid(&tmp->t_self);
-	tmp->t_tableOid = InvalidOid;
-	tmp->t_data = td;
-	return tmp;
-}
-
 /*
  * The sort of a spilled call: the key's columns, then the change's
  * action, kind, arrival number and row, ordered by the key and the
@@ -972,7 +960,6 @@ spill_begin(ApplySink *s)
 	bool	   *nulls_first;
 	TupleDesc	desc;
 	MemoryContext old;
-	ResourceOwner saved_owner;
 	int			i;
 
 	for (i = 0; i < nkeys; i++)
@@ -987,8 +974,6 @@ spill_begin(ApplySink *s)
 	}
 	old = MemoryContextSwitchTo(s->spill_cxt);
 	desc = CreateTemplateTupleDesc(nkeys + SPILL_EXTRA);
-	s->spill_nkeys = nkeys;
-	s->spill_keys = palloc(sizeof(AttrNumber) * nkeys);
 	attnos = palloc(sizeof(AttrNumber) * (nkeys + 1));
 	ops = palloc(sizeof(Oid) * (nkeys + 1));
 	collations = palloc(sizeof(Oid) * (nkeys + 1));
@@ -997,7 +982,6 @@ spill_begin(ApplySink *s)
 	{
 		KeyColumn  *col = &s->keys->cols[i];
 
-		s->spill_keys[i] = col->attno;
 		TupleDescCopyEntry(desc, i + 1, s->rowdesc, col->attno);
 		attnos[i] = i + 1;
 		ops[i] = lookup_type_cache(col->typid, TYPECACHE_LT_OPR)->lt_opr;
@@ -1014,12 +998,8 @@ spill_begin(ApplySink *s)
 	s->spill_out = MakeSingleTupleTableSlot(desc, &TTSOpsMinimalTuple);
 	s->spill_row = MakeSingleTupleTableSlot(s->rowdesc, &TTSOpsHeapTuple);
 
-	/* its tapes, the call's: they outlive the portals of its input */
-	saved_owner = CurrentResourceOwner;
-	CurrentResourceOwner = s->spill_owner;
 	s->spill = tuplesort_begin_heap(desc, nkeys + 1, attnos, ops, collations, nulls_first,
 									work_mem, NULL, TUPLESORT_NONE);
-	CurrentResourceOwner = saved_owner;
 	s->spill_seq = 0;
 	MemoryContextSwitchTo(old);
 	ereport(DEBUG1,
@@ -1027,21 +1007,34 @@ spill_begin(ApplySink *s)
 	return true;
 }
 
+/*
+ * The sort's tapes are the call's: made while a put or the sort itself
+ * runs, they outlive the portals of the call's input.
+ */
+static ResourceOwner
+spill_owner_enter(ApplySink *s)
+{
+	ResourceOwner saved = CurrentResourceOwner;
+
+	CurrentResourceOwner = s->spill_owner;
+	return saved;
+}
+
 /* A change into the sort: its row (a datum of the table's row type). */
 static void
 spill_put(ApplySink *s, Datum row, RowKind kind, char action)
 {
 	TupleTableSlot *in = s->spill_in;
-	int			nkeys = s->spill_nkeys;
+	int			nkeys = s->keys->ncols;
 	HeapTupleData tmp;
-	ResourceOwner saved_owner;
+	ResourceOwner saved;
 	int			i;
 
 	Assert(action == 'U' || action == 'D' || action == 'd');
 	ExecClearTuple(in);
-	row_tuple(&tmp, DatumGetHeapTupleHeader(row));
+	ptf_slot_store_composite(s->spill_row, row, &tmp);
 	for (i = 0; i < nkeys; i++)
-		in->tts_values[i] = heap_getattr(&tmp, s->spill_keys[i], s->rowdesc,
+		in->tts_values[i] = slot_getattr(s->spill_row, s->keys->cols[i].attno,
 										 &in->tts_isnull[i]);
 	in->tts_values[nkeys + SPILL_ACTION - 1] = CharGetDatum(action);
 	in->tts_values[nkeys + SPILL_KIND - 1] = Int16GetDatum((int16) kind);
@@ -1050,10 +1043,10 @@ spill_put(ApplySink *s, Datum row, RowKind kind, char action)
 	for (i = SPILL_ACTION; i <= SPILL_ROW; i++)
 		in->tts_isnull[nkeys + i - 1] = false;
 	ExecStoreVirtualTuple(in);
-	saved_owner = CurrentResourceOwner;
-	CurrentResourceOwner = s->spill_owner;
+	saved = spill_owner_enter(s);
 	tuplesort_puttupleslot(s->spill, in);
-	CurrentResourceOwner = saved_owner;
+	CurrentResourceOwner = saved;
+	ExecClearTuple(s->spill_row);
 }
 
 /*
@@ -1080,31 +1073,30 @@ spill_batch(ApplySink *s)
 }
 
 /*
- * Are the keys of two rows (datums of the table's row type) the same?
- * Binary equality: false for keys equal only by their type's equality,
- * which costs a -U its folding here, not its correctness.
+ * Has row (a slot of the table's rows) the key of the held -U?  Binary
+ * equality: false for keys equal only by their type's equality, which
+ * costs a -U its folding here, not its correctness.
  */
 static bool
-same_key(ApplySink *s, Datum a, Datum b)
+held_key(ApplySink *s, TupleTableSlot *row)
 {
-	HeapTupleData ta;
-	HeapTupleData tb;
+	HeapTupleData tmp;
+	bool		same = true;
 	int			i;
 
-	row_tuple(&ta, DatumGetHeapTupleHeader(a));
-	row_tuple(&tb, DatumGetHeapTupleHeader(b));
-	for (i = 0; i < s->spill_nkeys; i++)
+	ptf_slot_store_composite(s->spill_row, s->spill_held, &tmp);
+	for (i = 0; i < s->keys->ncols && same; i++)
 	{
-		Form_pg_attribute att = TupleDescAttr(s->rowdesc, s->spill_keys[i] - 1);
+		KeyColumn  *col = &s->keys->cols[i];
 		bool		anull;
 		bool		bnull;
-		Datum		av = heap_getattr(&ta, s->spill_keys[i], s->rowdesc, &anull);
-		Datum		bv = heap_getattr(&tb, s->spill_keys[i], s->rowdesc, &bnull);
+		Datum		av = slot_getattr(s->spill_row, col->attno, &anull);
+		Datum		bv = slot_getattr(row, col->attno, &bnull);
 
-		if (anull || bnull || !datumIsEqual(av, bv, att->attbyval, att->attlen))
-			return false;
+		same = !anull && !bnull && datumIsEqual(av, bv, col->typbyval, col->typlen);
 	}
-	return true;
+	ExecClearTuple(s->spill_row);
+	return same;
 }
 
 /* The -U held back, into the sort. */
@@ -1126,7 +1118,7 @@ spill_release_held(ApplySink *s)
  * backlog's changes).
  */
 static void
-spill_change(ApplySink *s, HeapTuple tuple, RowKind kind)
+spill_change(ApplySink *s, TupleTableSlot *slot, HeapTuple tuple, RowKind kind)
 {
 	MemoryContext old = MemoryContextSwitchTo(s->spill_cxt);
 
@@ -1134,8 +1126,7 @@ spill_change(ApplySink *s, HeapTuple tuple, RowKind kind)
 	Datum		row = heap_copy_tuple_as_datum(tuple, s->rowdesc);
 
 	MemoryContextSwitchTo(old);
-	if (s->spill_held != (Datum) 0 && kind == ROWKIND_UPDATE_AFTER &&
-		same_key(s, s->spill_held, row))
+	if (s->spill_held != (Datum) 0 && kind == ROWKIND_UPDATE_AFTER && held_key(s, slot))
 	{
 		pfree(DatumGetPointer(s->spill_held));
 		s->spill_held = (Datum) 0;
@@ -1159,58 +1150,42 @@ static void
 spill_apply(ApplySink *s)
 {
 	TupleTableSlot *out = s->spill_out;
-	int			nkeys = s->spill_nkeys;
-	ResourceOwner saved_owner;
+	int			nkeys = s->keys->ncols;
+	ResourceOwner saved;
 
 	if (s->spill == NULL)
 		return;
 	Assert(s->n == 0);
 	spill_release_held(s);
-	saved_owner = CurrentResourceOwner;
-	CurrentResourceOwner = s->spill_owner;
+	saved = spill_owner_enter(s);
 	tuplesort_performsort(s->spill);
-	CurrentResourceOwner = saved_owner;
-	for (;;)
+	CurrentResourceOwner = saved;
+	/* not copied out of the sort: the batch copies what it keeps */
+	while (tuplesort_gettupleslot(s->spill, true, false, out, NULL))
 	{
 		HeapTupleData tmp;
-		HeapTupleHeader row;
 		RowKind		kind;
 		char		action;
-		MemoryContext old_cxt;
+		MemoryContext old;
 
 		CHECK_FOR_INTERRUPTS();
-		CurrentResourceOwner = s->spill_owner;
-		/* not copied: the batch copies what it keeps */
-		if (!tuplesort_gettupleslot(s->spill, true, false, out, NULL))
-		{
-			CurrentResourceOwner = saved_owner;
-			break;
-		}
-		CurrentResourceOwner = saved_owner;
 		slot_getallattrs(out);
 		action = DatumGetChar(out->tts_values[nkeys + SPILL_ACTION - 1]);
 		kind = (RowKind) DatumGetInt16(out->tts_values[nkeys + SPILL_KIND - 1]);
-		/* a copy when the sort made the row's header short */
-		row = DatumGetHeapTupleHeader(out->tts_values[nkeys + SPILL_ROW - 1]);
-		ExecStoreHeapTuple(row_tuple(&tmp, row), s->spill_row, false);
-		/* a full batch is applied before a new key, never inside a key's changes */
-		if (s->n > 0 && batch_full(s))
-		{
-			MemoryContext old = MemoryContextSwitchTo(s->spill_row_cxt);
-			bool		known = in_batch(s, s->spill_row);
 
-			MemoryContextSwitchTo(old);
-			if (!known)
-				flush(s);
-		}
-		/* what the key's functions leave, gone with the change */
-		old_cxt = MemoryContextSwitchTo(s->spill_row_cxt);
+		/*
+		 * The row (copied when the sort made its header short) and what the
+		 * key's functions leave go with the change.
+		 */
+		old = MemoryContextSwitchTo(s->spill_row_cxt);
+		ptf_slot_store_composite(s->spill_row, out->tts_values[nkeys + SPILL_ROW - 1], &tmp);
+		/* a full batch is applied before a new key, never inside a key's changes */
+		if (s->n > 0 && batch_full(s) && !in_batch(s, s->spill_row))
+			flush(s);
 		put_keyed(s, s->spill_row, &tmp, kind, action);
-		MemoryContextSwitchTo(old_cxt);
-		MemoryContextReset(s->spill_row_cxt);
+		MemoryContextSwitchTo(old);
 		ExecClearTuple(s->spill_row);
-		if ((Pointer) row != DatumGetPointer(out->tts_values[nkeys + SPILL_ROW - 1]))
-			pfree(row);
+		MemoryContextReset(s->spill_row_cxt);
 	}
 	if (s->n > 0)
 		flush(s);
@@ -1309,7 +1284,7 @@ apply_sink_put(ApplySink *s, RowKind kind, TupleTableSlot *row)
 	}
 	else if (s->spill != NULL)
 	{
-		spill_change(s, tuple, kind);
+		spill_change(s, row, tuple, kind);
 		return;
 	}
 	else
