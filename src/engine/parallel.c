@@ -267,11 +267,13 @@ typedef struct ChunkScan
  * How a participant reads chunks: the relation's own statement, its
  * sequential scan given each chunk's blocks (sql_input_ranges_run), so
  * that a large table is read through a ring of buffers, as the serial
- * call's scan reads it.  False when the statement is not planned as a
- * sequential scan (row-level security quals an index answers): then the
- * serial call's order is not block order, and the call stays serial.
+ * call's scan reads it.  The leader asks first whether the statement is
+ * planned as a sequential scan (sql_input_reads_by_ranges; not when
+ * row-level security quals an index answers: the serial call's order is
+ * then not block order, and the call stays serial); a worker's first
+ * chunk finds out again, and fails with 55000 if the plan changed since.
  */
-static bool
+static void
 chunk_scan_prepare(ChunkScan *cs, const PtfCallInput *in, ParShared *shared)
 {
 	memset(cs, 0, sizeof(*cs));
@@ -281,7 +283,6 @@ chunk_scan_prepare(ChunkScan *cs, const PtfCallInput *in, ParShared *shared)
 	Assert(in->query == NULL && in->sql.plan != NULL && !in->sql.changelog);
 	cs->sql = in->sql;
 	cs->sql.ranges = NULL;
-	return sql_input_reads_by_ranges(&cs->sql);
 }
 
 /* Read blocks [lo, hi) into sink, in the active snapshot (parallel mode: no new command). */
@@ -755,13 +756,7 @@ ptf_parallel_worker_run(PtfCall *call)
 			w->stats.other_rows += counter.rows;
 			continue;
 		}
-		if (!chunk_scan_prepare(&scan, in, shared))
-			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					 errmsg("a parallel worker of %s would read its input otherwise than its leader",
-							call->function),
-					 errdetail("The table's plan changed while the call started (an index made, statistics gathered)."),
-					 errhint("Run the call again; SET max_parallel_workers_per_gather = 0 runs it in one process.")));
+		chunk_scan_prepare(&scan, in, shared);
 		if (shared->mode == PTF_PARALLEL_BY_KEY)
 			share_keys = key_spec_copy(in->frame.keys, in->frame.rowdesc);
 		for (;;)
@@ -1153,7 +1148,8 @@ ptf_parallel_begin(PtfCall *call)
 		return NULL;
 
 	/* the input's statement, read by block range */
-	if (!chunk_scan_prepare(scan, &call->inputs[call->parallel_input], NULL))
+	chunk_scan_prepare(scan, &call->inputs[call->parallel_input], NULL);
+	if (!sql_input_reads_by_ranges(&scan->sql))
 		return NULL;
 
 	/* the call's arguments as the workers get them: types in constants, values apart */
