@@ -73,23 +73,26 @@
  *		(operators/window_partial.c): spilled with their keys when memory
  *		is short, as rows are.
  *	  - BY_KEY (window_aggregate when partial results would not pay:
- *		about as many slices, or sessions, as rows per participant): the
+ *		fewer than ten rows a slice, or a session, per participant): the
  *		keys are cut into shares by their hash (its high bits; the keyed
- *		state indexes by the low ones), one share a worker, which reads the
- *		whole input and runs the whole operator over the rows of its
- *		share's keys; output rows go to the leader, which emits them.  A
+ *		state indexes by the low ones), one share a worker, and one for
+ *		the leader when a CPU is left for it (leader_participates); each
+ *		reads the whole input and runs the whole operator over the rows of
+ *		its share's keys; workers' output rows go to the leader, which
+ *		emits them (and takes them while it reads its share).  A
  *		key's rows come in the serial order (a scan of every block from
  *		the first, never a synchronized one), so its windows are
- *		the serial call's.  Every worker pays for reading the whole table,
- *		none for partial results, and the leader only emits: it pays when
- *		a row costs the operator much more than reading it does (HOP over
- *		10k keys x 96 slices, 5M rows: 0.57-0.66x the serial call).  Not
- *		keep-first, whose rows cost about what reading them does (5M rows,
- *		500k keys: 1.05-1.25x).  The shares are the chunks claimed; a
- *		worker that finds one left over (fewer workers than planned) reads
- *		the table again for it; the leader reads only when no worker
- *		started, every share at once.  Each worker's state has the serial
- *		call's memory limit.
+ *		the serial call's.  Every participant pays for reading the whole
+ *		table, none for partial results: it pays when a row costs the
+ *		operator much more than reading it does (HOP over 10k keys x 96
+ *		slices, 5M rows: 0.57-0.66x the serial call; 10M rows, one worker
+ *		and the leader: 0.56-0.72x, where the worker alone with every key
+ *		took 0.88-1.26x).  Not keep-first, whose rows cost about what reading
+ *		them does (5M rows, 500k keys: 1.05-1.25x).  The shares are the
+ *		chunks claimed; a participant that finds one left over (fewer
+ *		workers than planned) reads the table again for it; when no worker
+ *		started, the leader reads every share at once.  Each
+ *		participant's state has the serial call's memory limit.
 
  * Rows travel in batches (a message of up to PAR_BATCH_BYTES of
  * MinimalTuples), which the leader reads in place.  The input is read in
@@ -1116,25 +1119,32 @@ usable_cpus(void)
 }
 
 /*
+ * Is a CPU left for the leader beside nworkers workers?  Not known: yes,
+ * as a Gather's leader reads.
+ */
+static bool
+cpu_left_for_leader(int nworkers)
+{
+	int			cpus = usable_cpus();
+
+	return cpus <= 0 || nworkers < cpus;
+}
+
+/*
  * Does the leader read chunks too?  As under a Gather: unless told not
- * to, with workers; SPLIT and PARTIAL only if a CPU is left for it (see
- * the header).
+ * to, with workers; SPLIT, PARTIAL and BY_KEY only if a CPU is left for
+ * it (see the header).
  */
 static bool
 leader_participates(PtfParallelMode mode, int nlaunched)
 {
-	int			cpus;
-
 	if (nlaunched == 0)
 		return true;
-	/* the shares are the workers' (see the header) */
-	if (!parallel_leader_participation || mode == PTF_PARALLEL_BY_KEY)
+	if (!parallel_leader_participation)
 		return false;
 	if (mode_ordered(mode))
 		return true;
-	cpus = usable_cpus();
-	/* not known: read, as a Gather's leader does */
-	return cpus <= 0 || nlaunched < cpus;
+	return cpu_left_for_leader(nlaunched);
 }
 
 PtfParallel *
@@ -1177,10 +1187,18 @@ ptf_parallel_begin(PtfCall *call)
 
 	if (call->parallel == PTF_PARALLEL_BY_KEY)
 	{
-		/* a share of the keys for each worker */
-		nworkers = Min(nworkers, PAR_MAX_KEY_SHARES);
+		/*
+		 * A share of the keys for each worker, and one for the leader if a
+		 * CPU is left for it: one worker on two CPUs held every key while
+		 * the leader only emitted its rows (HOP over 10k keys, 10M rows:
+		 * 0.88-1.26x the serial call; with the leader's share 0.56-0.72x).
+		 */
+		bool		leader_share = parallel_leader_participation &&
+			cpu_left_for_leader(nworkers);
+
+		nworkers = Min(nworkers, PAR_MAX_KEY_SHARES - 1);
 		chunk_blocks = 0;
-		nchunks = nworkers;
+		nchunks = nworkers + (leader_share ? 1 : 0);
 	}
 	else
 		plan_chunks(nblocks, nworkers + 1, &chunk_blocks, &nchunks);
@@ -1240,9 +1258,12 @@ ptf_parallel_begin(PtfCall *call)
 	}
 	par->nlaunched = pcxt->nworkers_launched;
 	par->leader_reads = leader_participates(call->parallel, par->nlaunched);
-	/* by key, the workers hold every key: the leader's state starts empty */
+	/*
+	 * By key, the workers hold every key but the leader's share, if it
+	 * reads: its state starts empty, or sized for a share.
+	 */
 	if (call->parallel == PTF_PARALLEL_BY_KEY && par->nlaunched > 0)
-		call->keys_share_of = -1;
+		call->keys_share_of = par->leader_reads ? nchunks : -1;
 	par->mqh = palloc0(sizeof(shm_mq_handle *) * Max(par->nlaunched, 1));
 	par->done = palloc0(sizeof(bool) * Max(par->nlaunched, 1));
 	for (i = 0; i < par->nlaunched; i++)
@@ -1539,7 +1560,8 @@ run_ordered(PtfParallel *par)
  * SPLIT, PARTIAL: the other inputs read whole, then chunks of the split
  * one as the leader can claim them, what the workers send taken every
  * PAR_DRAIN_ROWS rows the leader reads; the rest of it after.  BY_KEY: the
- * leader only takes what the workers send, unless none started.
+ * leader reads the shares it claims, each a whole read, taking what the
+ * workers send the same way; none started, every share in one read.
  */
 static void
 run_split(PtfParallel *par)
@@ -1560,7 +1582,7 @@ run_split(PtfParallel *par)
 			drain(par, true);
 			continue;
 		}
-		if (par->shared->mode == PTF_PARALLEL_BY_KEY)
+		if (par->shared->mode == PTF_PARALLEL_BY_KEY && par->nlaunched == 0)
 		{
 			/* no worker started: every share, in one read */
 			uint64		mask = 0;
@@ -1574,6 +1596,25 @@ run_split(PtfParallel *par)
 				par->own_rows += key_shares_run(par->scan, in->frame.keys,
 												par->shared->nchunks, mask,
 												frame_push, in->handle);
+			continue;
+		}
+		if (par->shared->mode == PTF_PARALLEL_BY_KEY)
+		{
+			/*
+			 * A share, read whole as a worker reads one, taking what the
+			 * workers send meanwhile: their queues block when full
+			 */
+			while ((c = claim_chunk(par->shared, PAR_OWNER_LEADER)) >= 0)
+			{
+				CountingSink counter = {frame_push, in->handle, 0, par};
+
+				par->own_rows += key_shares_run(par->scan, in->frame.keys,
+												par->shared->nchunks,
+												UINT64CONST(1) << c,
+												counting_push, &counter);
+				par->own_chunks++;
+				drain(par, true);
+			}
 			continue;
 		}
 		while ((c = claim_chunk(par->shared, PAR_OWNER_LEADER)) >= 0)

@@ -435,11 +435,12 @@ estimate_groups(Oid relid, KeySpec *keys, double *rows, double *groups)
  * key's slices (per_key of them) -- which the leader then takes in once
  * more.  The planner's statistics say how many keys (a table not analyzed
  * is tried); as PostgreSQL's planner weighs partial aggregation, a call
- * whose groups, times the participants, come near a quarter of its rows
- * stays serial.
+ * whose groups, times the participants, come near 1/min_fold of its rows
+ * -- each participant's rows folding into fewer than min_fold times as
+ * few groups -- does not pass partial results on.
  */
 bool
-ptf_partials_pay(Oid relid, KeySpec *keys, double per_key)
+ptf_partials_pay(Oid relid, KeySpec *keys, double per_key, double min_fold)
 {
 	double		rows;
 	double		groups;
@@ -458,7 +459,8 @@ ptf_partials_pay(Oid relid, KeySpec *keys, double per_key)
 	if (!estimate_groups(relid, keys, &rows, &groups))
 		return true;
 	groups = Min(groups * per_key, rows);
-	return groups * (max_parallel_workers_per_gather + 1) * 4 <= rows;
+	Assert(min_fold >= 1);
+	return groups * (max_parallel_workers_per_gather + 1) * min_fold <= rows;
 }
 
 /*

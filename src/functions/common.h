@@ -106,7 +106,7 @@ extern void ptf_input_watermark(PtfFrameInputSpec *frame, Oid relid, const char 
 								int64 delay, bool stream);
 
 /* a parallel call's partial results pay, by the statistics of relid's keys */
-extern bool ptf_partials_pay(Oid relid, KeySpec *keys, double per_key);
+extern bool ptf_partials_pay(Oid relid, KeySpec *keys, double per_key, double min_fold);
 /* relid's keys are many enough to split a call by key */
 extern bool ptf_keys_fill_shares(Oid relid, KeySpec *keys);
 

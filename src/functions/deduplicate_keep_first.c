@@ -63,12 +63,16 @@ build_dedup(PtfCall *call, const PtfOperatorEnv *env, const PtfCallBuild *b)
  * runs the operator over them once more: with about as many keys as rows
  * per participant, workers only add work (5M rows of 500k keys: 1.1-1.6x
  * the serial call).  A table read whole (not a query) goes parallel only
- * when its statistics say that first rows are few (ptf_partials_pay).
+ * when its statistics say that first rows are few (ptf_partials_pay): four
+ * rows or more a key a participant.
  */
+#define KEEP_FIRST_PARTIALS_MIN_FOLD 4
+
 static bool
 first_rows_pay(PtfCallInput *in)
 {
-	return !OidIsValid(in->arg.relid) || ptf_partials_pay(in->arg.relid, in->frame.keys, 1);
+	return !OidIsValid(in->arg.relid) ||
+		ptf_partials_pay(in->arg.relid, in->frame.keys, 1, KEEP_FIRST_PARTIALS_MIN_FOLD);
 }
 
 /* The input is planned: its shape is known, and the watermark is decided. */

@@ -903,8 +903,16 @@ time_range(Oid relid, AttrNumber attno, Oid type, PtfTime *lo, PtfTime *hi)
 /*
  * Partial aggregation pays when each participant's rows fold into far
  * fewer (key, slice) groups than rows (ptf_partials_pay): the statistics
- * say over what time, hence how many slices a key has.
+ * say over what time, hence how many slices a key has.  Far fewer: each
+ * participant holds about every group, as large a state as the serial
+ * call's, and the leader merges them all before it fires -- at 5 rows a
+ * group a participant, the call took the serial call's time (HOP 1 h / 15
+ * min, 10k keys, 10M rows, one worker: 7.7 s against 7.8), at 20 about
+ * half of it (TUMBLE 1 h, the same rows: 0.56x).  Otherwise the call is
+ * split by key, when it can be.
  */
+#define WINDOW_PARTIALS_MIN_FOLD 10
+
 static bool
 partials_pay(PtfCallInput *in, const WindowSpec *spec)
 {
@@ -913,7 +921,8 @@ partials_pay(PtfCallInput *in, const WindowSpec *spec)
 
 	if (!time_range(in->arg.relid, in->frame.on_time_attno, in->frame.on_time_type, &lo, &hi))
 		return true;
-	return ptf_partials_pay(in->arg.relid, in->frame.keys, (double) (hi - lo) / spec->slice + 1);
+	return ptf_partials_pay(in->arg.relid, in->frame.keys, (double) (hi - lo) / spec->slice + 1,
+							WINDOW_PARTIALS_MIN_FOLD);
 }
 
 /* The input is planned: its shape is known, and the watermark is decided. */
