@@ -1601,14 +1601,20 @@ run_split(PtfParallel *par)
 		if (par->shared->mode == PTF_PARALLEL_BY_KEY)
 		{
 			/*
-			 * A share, read whole as a worker reads one, taking what the
-			 * workers send meanwhile: their queues block when full
+			 * A share, read whole as a worker reads one (its keys probed
+			 * with a copy, as a worker's: the operator probes with its
+			 * own), taking what the workers send meanwhile: their queues
+			 * block when full
 			 */
+			KeySpec    *share_keys = NULL;
+
 			while ((c = claim_chunk(par->shared, PAR_OWNER_LEADER)) >= 0)
 			{
 				CountingSink counter = {frame_push, in->handle, 0, par};
 
-				par->own_rows += key_shares_run(par->scan, in->frame.keys,
+				if (share_keys == NULL)
+					share_keys = key_spec_copy(in->frame.keys, in->frame.rowdesc);
+				par->own_rows += key_shares_run(par->scan, share_keys,
 												par->shared->nchunks,
 												UINT64CONST(1) << c,
 												counting_push, &counter);
