@@ -120,8 +120,8 @@ struct PtfCall
 	uint64		expected_keys;	/* set by ptf_call_run: the planner's estimate, 0: none */
 	/*
 	 * Of those keys, the operator built here holds one share in this many
-	 * (a BY_KEY worker: engine/parallel.c); -1: none (a BY_KEY leader whose
-	 * workers hold them all); 0: all of them.
+	 * (a BY_KEY worker, or leader with a share: engine/parallel.c); -1:
+	 * none (a BY_KEY leader whose workers hold them all); 0: all of them.
 	 */
 	int			keys_share_of;
 

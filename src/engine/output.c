@@ -472,8 +472,10 @@ ptf_record_parallel_stats(int planned, int launched, uint64 worker_rows,
 }
 
 /*
- * A parallel call split by key: its state is the workers', each holding
- * the keys of its share; summed (state_bytes: the sum of their peaks).
+ * A parallel call split by key: its state is the workers' (added to the
+ * leader's, which holds a share of its own when a CPU was left for it),
+ * each holding the keys of its share; summed (state_bytes: the sum of
+ * their peaks).
  */
 void
 ptf_record_workers_state(const PtfFrameStats *workers)

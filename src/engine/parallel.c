@@ -76,7 +76,7 @@
  *		fewer than ten rows a slice, or a session, per participant): the
  *		keys are cut into shares by their hash (its high bits; the keyed
  *		state indexes by the low ones), one share a worker, and one for
- *		the leader when a CPU is left for it (leader_participates); each
+ *		the leader when the workers planned leave it a CPU; each
  *		reads the whole input and runs the whole operator over the rows of
  *		its share's keys; workers' output rows go to the leader, which
  *		emits them (and takes them while it reads its share).  A
@@ -86,8 +86,9 @@
  *		table, none for partial results: it pays when a row costs the
  *		operator much more than reading it does (HOP over 10k keys x 96
  *		slices, 5M rows: 0.57-0.66x the serial call; 10M rows, one worker
- *		and the leader: 0.56-0.72x, where the worker alone with every key
- *		took 0.88-1.26x).  Not keep-first, whose rows cost about what reading
+ *		and the leader: 0.56-0.72x, where the worker alone with every key,
+ *		parallel_leader_participation off, took 0.88-1.26x).  Not
+ *		keep-first, whose rows cost about what reading
  *		them does (5M rows, 500k keys: 1.05-1.25x).  The shares are the
  *		chunks claimed; a participant that finds one left over (fewer
  *		workers than planned) reads the table again for it; when no worker
@@ -111,8 +112,8 @@
  * transaction.  Fewer workers than planned (none included) just leave
  * more chunks to the others and the leader.  With
  * parallel_leader_participation off the leader only combines, as under a
- * Gather (unless no worker started).  When SPLIT or PARTIAL, so it does
- * when every CPU this process may run on already has a worker: reading
+ * Gather (unless no worker started).  When SPLIT, PARTIAL or BY_KEY, so it
+ * does when every CPU this process may run on already has a worker: reading
  * chunks too, the leader would only share the workers' CPUs while the
  * combining, firing and emitting that only it does wait
  * (window_aggregate TUMBLE, 2 workers on 2 CPUs, alternating builds: 5M
@@ -657,6 +658,8 @@ typedef struct KeyShareSink
 	uint64		mask;
 	bool		all;			/* every share: nothing to sort out */
 	uint64		rows;			/* passed on */
+	PtfParallel *drain_par;		/* the leader's, or NULL */
+	uint64		seen;			/* rows read, passed on or not */
 } KeyShareSink;
 
 static inline int
@@ -670,6 +673,9 @@ key_share_push(void *arg, RowKind kind, TupleTableSlot *row, const PtfRowMeta *m
 {
 	KeyShareSink *ks = (KeyShareSink *) arg;
 
+	/* by the rows read: a leader's share may pass few of them on */
+	if (ks->drain_par != NULL && ++ks->seen % PAR_DRAIN_ROWS == 0)
+		drain(ks->drain_par, true);
 	if (!ks->all &&
 		!(ks->mask & (UINT64CONST(1) << key_share(key_probe(ks->keys, row), ks->nshares))))
 		return;
@@ -679,7 +685,7 @@ key_share_push(void *arg, RowKind kind, TupleTableSlot *row, const PtfRowMeta *m
 
 static uint64
 key_shares_run(ChunkScan *scan, KeySpec *keys, int nshares, uint64 mask, PtfRowSink sink,
-			   void *arg)
+			   void *arg, PtfParallel *drain_par)
 {
 	KeyShareSink ks;
 
@@ -692,6 +698,8 @@ key_shares_run(ChunkScan *scan, KeySpec *keys, int nshares, uint64 mask, PtfRowS
 	ks.all = (mask == (nshares == PAR_MAX_KEY_SHARES ? ~UINT64CONST(0) :
 					   (UINT64CONST(1) << nshares) - 1));
 	ks.rows = 0;
+	ks.drain_par = drain_par;
+	ks.seen = 0;
 	whole_scan_run(scan, key_share_push, &ks);
 	return ks.rows;
 }
@@ -783,7 +791,7 @@ ptf_parallel_worker_run(PtfCall *call)
 				break;
 			if (shared->mode == PTF_PARALLEL_BY_KEY)
 				counter.rows = key_shares_run(&scan, share_keys, shared->nchunks,
-											  UINT64CONST(1) << c, sink, arg);
+											  UINT64CONST(1) << c, sink, arg, NULL);
 			else
 				chunk_scan_run(&scan, c, counting_push, &counter);
 			w->stats.rows_read += counter.rows;
@@ -1190,13 +1198,14 @@ ptf_parallel_begin(PtfCall *call)
 		/*
 		 * A share of the keys for each worker, and one for the leader if a
 		 * CPU is left for it: one worker on two CPUs held every key while
-		 * the leader only emitted its rows (HOP over 10k keys, 10M rows:
-		 * 0.88-1.26x the serial call; with the leader's share 0.56-0.72x).
+		 * the leader only emitted its rows (HOP over 10k keys, 10M rows,
+		 * parallel_leader_participation off: 0.88-1.26x the serial call;
+		 * with the leader's share 0.56-0.72x).
 		 */
-		bool		leader_share = parallel_leader_participation &&
-			cpu_left_for_leader(nworkers);
+		bool		leader_share;
 
 		nworkers = Min(nworkers, PAR_MAX_KEY_SHARES - 1);
+		leader_share = parallel_leader_participation && cpu_left_for_leader(nworkers);
 		chunk_blocks = 0;
 		nchunks = nworkers + (leader_share ? 1 : 0);
 	}
@@ -1595,7 +1604,7 @@ run_split(PtfParallel *par)
 			if (mask != 0)
 				par->own_rows += key_shares_run(par->scan, in->frame.keys,
 												par->shared->nchunks, mask,
-												frame_push, in->handle);
+												frame_push, in->handle, NULL);
 			continue;
 		}
 		if (par->shared->mode == PTF_PARALLEL_BY_KEY)
@@ -1603,21 +1612,19 @@ run_split(PtfParallel *par)
 			/*
 			 * A share, read whole as a worker reads one (its keys probed
 			 * with a copy, as a worker's: the operator probes with its
-			 * own), taking what the workers send meanwhile: their queues
-			 * block when full
+			 * own), taking what the workers send every PAR_DRAIN_ROWS rows
+			 * read: their queues block when full
 			 */
 			KeySpec    *share_keys = NULL;
 
 			while ((c = claim_chunk(par->shared, PAR_OWNER_LEADER)) >= 0)
 			{
-				CountingSink counter = {frame_push, in->handle, 0, par};
-
 				if (share_keys == NULL)
 					share_keys = key_spec_copy(in->frame.keys, in->frame.rowdesc);
 				par->own_rows += key_shares_run(par->scan, share_keys,
 												par->shared->nchunks,
 												UINT64CONST(1) << c,
-												counting_push, &counter);
+												frame_push, in->handle, par);
 				par->own_chunks++;
 				drain(par, true);
 			}
