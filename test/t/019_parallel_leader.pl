@@ -40,9 +40,12 @@ my %calls = (
 	  q{ptf.deduplicate_keep_first(NULL::many, partition_by => '{k}', on_time => 'ts')},
 );
 
-for my $name (sort keys %calls)
+# The call with one worker (DEBUG1 saying what the leader read), then
+# serially: the workers launched, the serial call's rows, those missing and
+# extra in the parallel call's, and the leader's "N of M chunks".
+sub one_worker
 {
-	my $call = $calls{$name};
+	my ($name, $call) = @_;
 	my ($ret, $out, $err) = $node->psql('postgres', qq{
         SET min_parallel_table_scan_size = 0;
         SET max_parallel_workers_per_gather = 1;
@@ -59,12 +62,18 @@ for my $name (sort keys %calls)
     });
 	is($ret, 0, "$name: the calls ran") or diag($err);
 	my ($launched, $diff) = split /\n/, $out;
-	is($launched, 1, "$name: one worker");
-	my ($want, $missing, $extra) = split /\|/, $diff;
-	is("$missing|$extra", "0|0", "$name: the serial call's $want rows");
-
+	my ($want, $missing, $extra) = split /\|/, $diff // '';
 	my ($own, $chunks) = $err =~ /parallel leader: (\d+) of (\d+) chunks/;
-	ok(defined $own, "$name: the leader says what it read") or diag($err);
+	diag($err) unless defined $own;
+	return ($launched, $want, $missing, $extra, $own, $chunks);
+}
+
+for my $name (sort keys %calls)
+{
+	my ($launched, $want, $missing, $extra, $own, $chunks) = one_worker($name, $calls{$name});
+	is($launched, 1, "$name: one worker");
+	is("$missing|$extra", "0|0", "$name: the serial call's $want rows");
+	ok(defined $own, "$name: the leader says what it read");
 	next unless defined $own;
 	cmp_ok($chunks, '>=', 32, "$name: $chunks chunks");
 	cmp_ok($own, '>=', 10, "$name: the leader read $own of $chunks chunks");
@@ -82,29 +91,13 @@ SKIP:
 	chomp $cpus;
 	skip "one CPU: the leader leaves it to the worker", 4 if $cpus =~ /^\d+$/ && $cpus < 2;
 
-	my $hop = q{ptf.window_aggregate(NULL::many, NULL::wa_out, 'hop', 'ts', '1 hour', '15 minutes', partition_by => '{k}', aggregates => 'count(*) AS n, sum(id) AS s')};
-	my ($ret, $out, $err) = $node->psql('postgres', qq{
+	$node->safe_psql('postgres', q{
         CREATE TYPE wa_out AS (k int, window_start timestamp, window_end timestamp, n bigint, s bigint);
-        SET min_parallel_table_scan_size = 0;
-        SET max_parallel_workers_per_gather = 1;
-        SET work_mem = '64MB';
-        SET client_min_messages = debug1;
-        CREATE TEMP TABLE got AS SELECT * FROM $hop;
-        RESET client_min_messages;
-        SELECT workers_launched FROM ptf.last_call_stats();
-        SET max_parallel_workers_per_gather = 0;
-        CREATE TEMP TABLE want AS SELECT * FROM $hop;
-        SELECT (SELECT count(*) FROM want),
-               (SELECT count(*) FROM (TABLE want EXCEPT ALL TABLE got) x),
-               (SELECT count(*) FROM (TABLE got EXCEPT ALL TABLE want) x);
     });
-	is($ret, 0, "HOP by key: the calls ran") or diag($err);
-	my ($launched, $diff) = split /\n/, $out;
-	my ($want, $missing, $extra) = split /\|/, $diff // '';
+	my ($launched, $want, $missing, $extra, $own, $shares) = one_worker('HOP by key',
+		q{ptf.window_aggregate(NULL::many, NULL::wa_out, 'hop', 'ts', '1 hour', '15 minutes', partition_by => '{k}', aggregates => 'count(*) AS n, sum(id) AS s')});
 	is("$launched|$missing|$extra", "1|0|0", "HOP by key, one worker: the serial call's $want rows");
-	my ($own, $shares) = $err =~ /parallel leader: (\d+) of (\d+) chunks/;
-	is($shares, 2, "HOP by key, one worker: a share for the worker and one for the leader")
-	  or diag($err);
+	is($shares, 2, "HOP by key, one worker: a share for the worker and one for the leader");
 	cmp_ok($own // 0, '>=', 1, "HOP by key, one worker: the leader read a share");
 }
 
