@@ -140,6 +140,58 @@ SELECT * FROM compare($$SELECT * FROM ptf.window_aggregate(NULL::win_diff.long_s
     $$SELECT k, date_bin('1 minute', ts, '2000-01-01'), date_bin('1 minute', ts, '2000-01-01') + interval '1 minute',
              count(*), sum(v) FROM win_diff.long_span GROUP BY 1, 2, 3$$);
 
+-- Dense slice sets (state/keyed_state.c): a key's slices lie on the grid of
+-- the slice and are kept one entry per grid point, holes between, found by
+-- arithmetic.  Key 1 arrives in descending time (each new slice extends its
+-- set at the front); key 2 in ascending time, then a row 30 days later (too
+-- sparse: sorted again), then rows between; key 3 first at both ends of a
+-- day (sorted), then the day's slices in no order, twice (dense once they
+-- fill a quarter of its span).  In memory and spilled.
+CREATE TABLE dense AS
+SELECT 1 AS k, 1000000 - i AS seq, timestamp '2024-03-01' + i * interval '5 minutes' AS ts, i % 13 AS v
+  FROM generate_series(0, 575) i
+UNION ALL
+SELECT 2, 2000000 + i, timestamp '2024-03-01 00:01' + i * interval '5 minutes', i % 7
+  FROM generate_series(0, 287) i
+UNION ALL SELECT 2, 2001000, timestamp '2024-03-31', 5
+UNION ALL
+SELECT 2, 2002000 + i, timestamp '2024-03-01 00:02' + (i * 37 % 8640) * interval '5 minutes', i % 5
+  FROM generate_series(0, 99) i
+UNION ALL SELECT 3, 3000000, timestamp '2024-03-02 00:00', 1
+UNION ALL SELECT 3, 3000001, timestamp '2024-03-02 23:55', 2
+UNION ALL
+SELECT 3, 3000002 + i, timestamp '2024-03-02' + (i * 97 % 288) * interval '5 minutes' + interval '3 minutes', i % 11
+  FROM generate_series(0, 575) i;
+CREATE FUNCTION dense_ours(win text, size interval, step interval DEFAULT NULL)
+RETURNS SETOF win_diff.span_row LANGUAGE sql AS $$
+    SELECT * FROM ptf.window_aggregate(NULL::win_diff.dense, NULL::win_diff.span_row, win, 'ts',
+        size, step, partition_by => '{k}', aggregates => 'count(*) AS n, sum(v) AS s',
+        query => 'SELECT * FROM win_diff.dense ORDER BY seq')
+$$;
+CREATE FUNCTION dense_plain(windows text) RETURNS text LANGUAGE sql AS $$
+    SELECT format($q$SELECT k, ws, we, count(*), sum(v) FROM win_diff.dense, LATERAL (%s) w(ws, we)
+                     GROUP BY k, ws, we$q$, windows)
+$$;
+SELECT * FROM compare($$SELECT * FROM win_diff.dense_ours('tumble', '5 minutes')$$,
+    win_diff.dense_plain($$SELECT date_bin('5 minutes', ts, '2000-01-01'),
+                                  date_bin('5 minutes', ts, '2000-01-01') + interval '5 minutes'$$));
+SELECT * FROM compare($$SELECT * FROM win_diff.dense_ours('hop', '1 hour', '5 minutes')$$,
+    win_diff.dense_plain($$SELECT date_bin('5 minutes', ts, '2000-01-01') - i * interval '5 minutes',
+                                  date_bin('5 minutes', ts, '2000-01-01') - i * interval '5 minutes' + interval '1 hour'
+                             FROM generate_series(0, 11) i$$));
+SELECT * FROM compare($$SELECT * FROM win_diff.dense_ours('cumulate', '1 hour', '5 minutes')$$,
+    win_diff.dense_plain($$SELECT date_bin('1 hour', ts, '2000-01-01'),
+                                  date_bin('1 hour', ts, '2000-01-01') + j * interval '5 minutes'
+                             FROM generate_series(1, 12) j
+                            WHERE date_bin('1 hour', ts, '2000-01-01') + j * interval '5 minutes' > ts$$));
+SET work_mem = '64kB';
+SELECT * FROM compare($$SELECT * FROM win_diff.dense_ours('hop', '1 hour', '5 minutes')$$,
+    win_diff.dense_plain($$SELECT date_bin('5 minutes', ts, '2000-01-01') - i * interval '5 minutes',
+                                  date_bin('5 minutes', ts, '2000-01-01') - i * interval '5 minutes' + interval '1 hour'
+                             FROM generate_series(0, 11) i$$));
+SELECT rows_spilled > 0 AS spilled FROM last_call_stats();
+RESET work_mem;
+
 -- SESSION with array_agg over 3000 keys: each session's states have a
 -- memory context of their own, and the state's memory is measured for
 -- fewer of the new keys (keyed_state.c, over_budget); in memory and

@@ -206,6 +206,8 @@ window_get(WinAggOp *wa, StateRecord *rec, PtfTime end, bool *created)
 
 			if (s > end)
 				break;
+			if (sv == NULL)
+				continue;		/* a hole of the grid */
 			wv->nrows += sv->nrows;
 			aggs_moving_add_rows(wa->aggs, wv->accs, wv->mem, &sv->rows);
 		}
@@ -276,6 +278,8 @@ window_evict(PtfOperator *op, StateRef *ref)
 			int64		ns;
 			void	   *v = keyed_state_ns_at(ks, ref->rec, space, i, &ns);
 
+			if (v == NULL)
+				continue;		/* a hole of the grid */
 			if (space == SPACE_SESSIONS)
 			{
 				if (((SessionValue *) v)->mem)
@@ -574,6 +578,8 @@ slide_slices(WinAggOp *wa, StateRecord *rec, PtfTime lo, PtfTime hi, bool take_a
 
 		if (slices[i].ns > hi)
 			break;
+		if (sv == NULL)
+			continue;			/* a hole of the grid */
 		wa->slide_nrows += take_away ? -sv->nrows : sv->nrows;
 		if (!aggs_slide_add(wa->aggs, wa->slide, sv->accs, take_away))
 			return false;
@@ -654,6 +660,8 @@ combine_slices(WinAggOp *wa, StateRecord *rec, PtfTime start, PtfTime e)
 
 		if (s > e)
 			break;
+		if (sv == NULL)
+			continue;			/* a hole of the grid */
 		__builtin_prefetch(sv);
 		__builtin_prefetch((char *) sv + 64);
 	}
@@ -664,6 +672,8 @@ combine_slices(WinAggOp *wa, StateRecord *rec, PtfTime start, PtfTime e)
 
 		if (s > e)
 			break;
+		if (sv == NULL)
+			continue;
 		nrows += sv->nrows;
 		aggs_window_add_slice(wa->aggs, sv->accs, &sv->rows);
 	}
@@ -1162,6 +1172,12 @@ window_agg_create(const WindowAggOptions *opts, const PtfOperatorEnv *env)
 		sizeof(AggAcc) * aggs_nmoving(wa->aggs);
 	ks.ns_value_size[SPACE_SESSIONS] = offsetof(SessionValue, accs) +
 		sizeof(AggAcc) * aggs_nsliced(wa->aggs);
+	/*
+	 * Slice ends lie on the grid of the slice: found by arithmetic in a
+	 * key's dense set, not searched (rows out of time order insert between).
+	 */
+	if (opts->spec.kind != WINDOW_SESSION)
+		ks.ns_grid[SPACE_SLICES] = opts->spec.slice;
 	ks.mem_limit = env->mem_limit;
 	ks.expected_keys = env->expected_keys;
 	/* timers point at records; keys go when their windows have fired */

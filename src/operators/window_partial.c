@@ -116,6 +116,8 @@ emit_key_partials(StateRef *ref, void *arg)
 		SliceValue *sv = keyed_state_ns_at(ks, ref->rec, SPACE_SLICES, i, &s);
 		bytea	   *states = NULL;
 
+		if (sv == NULL)
+			continue;			/* a hole of the grid */
 		ExecClearTuple(slot);
 		memcpy(slot->tts_values, wa->keyvals, sizeof(Datum) * ec->nkeys);
 		memcpy(slot->tts_isnull, wa->keynulls, sizeof(bool) * ec->nkeys);

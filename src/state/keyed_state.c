@@ -14,9 +14,16 @@
  * changed.
  *
  * Namespaces: an NsSet is a sorted array of (namespace, value pointer,
- * TID, flags) entries, searched by bisection -- a key holds a handful
+ * TID, flags) entries, searched by interpolation -- a key holds a handful
  * (open slices, versions), and the order is what operators walk (slices
- * by end, versions by time).  Values have the size their space declares
+ * by end, versions by time).  A space whose namespaces lie on a grid (the
+ * slice ends of a window) keeps its sets dense when they are not durable:
+ * one entry per grid point between the first and the last, holes (value
+ * NULL) between them, so that ns is at (ns - first) / step and a row out of
+ * time order fills a hole instead of moving entries (HOP over 5M rows in
+ * random order: the search and the merging of out-of-order entries were a
+ * fifth of the call).  A set too sparse for that -- more than four grid
+ * points an entry -- stays sorted.  Values have the size their space declares
  * and come from the arena, recycled through a free list per space; they
  * never move, only the entries do.  Why not TupleHashTable
  * (execGrouping.c)?  It keeps a MinimalTuple and a separately palloc'd
@@ -42,6 +49,7 @@
 #include "postgres.h"
 
 #include "common/hashfn.h"
+#include "common/int.h"
 #include "nodes/pg_list.h"
 #include "port/pg_bitutils.h"
 #include "utils/memutils.h"
@@ -555,6 +563,8 @@ ns_search(NsSet *set, int64 ns)
 	int			lo = 0;
 	int			hi = set->n - set->tail;
 
+	Assert(set->tail >= 0);
+
 	if (hi == 0 || set->entries[hi - 1].ns < ns)
 		return hi;
 	if (set->entries[hi - 1].ns == ns)
@@ -601,6 +611,50 @@ ns_search(NsSet *set, int64 ns)
 	return ns_bisect(set->entries, lo, hi, ns);
 }
 
+static inline bool
+ns_is_dense(const NsSet *set)
+{
+	return set->tail == NS_DENSE;
+}
+
+/*
+ * The first position of a dense set whose ns >= ns, from its first two
+ * entries alone (holes carry their grid point's ns): the line stage 2 of
+ * the staged prefetch asks for.
+ */
+static inline int
+ns_dense_lower_bound(const NsSet *set, int64 ns)
+{
+	const NsEntry *e = set->entries;
+	int64		step;
+	int64		d;
+	int64		i;
+
+	Assert(ns_is_dense(set));
+	if (set->n == 0 || ns <= e[0].ns)
+		return 0;
+	if (set->n == 1)
+		return 1;
+	step = e[1].ns - e[0].ns;
+	Assert(step > 0);
+	if (pg_sub_s64_overflow(ns, e[0].ns, &d))
+		return set->n;
+	i = d / step + (d % step != 0);
+	return (int) Min(i, (int64) set->n);
+}
+
+/*
+ * Where ns is or would go in a dense set: hint when it holds ns (a
+ * position an earlier stage found), else by arithmetic -- a division.
+ */
+static inline int
+ns_dense_at(const NsSet *set, int64 ns, int64 hint)
+{
+	if (hint >= 0 && hint < set->n && set->entries[hint].ns == ns)
+		return (int) hint;
+	return ns_dense_lower_bound(set, ns);
+}
+
 /* Position of the first tail entry >= ns (the tail is sorted too). */
 static inline int
 ns_tail_search(NsSet *set, int64 ns)
@@ -627,9 +681,17 @@ ns_tail_index(NsSet *set, int64 ns)
 static inline int
 ns_locate(NsSet *set, int64 ns, int *lb)
 {
-	int			sorted = set->n - set->tail;
-	int			i = ns_search(set, ns);
+	int			sorted;
+	int			i;
 
+	if (ns_is_dense(set))
+	{
+		i = ns_dense_lower_bound(set, ns);
+		*lb = i;
+		return (i < set->n && set->entries[i].ns == ns && set->entries[i].value != NULL) ? i : -1;
+	}
+	sorted = set->n - set->tail;
+	i = ns_search(set, ns);
 	*lb = i;
 	if (i < sorted && set->entries[i].ns == ns)
 		return i;
@@ -648,7 +710,7 @@ ns_index(NsSet *set, int64 ns)
 static inline int
 ns_floor(NsSet *set, int64 ns)
 {
-	int			i = ns_search(set, ns);
+	int			i = ns_search(set, ns);	/* (no grid space floors) */
 
 	if (i < set->n - set->tail && set->entries[i].ns == ns)
 		return i;
@@ -761,12 +823,47 @@ ks_ns_value_free(KeyedState *ks, int space, void *v)
 	fl->items[fl->n++] = v;
 }
 
+/*
+ * Entry i of a dense set becomes a hole; holes at the ends go, so that the
+ * ends stay entries (an emptied set is an empty sorted one again).  Dense
+ * sets are never durable: no tuple to note dead.
+ */
+static void
+ns_dense_drop_at(KeyedState *ks, NsSet *set, int space, int i)
+{
+	NsEntry    *e = &set->entries[i];
+
+	Assert(!ks->durable && e->value != NULL && !(e->flags & RECORD_STORED));
+	ks_ns_value_free(ks, space, e->value);
+	e->value = NULL;
+	if (i == 0)
+		while (set->n > 0 && set->entries[0].value == NULL)
+		{
+			set->entries++;
+			set->off++;
+			set->n--;
+		}
+	while (set->n > 0 && set->entries[set->n - 1].value == NULL)
+		set->n--;
+	if (set->n == 0)
+	{
+		set->entries -= set->off;
+		set->off = 0;
+		set->tail = 0;
+	}
+}
+
 /* Drop entry i of a set: its tuple is dead, its value recycled. */
 static void
 ns_drop_at(KeyedState *ks, NsSet *set, int space, int i)
 {
 	NsEntry    *e = &set->entries[i];
 
+	if (ns_is_dense(set))
+	{
+		ns_dense_drop_at(ks, set, space, i);
+		return;
+	}
 	if (e->flags & RECORD_STORED)
 		note_dead(ks, &e->tid);
 	ks_ns_value_free(ks, space, e->value);
@@ -802,7 +899,7 @@ clear_namespaces(KeyedState *ks, StateRecord *rec)
 		NsSet	   *set = ks_ns_set(ks, rec, space);
 
 		while (set->n > 0)
-			ns_drop_at(ks, set, space, set->n - 1);
+			ns_drop_at(ks, set, space, set->n - 1);	/* (a dense set's last is no hole) */
 		Assert(set->tail == 0);
 		if (set->entries != NULL)
 			pfree(set->entries - set->off);
@@ -839,6 +936,191 @@ ns_room_at_end(KeyedState *ks, NsSet *set)
 	}
 }
 
+/* entry e as grid point ns, with no value yet: a hole */
+static inline void
+ns_hole(NsEntry *e, int64 ns)
+{
+	e->ns = ns;
+	e->value = NULL;
+	ItemPointerSetInvalid(&e->tid);
+	e->flags = 0;
+}
+
+/*
+ * Entries to allocate for a dense set of len: all of the AllocSet chunk it
+ * takes (a power of two, up to 8 kB), else half more -- a larger array is
+ * malloc'd and freed on its own, its pages faulted in anew each call.
+ */
+static int
+ns_dense_cap(int len)
+{
+	Size		bytes = pg_nextpower2_64(sizeof(NsEntry) * ((uint64) len + 2));
+
+	if (bytes > 8192)
+		return len + len / 2;
+	return (int) (bytes / sizeof(NsEntry));
+}
+
+static int64
+ns_dense_present(const NsSet *set)
+{
+	int64		present = 0;
+	int			i;
+
+	for (i = 0; i < set->n; i++)
+		present += (set->entries[i].value != NULL);
+	return present;
+}
+
+/*
+ * Lay a dense set's n entries out as len entries starting shift points
+ * before its first (holes around them): in its allocation when that holds
+ * them (moving them only when the room is on the wrong side), else in one
+ * larger by half.  Room left over goes after the last entry, or, when the
+ * set grows at the front, half before the first.
+ */
+static void
+ns_dense_span(KeyedState *ks, NsSet *set, int shift, int len)
+{
+	NsEntry    *old = set->entries;
+	NsEntry    *base = set->entries - set->off;
+	int64		first = old[0].ns;
+	int64		step = set->n > 1 ? old[1].ns - old[0].ns : 0;
+	int			n = set->n;
+	int			off;
+	int			i;
+
+	Assert(shift >= 0 && len >= n + shift && n > 0);
+	if (set->off >= shift && set->off - shift + len <= set->cap)
+		off = set->off - shift;	/* in place */
+	else
+	{
+		if (len > set->cap)
+		{
+			int			cap = ns_dense_cap(len);
+
+			base = MemoryContextAlloc(ks->cxt, sizeof(NsEntry) * cap);
+			set->cap = cap;
+		}
+		off = shift > 0 ? (set->cap - len) / 2 : 0;
+		memmove(&base[off + shift], old, sizeof(NsEntry) * n);
+		if (base != old - set->off)
+			pfree(old - set->off);
+	}
+	set->entries = base + off;
+	set->off = off;
+	set->n = len;
+	if (step == 0)
+		return;					/* the caller lays the holes of a set of one */
+	for (i = 0; i < shift; i++)
+		ns_hole(&set->entries[i], first - (int64) (shift - i) * step);
+	for (i = shift + n; i < len; i++)
+		ns_hole(&set->entries[i], first + (int64) (i - shift) * step);
+}
+
+/*
+ * Add ns (not there) to a dense set of step: NULL when it is off the grid,
+ * or the set would grow past NS_DENSE_SPAN (the caller makes it sorted).
+ */
+static NsEntry *
+ns_dense_insert(KeyedState *ks, NsSet *set, int space, int64 ns, int64 step)
+{
+	NsEntry    *e;
+	int64		d;
+	int64		i;
+	int64		lo;
+	int64		hi;
+	int64		first = set->entries[0].ns;
+
+	Assert(ns_is_dense(set) && set->n > 0 && step > 0);
+	Assert(set->n == 1 || set->entries[1].ns - first == step);
+	if (pg_sub_s64_overflow(ns, first, &d) || d % step != 0)
+		return NULL;
+	i = d / step;
+	if (i < 0 || i >= set->n)
+	{
+		/* beyond an end: the set spans [lo, hi] points from its first */
+		lo = Min(i, 0);
+		hi = Max(i, (int64) set->n - 1);
+		/* (counted only when it outgrows its allocation, which grows by half) */
+		if (hi - lo + 1 > PG_INT32_MAX / 2 ||
+			(hi - lo + 1 > set->cap &&
+			 hi - lo + 1 > NS_DENSE_SPAN(ns_dense_present(set) + 1)))
+			return NULL;
+		if (set->n == 1)
+		{
+			/* a set of one learns its step here: its holes laid below */
+			int			len = (int) (hi - lo + 1);
+			int			j;
+
+			ns_dense_span(ks, set, (int) -lo, len);
+			for (j = 0; j < len; j++)
+				if (j != -lo)
+					ns_hole(&set->entries[j], first + (int64) (j + lo) * step);
+		}
+		else
+			ns_dense_span(ks, set, (int) -lo, (int) (hi - lo + 1));
+		i -= lo;
+	}
+	e = &set->entries[i];
+	Assert(e->value == NULL && e->ns == ns);
+	e->value = ns_value_alloc(ks, space);
+	return e;
+}
+
+/* A dense set made sorted: its holes go, its entries stay in order. */
+static void
+ns_undense(NsSet *set)
+{
+	int			k = 0;
+	int			i;
+
+	Assert(ns_is_dense(set));
+	for (i = 0; i < set->n; i++)
+		if (set->entries[i].value != NULL)
+			set->entries[k++] = set->entries[i];
+	set->n = k;
+	set->tail = 0;
+}
+
+/* A sorted set of one grid space, its tail merged: dense once its span fits. */
+static void
+ns_try_dense(KeyedState *ks, NsSet *set, int64 step)
+{
+	NsEntry    *old = set->entries;
+	NsEntry    *oldbase = set->entries - set->off;
+	int64		first;
+	int64		d;
+	int64		len;
+	int			n = set->n;
+	int			cap;
+	int			i;
+	NsEntry    *dense;
+
+	Assert(set->tail == 0 && n > 1 && step > 0);
+	first = old[0].ns;
+	if (pg_sub_s64_overflow(old[n - 1].ns, first, &d) || d % step != 0)
+		return;
+	len = d / step + 1;
+	if (len > NS_DENSE_SPAN(n) || len > PG_INT32_MAX / 2)
+		return;
+	for (i = 1; i < n - 1; i++)
+		if ((old[i].ns - first) % step != 0)
+			return;
+	cap = ns_dense_cap((int) len);
+	dense = MemoryContextAlloc(ks->cxt, sizeof(NsEntry) * cap);
+	set->off = (cap - (int) len) / 2;	/* rows out of order: room both ways */
+	for (i = 0; i < len; i++)
+		ns_hole(&dense[set->off + i], first + (int64) i * step);
+	for (i = 0; i < n; i++)
+		dense[set->off + (old[i].ns - first) / step] = old[i];
+	pfree(oldbase);
+	set->entries = dense + set->off;
+	set->cap = cap;
+	set->n = (int) len;
+	set->tail = NS_DENSE;
+}
+
 /*
  * Add ns (not there yet).  After the last entry, or before the first into
  * the room dropped ones left, it goes in order; anywhere else it joins the
@@ -848,11 +1130,32 @@ NsEntry *
 ks_ns_insert(KeyedState *ks, StateRecord *rec, int space, int64 ns)
 {
 	NsSet	   *set = ks_ns_set(ks, rec, space);
-	int			sorted = set->n - set->tail;
+	int64		step = ks->ns_grid[space];
+	int			sorted;
 	NsEntry    *e;
 	int			i;
 
 	Assert(ns_index(set, ns) < 0);
+	if (step > 0 && set->n == 0)
+	{
+		/* a grid space's set starts dense */
+		Assert(set->tail == 0 && set->off == 0);
+		ns_room_at_end(ks, set);
+		set->tail = NS_DENSE;
+		set->n = 1;
+		e = &set->entries[0];
+		ns_hole(e, ns);
+		e->value = ns_value_alloc(ks, space);
+		return e;
+	}
+	if (ns_is_dense(set))
+	{
+		e = ns_dense_insert(ks, set, space, ns, step);
+		if (e != NULL)
+			return e;
+		ns_undense(set);
+	}
+	sorted = set->n - set->tail;
 	if (set->tail == 0 && sorted > 0 && set->off > 0 && ns < set->entries[0].ns)
 	{
 		set->entries--;
@@ -881,6 +1184,12 @@ ks_ns_insert(KeyedState *ks, StateRecord *rec, int space, int64 ns)
 	{
 		ns_settle(set);
 		e = &set->entries[ns_index(set, ns)];
+	}
+	if (step > 0 && set->tail == 0 && set->n > 1)
+	{
+		ns_try_dense(ks, set, step);
+		if (ns_is_dense(set))
+			e = &set->entries[ns_index(set, ns)];
 	}
 	return e;
 }
@@ -975,7 +1284,7 @@ keyed_state_ns_lower_bound(KeyedState *ks, StateRecord *rec, int space, int64 ns
 	NsSet	   *set = ks_ns_set(ks, rec, space);
 
 	ns_settle(set);
-	return ns_search(set, ns);
+	return ns_is_dense(set) ? ns_dense_lower_bound(set, ns) : ns_search(set, ns);
 }
 
 NsEntry *
@@ -987,6 +1296,7 @@ keyed_state_ns_entry(KeyedState *ks, StateRecord *rec, int space, int64 ns)
 	if (rec->flags & RECORD_REMOVED)
 		return NULL;
 	set = ks_ns_set(ks, rec, space);
+	Assert(!ns_is_dense(set));	/* durable sets are never dense */
 	i = ns_index(set, ns);
 	return i >= 0 ? &set->entries[i] : NULL;
 }
@@ -1080,7 +1390,12 @@ keyed_state_create(const KeyedStateSpec *spec, MemoryContext parent)
 	ks->cold_size = MAXALIGN(spec->cold);
 	ks->nspaces = spec->nspaces;
 	for (i = 0; i < spec->nspaces; i++)
+	{
 		ks->ns_value_size[i] = MAXALIGN(Max(spec->ns_value_size[i], 1));
+		Assert(spec->ns_grid[i] >= 0);
+		/* durable sets keep each entry's TID: they stay sorted */
+		ks->ns_grid[i] = (spec->flags & KEYED_STATE_DURABLE) ? 0 : spec->ns_grid[i];
+	}
 	ks->ttl_us = spec->ttl_us;
 	ks->mem_limit = spec->mem_limit;
 	ks->block_size = budget_block_size(spec->mem_limit);
@@ -1255,6 +1570,35 @@ prefetch_later_stage(KeyedState *ks, int stage, int space, int64 ns, uint64 *scr
 					scratch[2] = (uint64) PREFETCHED_ABSENT(0);
 				return;
 			}
+			if (ns_is_dense(set))
+			{
+				int			i;
+
+				/* 2: the first two entries; 3: the one of ns; 4: its value */
+				if (stage == 2)
+				{
+					prefetch_line(&set->entries[0]);
+					prefetch_line(&set->entries[Min(1, set->n - 1)]);
+					return;
+				}
+				if (stage == 3)
+				{
+					i = ns_dense_lower_bound(set, ns);
+					scratch[2] = (uint64) (int64) i;	/* (a hint for stage 4) */
+					if (i < set->n)
+						prefetch_line(&set->entries[i]);
+					return;
+				}
+				i = ns_dense_at(set, ns, (int64) scratch[2]);
+				if (i < set->n && set->entries[i].ns == ns && set->entries[i].value != NULL)
+				{
+					scratch[2] = (uint64) (int64) i;
+					prefetch_span(set->entries[i].value, ks->ns_value_size[space]);
+				}
+				else
+					scratch[2] = (uint64) PREFETCHED_ABSENT(i);
+				return;
+			}
 			if (stage == 2)
 			{
 				/* where the search starts */
@@ -1355,6 +1699,24 @@ prefetched_index(NsSet *set, StateRecord *rec, int64 ns, const uint64 *scratch,
 	int64		i;
 
 	*absent = false;
+	if (ns_is_dense(set))
+	{
+		int64		hint = -1;
+		int			k;
+
+		/* the position stage 4 found, if it still holds ns; else arithmetic */
+		if (scratch != NULL && (StateRecord *) (uintptr_t) scratch[1] == rec)
+		{
+			hint = (int64) scratch[2];
+			if (hint <= PREFETCHED_ABSENT(0))
+				hint = PREFETCHED_ABSENT(0) - hint;
+		}
+		k = ns_dense_at(set, ns, hint);
+		if (k < set->n && set->entries[k].ns == ns && set->entries[k].value != NULL)
+			return k;
+		*absent = true;
+		return -1;
+	}
 	if (scratch == NULL || (StateRecord *) (uintptr_t) scratch[1] != rec)
 		return -1;
 	i = (int64) scratch[2];
@@ -1468,6 +1830,7 @@ keyed_state_prefetch_ns_floor(KeyedState *ks, uint64 *scratch, int space, int64 
 	if (ks->is_inline || rec == NULL || space < 0 || space >= ks->nspaces)
 		return NULL;
 	set = ks_ns_set(ks, rec, space);
+	Assert(!ns_is_dense(set));
 	i = ns_floor(set, ns);
 	scratch[2] = (uint64) (int64) i;
 	return i >= 0 ? set->entries[i].value : NULL;
@@ -1484,6 +1847,7 @@ keyed_state_ns_floor_prefetched(KeyedState *ks, StateRecord *rec, int space, int
 {
 	NsSet	   *set = ks_ns_set(ks, rec, space);
 
+	Assert(!ns_is_dense(set));
 	if (prefetched != NULL && (StateRecord *) (uintptr_t) prefetched[1] == rec &&
 		set->tail == 0)
 	{

@@ -110,6 +110,14 @@ typedef struct KeyedStateSpec
 	Size		cold;
 	int			nspaces;		/* namespaces per key, 0..KEYED_MAX_SPACES */
 	Size		ns_value_size[KEYED_MAX_SPACES];
+
+	/*
+	 * The namespaces of a space lie on a grid of this step (slice ends): its
+	 * sets may be kept dense, one entry per grid point between the first
+	 * and the last, found by arithmetic instead of a search.  0: no grid.
+	 * Honoured by states that are not durable.
+	 */
+	int64		ns_grid[KEYED_MAX_SPACES];
 	int64		ttl_us;			/* 0: keep forever */
 	Size		mem_limit;		/* 0: unbounded */
 	uint64		expected_keys;	/* sized for this many keys at once; 0: grows */
@@ -174,7 +182,13 @@ extern void keyed_state_ns_remove(KeyedState *ks, StateRecord *rec, int space, i
 extern void keyed_state_ns_mark_changed(KeyedState *ks, StateRecord *rec, int space,
 										int64 ns);
 
-/* The namespaces of a space in ascending order: i in [0, count). */
+/*
+ * The namespaces of a space in ascending order: i in [0, count).  A space
+ * on a grid (KeyedStateSpec.ns_grid) may hold holes between them: entries
+ * whose value is NULL, counted, with the ns of their grid point.  The first
+ * and the last entry are never holes; anything that walks positions skips
+ * the holes.
+ */
 extern int	keyed_state_ns_count(KeyedState *ks, StateRecord *rec, int space);
 extern void *keyed_state_ns_at(KeyedState *ks, StateRecord *rec, int space, int i,
 							   int64 *ns);

@@ -236,6 +236,7 @@ release_namespaces(KeyedState *ks, StateRecord *rec)
 		NsSet	   *set = ks_ns_set(ks, rec, space);
 		int			i;
 
+		Assert(set->tail >= 0);	/* durable sets are never dense */
 		for (i = 0; i < set->n; i++)
 			ks_ns_value_free(ks, space, set->entries[i].value);
 		if (set->entries != NULL)

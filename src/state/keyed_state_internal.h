@@ -87,8 +87,20 @@ typedef struct NsSet
 	int32		n;
 	int32		cap;			/* entries the allocation holds */
 	int32		off;
-	int32		tail;			/* the last tail entries: a second sorted run */
+	int32		tail;			/* the last tail entries: a second sorted run;
+								 * NS_DENSE: a dense set */
 } NsSet;
+
+/*
+ * A dense set (a space on a grid): one entry per grid point from the first
+ * ns to the last, holes (value NULL) between, so that the position of ns is
+ * (ns - first) / step -- no search, and an insertion between fills a hole
+ * instead of moving entries.  Its ends are never holes.  It spans at most
+ * NS_DENSE_SPAN(entries) points when it grows (else it goes back to sorted);
+ * a sorted set of a grid space goes dense once its span fits.
+ */
+#define NS_DENSE (-1)
+#define NS_DENSE_SPAN(present) Max((int64) 8, 4 * (int64) (present))
 
 /* entries added out of order wait at the end, at least this many */
 #define NS_TAIL_MAX 8
@@ -111,6 +123,7 @@ struct KeyedState
 	Size		cold_size;		/* cold part, MAXALIGNed */
 	int			nspaces;
 	Size		ns_value_size[KEYED_MAX_SPACES];	/* MAXALIGNed */
+	int64		ns_grid[KEYED_MAX_SPACES];	/* 0: none, or not durable */
 	NsFreeList	ns_free[KEYED_MAX_SPACES];
 	int64		ttl_us;			/* 0: keep forever */
 	Size		mem_limit;		/* 0: unbounded */
