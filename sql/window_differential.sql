@@ -184,6 +184,17 @@ SELECT * FROM compare($$SELECT * FROM win_diff.dense_ours('cumulate', '1 hour', 
                                   date_bin('1 hour', ts, '2000-01-01') + j * interval '5 minutes'
                              FROM generate_series(1, 12) j
                             WHERE date_bin('1 hour', ts, '2000-01-01') + j * interval '5 minutes' > ts$$));
+-- two slice ends of one key 2^63 - 1 microseconds apart, on a grid of one
+-- microsecond: too far for a dense set, whose span's arithmetic overflowed
+-- (memory was overwritten: "could not find block containing chunk"), and a
+-- third slice next to the first
+CREATE TABLE far AS
+SELECT * FROM (VALUES (1, 1, timestamp '4714-11-24 00:00:00 BC', 1),
+                      (1, 2, timestamp '287564-12-03 04:00:54.775807', 2),
+                      (1, 3, timestamp '4714-11-24 00:00:00.000002 BC', 3)) v(k, seq, ts, v);
+SELECT * FROM ptf.window_aggregate(NULL::win_diff.far, NULL::win_diff.span_row, 'tumble', 'ts',
+    '1 microsecond', partition_by => '{k}', aggregates => 'count(*) AS n, sum(v) AS s',
+    query => 'SELECT * FROM win_diff.far ORDER BY seq') ORDER BY window_start;
 SET work_mem = '64kB';
 SELECT * FROM compare($$SELECT * FROM win_diff.dense_ours('hop', '1 hour', '5 minutes')$$,
     win_diff.dense_plain($$SELECT date_bin('5 minutes', ts, '2000-01-01') - i * interval '5 minutes',

@@ -975,8 +975,8 @@ ns_dense_present(const NsSet *set)
 /*
  * Lay a dense set's n entries out as len entries starting shift points
  * before its first (holes around them): in its allocation when that holds
- * them (moving them only when the room is on the wrong side), else in one
- * larger by half.  Room left over goes after the last entry, or, when the
+ * them (moving them only when the room is on the wrong side), else in a
+ * larger one.  Room left over goes after the last entry, or, when the
  * set grows at the front, half before the first.
  */
 static void
@@ -995,9 +995,14 @@ ns_dense_span(KeyedState *ks, NsSet *set, int shift, int len)
 		off = set->off - shift;	/* in place */
 	else
 	{
-		if (len > set->cap)
+		/*
+		 * Moved, it grows unless an eighth of it stays free: a set that
+		 * slides (slices added at the end, fired ones dropped at the front)
+		 * would otherwise move every few additions.
+		 */
+		if (len > set->cap - set->cap / 16)
 		{
-			int			cap = ns_dense_cap(len);
+			int			cap = ns_dense_cap(len + len / 8);
 
 			base = MemoryContextAlloc(ks->cxt, sizeof(NsEntry) * cap);
 			set->cap = cap;
@@ -1037,6 +1042,8 @@ ns_dense_insert(KeyedState *ks, NsSet *set, int space, int64 ns, int64 step)
 	if (pg_sub_s64_overflow(ns, first, &d) || d % step != 0)
 		return NULL;
 	i = d / step;
+	if (i > PG_INT32_MAX / 2 || i < -(PG_INT32_MAX / 2))
+		return NULL;			/* (the span below must not overflow) */
 	if (i < 0 || i >= set->n)
 	{
 		/* beyond an end: the set spans [lo, hi] points from its first */
@@ -1101,9 +1108,9 @@ ns_try_dense(KeyedState *ks, NsSet *set, int64 step)
 	first = old[0].ns;
 	if (pg_sub_s64_overflow(old[n - 1].ns, first, &d) || d % step != 0)
 		return;
-	len = d / step + 1;
-	if (len > NS_DENSE_SPAN(n) || len > PG_INT32_MAX / 2)
+	if (d / step >= NS_DENSE_SPAN(n) || d / step >= PG_INT32_MAX / 2)
 		return;
+	len = d / step + 1;
 	for (i = 1; i < n - 1; i++)
 		if ((old[i].ns - first) % step != 0)
 			return;
@@ -1830,7 +1837,8 @@ keyed_state_prefetch_ns_floor(KeyedState *ks, uint64 *scratch, int space, int64 
 	if (ks->is_inline || rec == NULL || space < 0 || space >= ks->nspaces)
 		return NULL;
 	set = ks_ns_set(ks, rec, space);
-	Assert(!ns_is_dense(set));
+	if (ns_is_dense(set))
+		elog(ERROR, "floor of a dense namespace set");	/* no grid space floors */
 	i = ns_floor(set, ns);
 	scratch[2] = (uint64) (int64) i;
 	return i >= 0 ? set->entries[i].value : NULL;
@@ -1847,7 +1855,8 @@ keyed_state_ns_floor_prefetched(KeyedState *ks, StateRecord *rec, int space, int
 {
 	NsSet	   *set = ks_ns_set(ks, rec, space);
 
-	Assert(!ns_is_dense(set));
+	if (ns_is_dense(set))
+		elog(ERROR, "floor of a dense namespace set");	/* no grid space floors */
 	if (prefetched != NULL && (StateRecord *) (uintptr_t) prefetched[1] == rec &&
 		set->tail == 0)
 	{

@@ -236,7 +236,8 @@ release_namespaces(KeyedState *ks, StateRecord *rec)
 		NsSet	   *set = ks_ns_set(ks, rec, space);
 		int			i;
 
-		Assert(set->tail >= 0);	/* durable sets are never dense */
+		if (set->tail < 0)
+			elog(ERROR, "a durable namespace set is dense");	/* ns_grid is 0 */
 		for (i = 0; i < set->n; i++)
 			ks_ns_value_free(ks, space, set->entries[i].value);
 		if (set->entries != NULL)
