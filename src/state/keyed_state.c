@@ -996,7 +996,7 @@ ns_dense_span(KeyedState *ks, NsSet *set, int shift, int len)
 	else
 	{
 		/*
-		 * Moved, it grows unless an eighth of it stays free: a set that
+		 * Moved, it grows unless a sixteenth of it stays free: a set that
 		 * slides (slices added at the end, fired ones dropped at the front)
 		 * would otherwise move every few additions.
 		 */
