@@ -643,6 +643,13 @@ ns_dense_lower_bound(const NsSet *set, int64 ns)
 	return (int) Min(i, (int64) set->n);
 }
 
+/* whether entry i of a dense set is ns, not a hole (i may be n) */
+static inline bool
+ns_dense_holds(const NsSet *set, int i, int64 ns)
+{
+	return i < set->n && set->entries[i].ns == ns && set->entries[i].value != NULL;
+}
+
 /*
  * Where ns is or would go in a dense set: hint when it holds ns (a
  * position an earlier stage found), else by arithmetic -- a division.
@@ -688,7 +695,7 @@ ns_locate(NsSet *set, int64 ns, int *lb)
 	{
 		i = ns_dense_lower_bound(set, ns);
 		*lb = i;
-		return (i < set->n && set->entries[i].ns == ns && set->entries[i].value != NULL) ? i : -1;
+		return ns_dense_holds(set, i, ns) ? i : -1;
 	}
 	sorted = set->n - set->tail;
 	i = ns_search(set, ns);
@@ -980,12 +987,11 @@ ns_dense_present(const NsSet *set)
  * set grows at the front, half before the first.
  */
 static void
-ns_dense_span(KeyedState *ks, NsSet *set, int shift, int len)
+ns_dense_span(KeyedState *ks, NsSet *set, int shift, int len, int64 step)
 {
 	NsEntry    *old = set->entries;
 	NsEntry    *base = set->entries - set->off;
 	int64		first = old[0].ns;
-	int64		step = set->n > 1 ? old[1].ns - old[0].ns : 0;
 	int			n = set->n;
 	int			off;
 	int			i;
@@ -1015,8 +1021,6 @@ ns_dense_span(KeyedState *ks, NsSet *set, int shift, int len)
 	set->entries = base + off;
 	set->off = off;
 	set->n = len;
-	if (step == 0)
-		return;					/* the caller lays the holes of a set of one */
 	for (i = 0; i < shift; i++)
 		ns_hole(&set->entries[i], first - (int64) (shift - i) * step);
 	for (i = shift + n; i < len; i++)
@@ -1054,19 +1058,7 @@ ns_dense_insert(KeyedState *ks, NsSet *set, int space, int64 ns, int64 step)
 			(hi - lo + 1 > set->cap &&
 			 hi - lo + 1 > NS_DENSE_SPAN(ns_dense_present(set) + 1)))
 			return NULL;
-		if (set->n == 1)
-		{
-			/* a set of one learns its step here: its holes laid below */
-			int			len = (int) (hi - lo + 1);
-			int			j;
-
-			ns_dense_span(ks, set, (int) -lo, len);
-			for (j = 0; j < len; j++)
-				if (j != -lo)
-					ns_hole(&set->entries[j], first + (int64) (j + lo) * step);
-		}
-		else
-			ns_dense_span(ks, set, (int) -lo, (int) (hi - lo + 1));
+		ns_dense_span(ks, set, (int) -lo, (int) (hi - lo + 1), step);
 		i -= lo;
 	}
 	e = &set->entries[i];
@@ -1597,7 +1589,7 @@ prefetch_later_stage(KeyedState *ks, int stage, int space, int64 ns, uint64 *scr
 					return;
 				}
 				i = ns_dense_at(set, ns, (int64) scratch[2]);
-				if (i < set->n && set->entries[i].ns == ns && set->entries[i].value != NULL)
+				if (ns_dense_holds(set, i, ns))
 				{
 					scratch[2] = (uint64) (int64) i;
 					prefetch_span(set->entries[i].value, ks->ns_value_size[space]);
@@ -1719,7 +1711,7 @@ prefetched_index(NsSet *set, StateRecord *rec, int64 ns, const uint64 *scratch,
 				hint = PREFETCHED_ABSENT(0) - hint;
 		}
 		k = ns_dense_at(set, ns, hint);
-		if (k < set->n && set->entries[k].ns == ns && set->entries[k].value != NULL)
+		if (ns_dense_holds(set, k, ns))
 			return k;
 		*absent = true;
 		return -1;
