@@ -54,6 +54,13 @@ CREATE FUNCTION plain(windows text) RETURNS text LANGUAGE sql AS $$
                      FROM win_diff.gen, LATERAL (%s) w(ws, we) GROUP BY k, ws, we$q$, windows)
 $$;
 
+-- HOP 1 hour / 5 minutes: a row's 12 windows (ws, we), for plain() and dense_plain()
+CREATE FUNCTION hop_1h_5m() RETURNS text LANGUAGE sql AS $$
+    SELECT $w$SELECT date_bin('5 minutes', ts, '2000-01-01') - i * interval '5 minutes',
+                     date_bin('5 minutes', ts, '2000-01-01') - i * interval '5 minutes' + interval '1 hour'
+                FROM generate_series(0, 11) i$w$
+$$;
+
 -- TUMBLE: GROUP BY date_bin
 SELECT * FROM compare($$SELECT * FROM win_diff.ours('tumble', '1 hour')$$,
     $$SELECT k, date_bin('1 hour', ts, '2000-01-01') AS ws, date_bin('1 hour', ts, '2000-01-01') + interval '1 hour' AS we,
@@ -65,9 +72,7 @@ SELECT * FROM compare($$SELECT * FROM win_diff.ours('tumble', '1 hour', "offset"
                             date_bin('1 hour', ts, '2000-01-01 00:40') + interval '1 hour'$$));
 -- HOP, size = 12 slides
 SELECT * FROM compare($$SELECT * FROM win_diff.ours('hop', '1 hour', '5 minutes')$$,
-    win_diff.plain($$SELECT date_bin('5 minutes', ts, '2000-01-01') - i * interval '5 minutes',
-                            date_bin('5 minutes', ts, '2000-01-01') - i * interval '5 minutes' + interval '1 hour'
-                       FROM generate_series(0, 11) i$$));
+    win_diff.plain(win_diff.hop_1h_5m()));
 -- HOP whose size is not a multiple of its slide (windows every 20 min, 50 min long)
 SELECT * FROM compare($$SELECT * FROM win_diff.ours('hop', '50 minutes', '20 minutes')$$,
     win_diff.plain($$SELECT ws, ws + interval '50 minutes'
@@ -101,9 +106,7 @@ SELECT * FROM compare($$SELECT * FROM win_diff.ours('tumble', '1 hour')$$,
         FROM win_diff.gen GROUP BY 1, 2, 3$$);
 SELECT rows_spilled > 0 AS spilled FROM last_call_stats();
 SELECT * FROM compare($$SELECT * FROM win_diff.ours('hop', '1 hour', '5 minutes')$$,
-    win_diff.plain($$SELECT date_bin('5 minutes', ts, '2000-01-01') - i * interval '5 minutes',
-                            date_bin('5 minutes', ts, '2000-01-01') - i * interval '5 minutes' + interval '1 hour'
-                       FROM generate_series(0, 11) i$$));
+    win_diff.plain(win_diff.hop_1h_5m()));
 SELECT rows_spilled > 0 AS spilled FROM last_call_stats();
 SELECT * FROM compare($$SELECT * FROM win_diff.ours('cumulate', '1 hour', '10 minutes', '5 minutes')$$,
     win_diff.plain($$SELECT date_bin('1 hour', ts, '2000-01-01 00:05'),
@@ -176,9 +179,7 @@ SELECT * FROM compare($$SELECT * FROM win_diff.dense_ours('tumble', '5 minutes')
     win_diff.dense_plain($$SELECT date_bin('5 minutes', ts, '2000-01-01'),
                                   date_bin('5 minutes', ts, '2000-01-01') + interval '5 minutes'$$));
 SELECT * FROM compare($$SELECT * FROM win_diff.dense_ours('hop', '1 hour', '5 minutes')$$,
-    win_diff.dense_plain($$SELECT date_bin('5 minutes', ts, '2000-01-01') - i * interval '5 minutes',
-                                  date_bin('5 minutes', ts, '2000-01-01') - i * interval '5 minutes' + interval '1 hour'
-                             FROM generate_series(0, 11) i$$));
+    win_diff.dense_plain(win_diff.hop_1h_5m()));
 SELECT * FROM compare($$SELECT * FROM win_diff.dense_ours('cumulate', '1 hour', '5 minutes')$$,
     win_diff.dense_plain($$SELECT date_bin('1 hour', ts, '2000-01-01'),
                                   date_bin('1 hour', ts, '2000-01-01') + j * interval '5 minutes'
@@ -197,9 +198,7 @@ SELECT * FROM ptf.window_aggregate(NULL::win_diff.far, NULL::win_diff.span_row, 
     query => 'SELECT * FROM win_diff.far ORDER BY seq') ORDER BY window_start;
 SET work_mem = '64kB';
 SELECT * FROM compare($$SELECT * FROM win_diff.dense_ours('hop', '1 hour', '5 minutes')$$,
-    win_diff.dense_plain($$SELECT date_bin('5 minutes', ts, '2000-01-01') - i * interval '5 minutes',
-                                  date_bin('5 minutes', ts, '2000-01-01') - i * interval '5 minutes' + interval '1 hour'
-                             FROM generate_series(0, 11) i$$));
+    win_diff.dense_plain(win_diff.hop_1h_5m()));
 SELECT rows_spilled > 0 AS spilled FROM last_call_stats();
 RESET work_mem;
 
@@ -363,9 +362,7 @@ SELECT array_agg(feed(p) > 0 ORDER BY p) AS fired_some FROM generate_series(0, 7
 SELECT rows_in, rows_late FROM state WHERE uid = 'win-diff';
 SELECT * FROM compare($$TABLE win_diff.fired$$,
     format($$SELECT * FROM (%s) p WHERE we <= %L$$,
-           win_diff.plain($$SELECT date_bin('5 minutes', ts, '2000-01-01') - i * interval '5 minutes',
-                                   date_bin('5 minutes', ts, '2000-01-01') - i * interval '5 minutes' + interval '1 hour'
-                              FROM generate_series(0, 11) i$$),
+           win_diff.plain(win_diff.hop_1h_5m()),
            (SELECT watermark::timestamp FROM state WHERE uid = 'win-diff')));
 SELECT drop_state('win-diff');
 -- CUMULATE the same way: a window's slices merge into the first as it fires, across calls
