@@ -231,7 +231,8 @@ DROP TABLE bid, one_row, bid_tz, bid_ms;
 -- uid) as a row of infinite time is: timestamp and bigint columns alike, inlined or not
 SET TimeZone = 'UTC';
 CREATE TABLE far (id int, ts timestamp, ms bigint);
-INSERT INTO far VALUES (1, '294276-12-31 23:59:59', 9224318015999000), (2, '2024-01-01', 1704067200000);
+INSERT INTO far VALUES (1, '294276-12-31 23:59:59', 9224318015999000), (2, '2024-01-01', 1704067200000),
+    (3, '294250-06-15 12:00', 9223480238400000);
 SELECT (data).id, window_start FROM ptf.tumble(NULL::far, 'ts', '1 day');
 SELECT (data).id, window_start FROM ptf.tumble(NULL::far, 'ms', '1 day');
 SET ptf.inline_window_tvfs = off;
@@ -242,9 +243,9 @@ SELECT (data).id FROM ptf.tumble(NULL::far, 'ts', '1 day', uid => 'far_ts');
 SELECT (data).id FROM ptf.tumble(NULL::far, 'ms', '1 day', uid => 'far_ms');
 SELECT uid, rows_in, rows_out, rows_skipped FROM ptf.state WHERE uid LIKE 'far%' ORDER BY uid;
 SELECT ptf.drop_state('far_ts'), ptf.drop_state('far_ms');
--- bigint times at the end of PostgreSQL's timestamps are skipped as the timestamp column's
--- are (the window arithmetic, in microseconds from 1970, ends some 30 years before them);
--- a number of no time at all is an error (22008)
+-- times in the last 30 years of the range have their windows (the window arithmetic counts
+-- from 1970, and must not overflow there): to the last millisecond whose window ends within
+-- the range; a number of no time at all is an error (22008)
 SELECT (data).id, window_start, window_end FROM ptf.tumble(NULL::far, 'ms', '1 millisecond',
     query => 'VALUES (3, NULL::timestamp, 9224318015999998), (4, NULL, 9224318015999999)');
 SELECT (data).id FROM ptf.tumble(NULL::far, 'ms', '1 day',

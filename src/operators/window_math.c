@@ -104,27 +104,69 @@ floor_to(int64 a, int64 b)
 
 /*
  * The start of the window of length period (aligned to the epoch plus
- * offset) holding t; false on overflow (times near the ends of the range).
+ * offset) holding t; false when it is below the int64 range.
  */
 bool
 window_aligned_start(PtfTime t, int64 period, int64 offset, PtfTime *start)
 {
+	int64		origin = UNIX_EPOCH_PTF + offset;
 	int64		u;
+	int64		r;
+	int64		o;
 
-	if (pg_sub_s64_overflow(t, UNIX_EPOCH_PTF + offset, &u))
-		return false;
-	u = floor_to(u, period);
-	return !pg_add_s64_overflow(u, UNIX_EPOCH_PTF + offset, start);
+	if (likely(!pg_sub_s64_overflow(t, origin, &u) && u > PG_INT64_MIN + period))
+		return !pg_add_s64_overflow(floor_to(u, period), origin, start);
+
+	/*
+	 * t - origin overflows for times in the last 30 years of PostgreSQL's
+	 * range (times count from 2000, windows from 1970): t's distance past
+	 * its window's start, (t - origin) mod period, from the two remainders.
+	 */
+	r = t % period;
+	if (r < 0)
+		r += period;
+	o = origin % period;
+	if (o < 0)
+		o += period;
+	r = r >= o ? r - o : r + (period - o);
+	return !pg_sub_s64_overflow(t, r, start);
 }
 
-/* the end of the slice holding t */
+/*
+ * Does the last window holding the slice ending at slice_end (which
+ * ends at most a size after the slice starts) end within PostgreSQL's
+ * timestamps?  Asked exactly only in their last windows' sizes.
+ */
+static bool
+slice_windows_in_range(const WindowSpec *w, PtfTime slice_end)
+{
+	PtfTime		start;
+	PtfTime		last;
+
+	if (likely(!pg_add_s64_overflow(slice_end - w->slice, w->size, &last) &&
+			   last < END_TIMESTAMP))
+		return true;
+	/* a TUMBLE's bound was exact; HOP's last window starts at its last step */
+	if (w->kind == WINDOW_TUMBLE ||
+		!window_aligned_start(slice_end - 1, w->kind == WINDOW_HOP ? w->step : w->size,
+							  w->offset, &start))
+		return false;
+	return !pg_add_s64_overflow(start, w->size, &last) && last < END_TIMESTAMP;
+}
+
+/*
+ * The end of the slice holding t; false when a window holding it would
+ * end past PostgreSQL's timestamps, where it has no bounds to give: its
+ * row is passed over, as a row at infinity is.
+ */
 bool
 window_slice_end(const WindowSpec *w, PtfTime t, PtfTime *end)
 {
 	PtfTime		s;
 
 	return window_aligned_start(t, w->slice, w->offset, &s) &&
-		!pg_add_s64_overflow(s, w->slice, end);
+		!pg_add_s64_overflow(s, w->slice, end) &&
+		slice_windows_in_range(w, *end);
 }
 
 PtfTime
