@@ -8,12 +8,16 @@
 # timestamp over a day and a numeric value; WKEYS keys (default 10000) for
 # the windows and for keep-first again (few answers); PROBES (default ROWS) probes over VERSIONS versions (default
 # 100k) of TJKEYS keys (default 10000) for the temporal join.  Each
-# statement runs REPS times (default 3) after a warm-up, serial
+# statement runs REPS times (default 5) after a warm-up, serial
 # (max_parallel_workers_per_gather = 0) and parallel (WORKERS, default 2)
-# alternating in one session; the table shows medians, the ratio and the
-# workers planned and launched (ptf.last_call_stats()).  SELECT count(*)
-# over the table is the scan floor.  Also printed: the leader's state
-# memory per key beside the serial call's.
+# side by side in one session, serial first in odd rounds and parallel
+# first in even ones (a machine that drifts slower or faster within a
+# round favours neither); the table shows medians, their ratio, the median
+# of each round's own ratio (paired: what the machine did in that round
+# weighs on both calls), and the workers planned and launched
+# (ptf.last_call_stats()).  SELECT count(*) over the table is the scan
+# floor.  Also printed: the leader's state memory per key beside the
+# serial call's.
 set -euo pipefail
 
 PTF_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -26,7 +30,7 @@ WKEYS=${WKEYS:-10000}
 PROBES=${PROBES:-$ROWS}
 VERSIONS=${VERSIONS:-100000}
 TJKEYS=${TJKEYS:-10000}
-REPS=${REPS:-3}
+REPS=${REPS:-5}
 WORKERS=${WORKERS:-2}
 WORK_MEM=${WORK_MEM:-256MB}
 
@@ -55,6 +59,8 @@ SELECT i AS id, (hashint8(i * 7) & 2147483647) % $TJKEYS AS k,
        timestamp '2024-01-01' + ((hashint8(i * 37) & 2147483647) % 86400000) * interval '1 millisecond' AS ts
   FROM generate_series(1, $PROBES) i;
 VACUUM ANALYZE bench_events, bench_versions, bench_probes;
+-- the tables' writes out of the way before anything is timed
+CHECKPOINT;
 CREATE TYPE wa_out AS (wk int, window_start timestamp, window_end timestamp, n bigint, s numeric);
 SQL
 
@@ -80,7 +86,8 @@ script=$dir/run.sql
     statements | while IFS='|' read -r name sql; do echo "$sql \\g /dev/null"; done
     for r in $(seq 1 "$REPS"); do
         statements | while IFS='|' read -r name sql; do
-            for mode in s p; do
+            if [ $((r % 2)) = 1 ]; then modes="s p"; else modes="p s"; fi
+            for mode in $modes; do
                 if [ $mode = s ]; then echo "SET max_parallel_workers_per_gather = 0;"
                 else echo "SET max_parallel_workers_per_gather = $WORKERS;"; fi
                 echo "\\echo @@ ${name}_$mode"
@@ -98,6 +105,12 @@ ptf_log "bench: $REPS rounds, serial and $WORKERS workers"
 ptf_psql -X -q -v ON_ERROR_STOP=1 -P format=unaligned -P fieldsep='|' -f "$script" >"$dir/out.txt"
 ptf_bench_times "$dir/out.txt" >"$dir/times.txt"
 m() { ptf_bench_median "$dir/times.txt" "$1"; }
+# the median of the rounds' own ratios, NAME_p / NAME_s of the same round
+paired() {
+    awk -v s="$1_s" -v p="$1_p" '$1 == s { a[++ns] = $2 } $1 == p { b[++np] = $2 }
+        END { for (i = 1; i <= ns && i <= np; i++) print b[i] / a[i] }' "$dir/times.txt" |
+        sort -n | awk '{ r[NR] = $1 } END { printf "%.2fx", r[int((NR + 1) / 2)] }'
+}
 w() { awk -F'|' -v n="@@w $1" '$1 == n { v = $2 "/" $3 } END { print v }' "$dir/out.txt"; }
 perkey() { awk -F'|' -v n="@@w $1" '$1 == n && $4 > 0 { v = sprintf("%.1f", $5 / $4) } END { print v }' "$dir/out.txt"; }
 
@@ -105,15 +118,15 @@ cs=$(m count_s); cp=$(m count_p)
 echo
 echo "### $ROWS rows, work_mem = $WORK_MEM, serial against $WORKERS workers (median of $REPS, ms)"
 echo
-echo "| work | serial | parallel | ratio | goal | workers planned/launched | serial above floor, ns/row |"
-echo "|---|---:|---:|---:|---:|---|---:|"
-echo "| \`SELECT count(*)\` (the scan floor; PostgreSQL's own parallel scan) | $cs | $cp | $(ptf_bench_ratio "$cp" "$cs") | | | |"
+echo "| work | serial | parallel | ratio | paired | goal | workers planned/launched | serial above floor, ns/row |"
+echo "|---|---:|---:|---:|---:|---:|---|---:|"
+echo "| \`SELECT count(*)\` (the scan floor; PostgreSQL's own parallel scan) | $cs | $cp | $(ptf_bench_ratio "$cp" "$cs") | $(paired count) | | | |"
 row() {
     local name=$1 label=$2 s p floor=""
     s=$(m "${name}_s"); p=$(m "${name}_p")
     # over bench_events only: the floor is its scan
     [ "$name" = tj ] || floor=$(awk -v s="$s" -v c="$cs" -v r="$ROWS" 'BEGIN { printf "%.0f", (s - c) * 1e6 / r }')
-    echo "| $label | $s | $p | $(ptf_bench_ratio "$p" "$s") | <= 0.65x | $(w "${name}_p") | $floor |"
+    echo "| $label | $s | $p | $(ptf_bench_ratio "$p" "$s") | $(paired "$name") | <= 0.65x | $(w "${name}_p") | $floor |"
 }
 row arrival "keep-first by arrival, $KEYS keys"
 row event "keep-first by event time, $KEYS keys"
@@ -130,4 +143,13 @@ echo "| work | serial | parallel leader |"
 echo "|---|---:|---:|"
 for n in arrival event tumble tj; do
     echo "| $n | $(perkey "${n}_s") | $(perkey "${n}_p") |"
+done
+
+echo
+echo "### Each round: serial / parallel ms (round 1 ran serial first, round 2 parallel first, ...)"
+echo
+for n in count arrival event arrival_few event_few tumble hop tj; do
+    awk -v s="${n}_s" -v p="${n}_p" -v n="$n" '$1 == s { a[++ns] = $2 } $1 == p { b[++np] = $2 }
+        END { printf "- %s:", n; for (i = 1; i <= ns && i <= np; i++) printf " %.0f / %.0f", a[i], b[i]; print "" }' \
+        "$dir/times.txt"
 done
