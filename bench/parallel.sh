@@ -12,7 +12,8 @@
 # (max_parallel_workers_per_gather = 0) and parallel (WORKERS, default 2)
 # side by side in one session, serial first in odd rounds and parallel
 # first in even ones (a machine that drifts slower or faster within a
-# round favours neither); the table shows medians, their ratio, the median
+# round does not favour one side in every round); the table shows
+# medians, their ratio, the median
 # of each round's own ratio (paired: what the machine did in that round
 # weighs on both calls), and the workers planned and launched
 # (ptf.last_call_stats()).  SELECT count(*) over the table is the scan
@@ -108,7 +109,7 @@ m() { ptf_bench_median "$dir/times.txt" "$1"; }
 # the median of the rounds' own ratios, NAME_p / NAME_s of the same round
 paired() {
     awk -v s="$1_s" -v p="$1_p" '$1 == s { a[++ns] = $2 } $1 == p { b[++np] = $2 }
-        END { for (i = 1; i <= ns && i <= np; i++) print b[i] / a[i] }' "$dir/times.txt" |
+        END { for (i = 1; i <= ns && i <= np; i++) printf "%.6f\n", b[i] / a[i] }' "$dir/times.txt" |
         sort -n | awk '{ r[NR] = $1 } END { printf "%.2fx", r[int((NR + 1) / 2)] }'
 }
 w() { awk -F'|' -v n="@@w $1" '$1 == n { v = $2 "/" $3 } END { print v }' "$dir/out.txt"; }

@@ -66,8 +66,8 @@ build_dedup(PtfCall *call, const PtfOperatorEnv *env, const PtfCallBuild *b)
  * when its statistics say that first rows are few (ptf_partials_pay): by
  * arrival, four rows or more a key a participant, a quarter passed on at
  * most.  By event time a worker passes on every row that lowers its key's
- * least time so far, of r rows in no order about ln r + 0.58: a quarter
- * or less from twelve rows a key (10M rows over 1M keys, three
+ * least time so far, of r rows in no order about ln r + 0.58: about a
+ * quarter at twelve rows a key (10M rows over 1M keys, three
  * participants, 3.3 rows a key each: 1.03x the serial call when ANALYZE's
  * estimate of the keys came out low enough for four).
  */

@@ -119,8 +119,9 @@ window_aligned_start(PtfTime t, int64 period, int64 offset, PtfTime *start)
 
 	/*
 	 * t - origin overflows for times in the last 30 years of PostgreSQL's
-	 * range (times count from 2000, windows from 1970): t's distance past
-	 * its window's start, (t - origin) mod period, from the two remainders.
+	 * range (times count from 2000, windows from 1970), and floor_to may go
+	 * below the int64 range for huge periods: t's distance past its
+	 * window's start, (t - origin) mod period, from the two remainders.
 	 */
 	r = t % period;
 	if (r < 0)
@@ -146,7 +147,10 @@ slice_windows_in_range(const WindowSpec *w, PtfTime slice_end)
 	if (likely(!pg_add_s64_overflow(slice_end - w->slice, w->size, &last) &&
 			   last < END_TIMESTAMP))
 		return true;
-	/* a TUMBLE's bound was exact; HOP's last window starts at its last step */
+	/*
+	 * A TUMBLE's bound was exact; HOP's last window starts at the last step
+	 * at or before the slice, CUMULATE's at the start of its period.
+	 */
 	if (w->kind == WINDOW_TUMBLE ||
 		!window_aligned_start(slice_end - 1, w->kind == WINDOW_HOP ? w->step : w->size,
 							  w->offset, &start))
