@@ -20,6 +20,7 @@
 #include "funcapi.h"
 #include "optimizer/cost.h"
 #include "parser/parse_type.h"
+#include "storage/lmgr.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
@@ -192,8 +193,19 @@ ptf_input_of_type(Oid rowtype, PtfInputArg *in)
 	char		relkind;
 
 	in->rowtype = rowtype;
-	in->rowdesc = lookup_rowtype_tupdesc_copy(rowtype, -1);
 	in->relid = typeidTypeRelid(rowtype);
+
+	/*
+	 * The row type as its table has it now, the table locked first: the
+	 * lock takes in what DDL committed before it, and no DDL commits after
+	 * it until this transaction ends -- so none between this read and the
+	 * end of the WAL a change stream then reads to, whose changes would
+	 * otherwise come with columns this descriptor lacks (a pipeline's step
+	 * failed so when a column was dropped and added again meanwhile).
+	 */
+	if (OidIsValid(in->relid))
+		LockRelationOid(in->relid, AccessShareLock);
+	in->rowdesc = lookup_rowtype_tupdesc_copy(rowtype, -1);
 	relkind = OidIsValid(in->relid) ? get_rel_relkind(in->relid) : '\0';
 	in->readable = (relkind == RELKIND_RELATION ||
 					relkind == RELKIND_PARTITIONED_TABLE ||
