@@ -106,11 +106,15 @@ ptf_log "bench: $REPS rounds, serial and $WORKERS workers"
 ptf_psql -X -q -v ON_ERROR_STOP=1 -P format=unaligned -P fieldsep='|' -f "$script" >"$dir/out.txt"
 ptf_bench_times "$dir/out.txt" >"$dir/times.txt"
 m() { ptf_bench_median "$dir/times.txt" "$1"; }
+# each round of NAME: "serial parallel" ms, a line a round
+rounds() {
+    awk -v s="$1_s" -v p="$1_p" '$1 == s { a[++ns] = $2 } $1 == p { b[++np] = $2 }
+        END { for (i = 1; i <= ns && i <= np; i++) print a[i], b[i] }' "$dir/times.txt"
+}
 # the median of the rounds' own ratios, NAME_p / NAME_s of the same round
 paired() {
-    awk -v s="$1_s" -v p="$1_p" '$1 == s { a[++ns] = $2 } $1 == p { b[++np] = $2 }
-        END { for (i = 1; i <= ns && i <= np; i++) printf "%.6f\n", b[i] / a[i] }' "$dir/times.txt" |
-        sort -n | awk '{ r[NR] = $1 } END { printf "%.2fx", r[int((NR + 1) / 2)] }'
+    rounds "$1" | awk '{ printf "%.6f\n", $2 / $1 }' | sort -n |
+        awk '{ r[NR] = $1 } END { printf "%.2fx", r[int((NR + 1) / 2)] }'
 }
 w() { awk -F'|' -v n="@@w $1" '$1 == n { v = $2 "/" $3 } END { print v }' "$dir/out.txt"; }
 perkey() { awk -F'|' -v n="@@w $1" '$1 == n && $4 > 0 { v = sprintf("%.1f", $5 / $4) } END { print v }' "$dir/out.txt"; }
@@ -150,7 +154,5 @@ echo
 echo "### Each round: serial / parallel ms (round 1 ran serial first, round 2 parallel first, ...)"
 echo
 for n in count arrival event arrival_few event_few tumble hop tj; do
-    awk -v s="${n}_s" -v p="${n}_p" -v n="$n" '$1 == s { a[++ns] = $2 } $1 == p { b[++np] = $2 }
-        END { printf "- %s:", n; for (i = 1; i <= ns && i <= np; i++) printf " %.0f / %.0f", a[i], b[i]; print "" }' \
-        "$dir/times.txt"
+    echo "- $n:$(rounds "$n" | awk '{ printf " %.0f / %.0f", $1, $2 }')"
 done
