@@ -82,7 +82,16 @@ SELECT * FROM window_aggregate(NULL::bid2, NULL::item_total, 'hop', 'bidtime', '
 SELECT * FROM window_aggregate(NULL::bid2, NULL::item_total, 'cumulate', 'bidtime', '10 minutes',
     '5 minutes', partition_by => '{item}', aggregates => 'sum(price) AS total_price')
  WHERE item IN ('Y', 'Z') ORDER BY window_start, window_end, item;
-DELETE FROM bid2 WHERE item IN ('Y', 'Z');
+-- a row whose first window ends within the range has its windows that do: X's at 23:52 is
+-- in [23:45, 23:55) with W's at 23:47, not in [23:50, 00:00); CUMULATE likewise to 23:55
+INSERT INTO bid2 VALUES ('294276-12-31 23:47', 1.00, 'W'), ('294276-12-31 23:52', 2.00, 'X');
+SELECT * FROM window_aggregate(NULL::bid2, NULL::total, 'hop', 'bidtime', '10 minutes',
+    '5 minutes', aggregates => 'sum(price) AS total_price')
+ WHERE window_start > '294276-01-01' ORDER BY window_start;
+SELECT * FROM window_aggregate(NULL::bid2, NULL::total, 'cumulate', 'bidtime', '20 minutes',
+    '5 minutes', aggregates => 'sum(price) AS total_price')
+ WHERE window_start > '294276-01-01' ORDER BY window_end;
+DELETE FROM bid2 WHERE item IN ('W', 'X', 'Y', 'Z');
 
 -- any aggregate: built-in, DISTINCT, FILTER, ORDER BY, expressions, expressions over
 -- aggregates and keys; aggregates without a combine function (array_agg, string_agg)

@@ -253,6 +253,124 @@ SELECT (data).id FROM ptf.tumble(NULL::far, 'ms', '1 day',
 -- the helper of inlined calls refuses a bound it does not have
 SELECT ptf._tumble_bound(now(), 1000000, 0, 99, 'ts');
 DROP TABLE far;
+-- a row whose first window ends within the range has every window that does, and none
+-- that does not: HOP 10 min / 5 min, rows at 23:47 and 23:52 of the range's last day --
+-- [23:45, 23:55) holds both, [23:50, 00:00) would end at its end; CUMULATE 20 min / 5 min
+-- likewise up to 23:55. Inlined or not, timestamp and bigint columns, TVF + GROUP BY and
+-- Window Top-N as planned, and a uid call counting nothing skipped
+CREATE TABLE near_end (id int, ts timestamp, ms bigint);
+INSERT INTO near_end VALUES (1, '294276-12-31 23:47', 9224318015220000),
+    (2, '294276-12-31 23:52', 9224318015520000);
+SELECT (data).id, window_start, window_end FROM ptf.hop(NULL::near_end, 'ts', '5 minutes', '10 minutes')
+ ORDER BY 2, 1;
+SELECT (data).id, window_start, window_end FROM ptf.cumulate(NULL::near_end, 'ms', '5 minutes', '20 minutes')
+ ORDER BY 3, 1;
+SET ptf.inline_window_tvfs = off;
+SELECT (data).id, window_start, window_end FROM ptf.hop(NULL::near_end, 'ms', '5 minutes', '10 minutes')
+ ORDER BY 2, 1;
+SELECT (data).id, window_start, window_end FROM ptf.cumulate(NULL::near_end, 'ts', '5 minutes', '20 minutes')
+ ORDER BY 3, 1;
+RESET ptf.inline_window_tvfs;
+SELECT window_start, window_end, count(*), array_agg((data).id ORDER BY (data).id)
+  FROM ptf.hop(NULL::near_end, 'ts', '5 minutes', '10 minutes') GROUP BY 1, 2 ORDER BY 1;
+SELECT window_start, window_end, count(*)
+  FROM ptf.cumulate(NULL::near_end, 'ts', '5 minutes', '20 minutes') GROUP BY 1, 2 ORDER BY 2;
+SELECT * FROM (SELECT (data).id, window_start, window_end,
+                      row_number() OVER (PARTITION BY window_start, window_end ORDER BY (data).id DESC) AS rn
+                 FROM ptf.hop(NULL::near_end, 'ts', '5 minutes', '10 minutes')) t
+ WHERE rn = 1 ORDER BY 2;
+SELECT count(*) FROM ptf.hop(NULL::near_end, 'ts', '5 minutes', '10 minutes', uid => 'near_end');
+SELECT rows_in, rows_out, rows_skipped FROM ptf.state WHERE uid = 'near_end';
+SELECT ptf.drop_state('near_end');
+DROP TABLE near_end;
+-- against a model: the windows of 300 times in the last 40 days of the range (and at
+-- 23:59:59.999 and 23:53 of its last day), HOP and CUMULATE of several sizes (up to weeks,
+-- past the range's end), as bigint milliseconds (the range ends 9224318016000000 ms after
+-- 1970); both ways, rows and counts
+CREATE TABLE near_gen AS
+SELECT i AS id, 9224318016000000 - 1 - (hashint4(i) & 2147483647)::bigint % (40::bigint * 86400000) AS ms
+  FROM generate_series(1, 300) i
+ UNION ALL VALUES (301, 9224318016000000 - 1), (302, 9224318016000000 - 420000);
+CREATE FUNCTION near_model(kind text, step bigint, size bigint, off bigint)
+RETURNS TABLE (id int, window_start bigint, window_end bigint) LANGUAGE sql AS $$
+    SELECT g.id, w.s, w.e
+      FROM near_gen g,
+           LATERAL (SELECT st AS s, st + size AS e
+                      FROM generate_series(((g.ms - size - off) / step + 1) * step + off,
+                                           g.ms, step) st
+                     WHERE kind = 'hop'
+                    UNION ALL
+                    SELECT ps, ps + j * step
+                      FROM (SELECT (g.ms - off) / size * size + off AS ps) p,
+                           generate_series((g.ms - ps) / step + 1, size / step) j
+                     WHERE kind = 'cumulate') w
+     WHERE w.e < 9224318016000000
+$$;
+-- the TVF's windows (inlined or not), window_aggregate's counts, and TVF + GROUP BY as planned
+CREATE FUNCTION near_tvf(kind text, step bigint, size bigint, off bigint, inline boolean)
+RETURNS TABLE (id int, window_start bigint, window_end bigint) LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM set_config('ptf.inline_window_tvfs', inline::text, true);
+    RETURN QUERY EXECUTE format(
+        'SELECT (data).id, (extract(epoch FROM window_start) * 1000)::bigint,
+                (extract(epoch FROM window_end) * 1000)::bigint
+           FROM ptf.%s(NULL::near_gen, ''ms'', %L, %L, "offset" => %L)',
+        kind, step || ' ms', size || ' ms', off || ' ms');
+END $$;
+CREATE TYPE near_n AS (window_start timestamptz, window_end timestamptz, n bigint);
+CREATE FUNCTION near_counts(kind text, step bigint, size bigint, off bigint, planned boolean)
+RETURNS TABLE (window_start bigint, window_end bigint, n bigint) LANGUAGE plpgsql AS $$
+BEGIN
+    IF planned THEN
+        RETURN QUERY EXECUTE format(
+            'SELECT (extract(epoch FROM window_start) * 1000)::bigint,
+                    (extract(epoch FROM window_end) * 1000)::bigint, count(*)
+               FROM ptf.%s(NULL::near_gen, ''ms'', %L, %L, "offset" => %L) GROUP BY 1, 2',
+            kind, step || ' ms', size || ' ms', off || ' ms');
+    ELSE
+        RETURN QUERY SELECT (extract(epoch FROM w.window_start) * 1000)::bigint,
+                            (extract(epoch FROM w.window_end) * 1000)::bigint, w.n
+          FROM ptf.window_aggregate(NULL::near_gen, NULL::near_n, kind, 'ms', (size || ' ms')::interval,
+                                    (step || ' ms')::interval, "offset" => (off || ' ms')::interval,
+                                    aggregates => 'count(*) AS n') w;
+    END IF;
+END $$;
+SELECT kind, step / 60000 AS step_min, size / 60000 AS size_min, inline,
+       (SELECT count(*) FROM near_model(kind, step, size, off)) AS windows,
+       (SELECT count(*) FROM (
+           (SELECT * FROM near_model(kind, step, size, off)
+            EXCEPT ALL
+            SELECT * FROM near_tvf(kind, step, size, off, inline))
+           UNION ALL
+           (SELECT * FROM near_tvf(kind, step, size, off, inline)
+            EXCEPT ALL
+            SELECT * FROM near_model(kind, step, size, off))) d) AS tvf_differences
+  FROM (VALUES ('hop', 300000::bigint, 600000::bigint, 0::bigint), ('hop', 240000, 600000, 60000),
+               ('cumulate', 300000, 1200000, 0), ('cumulate', 900000, 3600000, 420000),
+               ('hop', 604800000, 2592000000, 0), ('cumulate', 345600000, 1728000000, 0)) s(kind, step, size, off),
+       (VALUES (true), (false)) i(inline)
+ ORDER BY 1, 2, 4;
+SELECT kind, step / 60000 AS step_min, size / 60000 AS size_min, planned,
+       (SELECT count(*) FROM (
+           (SELECT window_start, window_end, count(*) FROM near_model(kind, step, size, off) GROUP BY 1, 2
+            EXCEPT ALL
+            SELECT * FROM near_counts(kind, step, size, off, planned))
+           UNION ALL
+           (SELECT * FROM near_counts(kind, step, size, off, planned)
+            EXCEPT ALL
+            SELECT window_start, window_end, count(*) FROM near_model(kind, step, size, off) GROUP BY 1, 2)) d)
+       AS count_differences
+  FROM (VALUES ('hop', 300000::bigint, 600000::bigint, 0::bigint), ('hop', 240000, 600000, 60000),
+               ('cumulate', 300000, 1200000, 0), ('cumulate', 900000, 3600000, 420000),
+               ('hop', 604800000, 2592000000, 0), ('cumulate', 345600000, 1728000000, 0)) s(kind, step, size, off),
+       (VALUES (false), (true)) p(planned)
+ ORDER BY 1, 2, 4;
+-- HOP 10 min / 4 min: the last window in range ends at 23:58 (23:53's; 23:59:59.999 has none)
+SELECT max(window_end) FROM ptf.window_aggregate(NULL::near_gen, NULL::near_n, 'hop', 'ms', '10 minutes',
+    '4 minutes', aggregates => 'count(*) AS n');
+DROP FUNCTION near_counts, near_tvf, near_model;
+DROP TYPE near_n;
+DROP TABLE near_gen;
 RESET TimeZone;
 
 -- the window columns are timestamptz; a timestamp column's bounds are its wall clock in the

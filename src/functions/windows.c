@@ -921,7 +921,7 @@ partials_pay(PtfCallInput *in, const WindowSpec *spec)
 
 	if (!time_range(in->arg.relid, in->frame.on_time_attno, in->frame.on_time_type, &lo, &hi))
 		return true;
-	return ptf_partials_pay(in->arg.relid, in->frame.keys, (double) (hi - lo) / spec->slice + 1,
+	return ptf_partials_pay(in->arg.relid, in->frame.keys, ((double) hi - (double) lo) / spec->slice + 1,
 							WINDOW_PARTIALS_MIN_FOLD);
 }
 

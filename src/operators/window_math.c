@@ -20,6 +20,12 @@
  *	  window_first_end(s)	the end of the first window containing it
  *	  window_last_end(s)	the end of the last one
  *
+ * PostgreSQL's timestamps end before 294277-01-01: a window must end
+ * before that to have bounds.  A row none of whose windows does is passed
+ * over, as a row at infinity is (window_slice_end says no); of a row's
+ * windows only those that do are its windows (window_last_end stops at
+ * them), whatever the operator.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -134,83 +140,90 @@ window_aligned_start(PtfTime t, int64 period, int64 offset, PtfTime *start)
 }
 
 /*
- * Does the last window holding the slice ending at slice_end (which
- * ends at most a size after the slice starts) end within PostgreSQL's
- * timestamps?  Asked exactly only in their last windows' sizes.
+ * The end of the first window holding the slice ending at slice_end, and
+ * whether it is a time at all: false past the int64 range (a HOP whose
+ * size and slide reach past it).
  */
 static bool
-slice_windows_in_range(const WindowSpec *w, PtfTime slice_end)
+first_end_checked(const WindowSpec *w, PtfTime slice_end, PtfTime *first)
 {
-	PtfTime		start;
-	PtfTime		last;
+	PtfTime		s;
 
-	if (likely(!pg_add_s64_overflow(slice_end - w->slice, w->size, &last) &&
-			   last < END_TIMESTAMP))
+	if (w->kind != WINDOW_HOP || w->slice == w->step)
+	{
+		*first = slice_end;
 		return true;
-	/*
-	 * A TUMBLE's bound was exact; HOP's last window starts at the last step
-	 * at or before the slice, CUMULATE's at the start of its period.
-	 */
-	if (w->kind == WINDOW_TUMBLE ||
-		!window_aligned_start(slice_end - 1, w->kind == WINDOW_HOP ? w->step : w->size,
-							  w->offset, &start))
-		return false;
-	return !pg_add_s64_overflow(start, w->size, &last) && last < END_TIMESTAMP;
+	}
+	/* the first window starts after the last start at or before t - size */
+	return window_aligned_start(slice_end - 1 - w->size, w->step, w->offset, &s) &&
+		!pg_add_s64_overflow(s, w->step, &s) && !pg_add_s64_overflow(s, w->size, first);
 }
 
 /*
- * The end of the slice holding t; false when a window holding it would
- * end past PostgreSQL's timestamps, where it has no bounds to give: its
- * row is passed over, as a row at infinity is.
+ * The end of the slice holding t; false when no window holding it ends
+ * within PostgreSQL's timestamps, where it has no bounds to give: its row
+ * is passed over, as a row at infinity is.  Its windows that would end
+ * past them are not (window_last_end stops before them).
  */
 bool
 window_slice_end(const WindowSpec *w, PtfTime t, PtfTime *end)
 {
 	PtfTime		s;
+	PtfTime		bound;
+	PtfTime		first;
 
-	return window_aligned_start(t, w->slice, w->offset, &s) &&
-		!pg_add_s64_overflow(s, w->slice, end) &&
-		slice_windows_in_range(w, *end);
+	if (!window_aligned_start(t, w->slice, w->offset, &s) ||
+		pg_add_s64_overflow(s, w->slice, end))
+		return false;
+	/* every window holding the slice ends by a size after its start */
+	if (likely(!pg_add_s64_overflow(s, w->size, &bound) && bound < END_TIMESTAMP))
+		return true;
+	return first_end_checked(w, *end, &first) && first < END_TIMESTAMP;
 }
 
 PtfTime
 window_first_end(const WindowSpec *w, PtfTime slice_end)
 {
-	PtfTime		s = 0;
+	PtfTime		first = slice_end;
 
-	switch (w->kind)
-	{
-		case WINDOW_HOP:
-			/* slices of a step (size a multiple of it): the window ending with it */
-			if (w->slice == w->step)
-				return slice_end;
-			/* the first window starts after the last start at or before t - size */
-			(void) window_aligned_start(slice_end - 1 - w->size, w->step, w->offset, &s);
-			return s + w->step + w->size;
-		default:
-			return slice_end;
-	}
+	/* of a slice window_slice_end gave: in range */
+	(void) first_end_checked(w, slice_end, &first);
+	Assert(first < END_TIMESTAMP);
+	return first;
 }
 
+/*
+ * The end of the last window holding the slice that ends within
+ * PostgreSQL's timestamps: windows past them are left out, as a row past
+ * them is.
+ */
 PtfTime
 window_last_end(const WindowSpec *w, PtfTime slice_end)
 {
 	PtfTime		s = 0;
+	PtfTime		last;
+	PtfTime		first;
 
 	switch (w->kind)
 	{
 		case WINDOW_HOP:
 			/* slices of a step: the window starting with it (no division) */
 			if (w->slice == w->step)
-				return slice_end - w->step + w->size;
-			(void) window_aligned_start(slice_end - 1, w->step, w->offset, &s);
-			return s + w->size;
+				s = slice_end - w->step;
+			else
+				(void) window_aligned_start(slice_end - 1, w->step, w->offset, &s);
+			break;
 		case WINDOW_CUMULATE:
 			(void) window_aligned_start(slice_end - 1, w->size, w->offset, &s);
-			return s + w->size;
+			break;
 		default:
 			return slice_end;
 	}
+	if (likely(!pg_add_s64_overflow(s, w->size, &last) && last < END_TIMESTAMP))
+		return last;
+	/* the ends step from the first window's: the last of them in range */
+	first = window_first_end(w, slice_end);
+	return first + (END_TIMESTAMP - 1 - first) / w->step * w->step;
 }
 
 PtfTime
@@ -226,11 +239,17 @@ window_start_of(const WindowSpec *w, PtfTime end)
 	return end - w->size;
 }
 
-/* the window after e (HOP: the next slide; CUMULATE: the next step) */
+/*
+ * The window after e (HOP: the next slide; CUMULATE: the next step); past
+ * the int64 range, its largest value, after every window's end: loops up
+ * to a window_last_end stop.
+ */
 PtfTime
 window_next_end(const WindowSpec *w, PtfTime e)
 {
-	return e + w->step;
+	PtfTime		next;
+
+	return pg_add_s64_overflow(e, w->step, &next) ? PG_INT64_MAX : next;
 }
 
 

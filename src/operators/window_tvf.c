@@ -75,6 +75,7 @@ window_assign(const WindowSpec *w, PtfTime ts, PtfTime *ends, int max)
 {
 	PtfTime		s = 0;
 	PtfTime		e = 0;
+	PtfTime		last;
 	int			n = 0;
 
 	if (ts == PTF_TIME_MIN || ts == PTF_TIME_MAX)
@@ -87,27 +88,12 @@ window_assign(const WindowSpec *w, PtfTime ts, PtfTime *ends, int max)
 			ends[0] = s + w->size;
 		return 1;
 	}
-	if (!window_slice_end(w, ts, &e) ||
-		!window_aligned_start(ts, w->kind == WINDOW_HOP ? w->step : w->size, w->offset, &s) ||
-		pg_add_s64_overflow(s, w->size, &e))
+	if (!window_slice_end(w, ts, &e))
 		return 0;
-	if (w->kind == WINDOW_HOP)
-	{
-		PtfTime		first = 0;
-
-		(void) window_aligned_start(ts - w->size, w->step, w->offset, &first);
-		for (first += w->step; first <= s; first += w->step, n++)
-			if (n < max)
-				ends[n] = first + w->size;
-	}
-	else
-	{
-		Assert(w->kind == WINDOW_CUMULATE);
-		(void) window_slice_end(w, ts, &e);
-		for (; e <= s + w->size; e += w->step, n++)
-			if (n < max)
-				ends[n] = e;
-	}
+	last = window_last_end(w, e);
+	for (e = window_first_end(w, e); e <= last; e = window_next_end(w, e), n++)
+		if (n < max)
+			ends[n] = e;
 	return n;
 }
 
@@ -125,6 +111,7 @@ tvf_on_row(PtfOperator *op, RowKind kind, TupleTableSlot *row, const PtfRowConte
 	PtfTime		ts = ctx->event_time;
 	PtfTime		s = 0;
 	PtfTime		e = 0;
+	PtfTime		last;
 	Datum		data;
 
 	/* a TVF row is an insert: updates and deletes of a stream pass over */
@@ -133,10 +120,7 @@ tvf_on_row(PtfOperator *op, RowKind kind, TupleTableSlot *row, const PtfRowConte
 		t->skipped++;
 		return PTF_ROW_DONE;
 	}
-	if (w->kind == WINDOW_TUMBLE ? !window_tumble_start(w, ts, &s) :
-		(!window_slice_end(w, ts, &e) || !window_aligned_start(ts, w->kind == WINDOW_HOP ? w->step : w->size,
-													w->offset, &s) ||
-		 pg_add_s64_overflow(s, w->size, &e)))
+	if (w->kind == WINDOW_TUMBLE ? !window_tumble_start(w, ts, &s) : !window_slice_end(w, ts, &e))
 	{
 		t->skipped++;
 		return PTF_ROW_DONE;
@@ -144,40 +128,21 @@ tvf_on_row(PtfOperator *op, RowKind kind, TupleTableSlot *row, const PtfRowConte
 	/* data is of the input's row type, whatever slot the row came in */
 	slot_getsomeattrs(row, t->rowdesc->natts);
 	data = HeapTupleGetDatum(heap_form_tuple(t->rowdesc, row->tts_values, row->tts_isnull));
-	switch (w->kind)
+	if (w->kind == WINDOW_TUMBLE)
 	{
-		case WINDOW_TUMBLE:
-			tvf_emit(t, data, s, s + w->size);
-			break;
-		case WINDOW_HOP:
-			{
-				/* every start k slide + offset with start <= ts < start + size, ascending */
-				PtfTime		first = 0;
-
-				(void) window_aligned_start(ts - w->size, w->step, w->offset, &first);
-				for (first += w->step; first <= s; first += w->step)
-				{
-					/* up to WINDOW_MAX_PER_ROW rows for this one: a cancel is heard */
-					CHECK_FOR_INTERRUPTS();
-					tvf_emit(t, data, first, first + w->size);
-				}
-			}
-			break;
-		case WINDOW_CUMULATE:
-			{
-				PtfTime		step_end = 0;
-
-				(void) window_slice_end(w, ts, &step_end);
-				for (e = step_end; e <= s + w->size; e += w->step)
-				{
-					CHECK_FOR_INTERRUPTS();
-					tvf_emit(t, data, s, e);
-				}
-			}
-			break;
-		case WINDOW_SESSION:
-			Assert(false);
-			break;
+		tvf_emit(t, data, s, s + w->size);
+		return PTF_ROW_DONE;
+	}
+	Assert(w->kind == WINDOW_HOP || w->kind == WINDOW_CUMULATE);
+	/* a CUMULATE's windows start with its period, a HOP's a size before their ends */
+	if (w->kind == WINDOW_CUMULATE)
+		(void) window_aligned_start(ts, w->size, w->offset, &s);
+	last = window_last_end(w, e);
+	for (e = window_first_end(w, e); e <= last; e = window_next_end(w, e))
+	{
+		/* up to WINDOW_MAX_PER_ROW rows for this one: a cancel is heard */
+		CHECK_FOR_INTERRUPTS();
+		tvf_emit(t, data, w->kind == WINDOW_HOP ? e - w->size : s, e);
 	}
 	return PTF_ROW_DONE;
 }

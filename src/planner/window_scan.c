@@ -438,15 +438,42 @@ ptf_to_unix_seconds(PtfTime t)
 	return t / USECS_PER_SEC + (int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY;
 }
 
-/* Has the grid base + k period a point in [lo, hi)? */
+/*
+ * Has the grid base + k period a point in [lo, hi)?  From the remainders:
+ * base - lo overflows for times in the last 30 years of the range.
+ */
 static bool
 grid_hits(int64 base, int64 period, PtfTime lo, PtfTime hi)
 {
-	int64		r = (base - lo) % period;
+	int64		a = base % period;
+	int64		b = lo % period;
+	int64		r;
 
-	if (r < 0)
-		r += period;
-	return lo + r < hi;
+	if (a < 0)
+		a += period;
+	if (b < 0)
+		b += period;
+	/* the distance from lo up to the grid's next point */
+	r = a >= b ? a - b : a + (period - b);
+	return lo < hi && r < hi - lo;
+}
+
+/* t + d, d >= 0, stopped at the int64 range */
+static PtfTime
+time_add_saturated(PtfTime t, int64 d)
+{
+	PtfTime		r;
+
+	return pg_add_s64_overflow(t, d, &r) ? PG_INT64_MAX : r;
+}
+
+/* t - d, d >= 0, stopped at the int64 range */
+static PtfTime
+time_sub_saturated(PtfTime t, int64 d)
+{
+	PtfTime		r;
+
+	return pg_sub_s64_overflow(t, d, &r) ? PG_INT64_MIN : r;
 }
 
 /*
@@ -471,8 +498,10 @@ gap_possible(const WindowSpec *w, const PtfTime *range)
 	if (range[0] > range[1] || pg_get_timezone_offset(session_timezone, &gmtoff))
 		return false;
 	/* widened by the windows, and by a day for the zone's offsets */
-	t = (pg_time_t) ptf_to_unix_seconds(range[0] - w->size - USECS_PER_DAY);
-	until = (pg_time_t) ptf_to_unix_seconds(range[1] + w->size + USECS_PER_DAY);
+	t = (pg_time_t) ptf_to_unix_seconds(time_sub_saturated(time_sub_saturated(range[0], w->size),
+														   USECS_PER_DAY));
+	until = (pg_time_t) ptf_to_unix_seconds(time_add_saturated(time_add_saturated(range[1], w->size),
+															   USECS_PER_DAY));
 	while (t < until)
 	{
 		long		before;
