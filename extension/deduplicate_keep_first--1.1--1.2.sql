@@ -170,6 +170,16 @@ LANGUAGE C STABLE PARALLEL SAFE ROWS 4;
 COMMENT ON FUNCTION ptf._tvf_windows(anyelement, integer, bigint, bigint, bigint, text) IS
     'Internal: the HOP (kind 1) or CUMULATE (kind 2) windows holding a time';
 
+-- A generic plan that groups a TVF's rows itself, its changes argument a
+-- parameter, passes that argument through this: true (a change stream,
+-- which PostgreSQL would group per call) is refused at execution as a
+-- constant true is at planning (planner/planner.c).  Internal.
+CREATE FUNCTION ptf._refuse_grouped_stream(changes boolean) RETURNS boolean
+AS 'MODULE_PATHNAME', 'ptf_refuse_grouped_stream'
+LANGUAGE C IMMUTABLE PARALLEL SAFE;
+COMMENT ON FUNCTION ptf._refuse_grouped_stream(boolean) IS
+    'Internal: a grouped window TVF''s changes argument, refused when true';
+
 -- Window Top-N as a function: per window (and key), the first top_n rows
 -- in the order of order_by, numbered; window deduplication is top_n 1.
 CREATE FUNCTION ptf.window_top_n(

@@ -224,6 +224,21 @@ SET plan_cache_mode = force_generic_plan;
 EXPLAIN (COSTS OFF) EXECUTE wfq(true);
 RESET plan_cache_mode;
 DEALLOCATE wfq;
+-- a grouping the rules do not plan, its changes argument a parameter: a generic plan
+-- passes the parameter through ptf._refuse_grouped_stream, which refuses true when the
+-- statement runs (a custom plan refuses it at planning), before the call reads a row;
+-- false runs as written
+PREPARE wfg(bool) AS SELECT window_start, (data).v % 2 AS odd, count(*)
+  FROM tumble(NULL::wf, 'ts', '10 minutes', changes => $1, uid => 'wf_gen') GROUP BY 1, 2 ORDER BY 2, 1;
+SET plan_cache_mode = force_generic_plan;
+EXPLAIN (VERBOSE, COSTS OFF) EXECUTE wfg(true);
+EXECUTE wfg(true);
+SELECT count(*) FROM state WHERE uid = 'wf_gen';
+EXECUTE wfg(false);
+SET plan_cache_mode = force_custom_plan;
+EXECUTE wfg(true);
+RESET plan_cache_mode;
+DEALLOCATE wfg;
 
 SELECT count(drop_state(uid)) FROM state;
 -- a planned uid's state is by column numbers: after a column is renamed, the query naming it

@@ -43,10 +43,12 @@
 #include "catalog/namespace.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
 #include "optimizer/optimizer.h"
 #include "optimizer/planner.h"
 #include "optimizer/paths.h"
+#include "parser/parse_func.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
@@ -190,21 +192,32 @@ typedef struct PrepassContext
 								 * change stream */
 } PrepassContext;
 
-/* Is rte a window TVF's call with changes => true (a constant)? */
-static bool
+/* Does a window TVF's call read its change stream? */
+typedef enum StreamCall
+{
+	STREAM_NO,					/* not a TVF, or changes => false */
+	STREAM_YES,					/* changes => true */
+	STREAM_MAYBE				/* changes => a parameter: as executed */
+} StreamCall;
+
+static StreamCall
 stream_tvf(RangeTblEntry *rte)
 {
 	PtfTvf		tvf;
 	Node	   *changes;
 
 	if (!ptf_tvf_of_rte(rte, &tvf))
-		return false;
+		return STREAM_NO;
 	changes = ptf_tvf_arg(&tvf, "changes");
-	return changes != NULL && IsA(changes, Const) && !((Const *) changes)->constisnull &&
-		DatumGetBool(((Const *) changes)->constvalue);
+	if (changes == NULL)
+		return STREAM_NO;
+	if (!IsA(changes, Const))
+		return STREAM_MAYBE;
+	return !((Const *) changes)->constisnull && DatumGetBool(((Const *) changes)->constvalue) ?
+		STREAM_YES : STREAM_NO;
 }
 
-/* Does q read a window TVF's change stream, in its FROM or a subquery there? */
+/* Does q read a window TVF's change stream (or may it), in its FROM or a subquery there? */
 static bool
 groups_stream(Query *q)
 {
@@ -215,11 +228,69 @@ groups_stream(Query *q)
 	{
 		RangeTblEntry *rte = lfirst_node(RangeTblEntry, lc);
 
-		if ((rte->rtekind == RTE_FUNCTION && stream_tvf(rte)) ||
+		if ((rte->rtekind == RTE_FUNCTION && stream_tvf(rte) != STREAM_NO) ||
 			(rte->rtekind == RTE_SUBQUERY && groups_stream(rte->subquery)))
 			return true;
 	}
 	return false;
+}
+
+static void
+refuse_stream_grouping(void)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			 errmsg("a grouping or ranking of a window table function's change stream must be planned as the window aggregate or Window Top-N"),
+			 errdetail("PostgreSQL would group each call's rows apart: a window would come out in parts, once per call, before the watermark passes it."),
+			 errhint("Group by window_start, window_end and columns of data, with aggregates of data (no ordered-set aggregates), or rank with row_number() over each window filtered by rownum <= N: EXPLAIN of the query over the table's rows (without changes => true) shows a PtfWindowScan when the rules plan it. Or aggregate with ptf.window_aggregate(..., changes => true).")));
+}
+
+/*
+ * ptf._refuse_grouped_stream(changes): what a plan grouping a window TVF's
+ * rows passes as its changes argument when that is a parameter -- the
+ * argument, or, when true, the error planning gives a constant true.
+ */
+PG_FUNCTION_INFO_V1(ptf_refuse_grouped_stream);
+
+Datum
+ptf_refuse_grouped_stream(PG_FUNCTION_ARGS)
+{
+	if (PG_ARGISNULL(0))
+		PG_RETURN_NULL();
+	if (PG_GETARG_BOOL(0))
+		refuse_stream_grouping();
+	PG_RETURN_BOOL(false);
+}
+
+/*
+ * A parameter as the changes argument of a call whose rows the plan groups
+ * (a generic plan: its value comes at execution) goes through
+ * ptf._refuse_grouped_stream.  Without that function (the library is
+ * newer than the extension's objects, before ALTER EXTENSION UPDATE) the
+ * plan is refused as for true.
+ */
+static void
+guard_changes_argument(FunctionScan *scan, RangeTblEntry *rte)
+{
+	RangeTblFunction *rtfunc = linitial_node(RangeTblFunction, scan->functions);
+	FuncExpr   *fe = castNode(FuncExpr, rtfunc->funcexpr);
+	PtfTvf		tvf;
+	Oid			argtypes[1] = {BOOLOID};
+	Oid			guard;
+	int			i;
+
+	if (!ptf_tvf_of_rte(rte, &tvf))
+		return;
+	guard = LookupFuncName(list_make2(makeString("ptf"), makeString("_refuse_grouped_stream")),
+						   1, argtypes, true);
+	/* the plan's arguments are positional, defaults included, as the planner expanded them */
+	i = ptf_tvf_arg_index(&tvf, "changes");
+	if (!OidIsValid(guard) || i < 0 || i >= list_length(fe->args) ||
+		exprType(list_nth(fe->args, i)) != BOOLOID)
+		refuse_stream_grouping();
+	list_nth_cell(fe->args, i)->ptr_value =
+		makeFuncExpr(guard, BOOLOID, list_make1(list_nth(fe->args, i)), InvalidOid, InvalidOid,
+					 COERCE_EXPLICIT_CALL);
 }
 
 /*
@@ -250,12 +321,17 @@ refuse_unplanned_stream_grouping(Plan *plan, bool grouped)
 		rte.rtekind = RTE_FUNCTION;
 		rte.functions = ((FunctionScan *) plan)->functions;
 		rte.funcordinality = ((FunctionScan *) plan)->funcordinality;
-		if (stream_tvf(&rte))
-			ereport(ERROR,
-					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-					 errmsg("a grouping or ranking of a window table function's change stream must be planned as the window aggregate or Window Top-N"),
-					 errdetail("PostgreSQL would group each call's rows apart: a window would come out in parts, once per call, before the watermark passes it."),
-					 errhint("Group by window_start, window_end and columns of data, with aggregates of data (no ordered-set aggregates), or rank with row_number() over each window filtered by rownum <= N: EXPLAIN of the query over the table's rows (without changes => true) shows a PtfWindowScan when the rules plan it. Or aggregate with ptf.window_aggregate(..., changes => true).")));
+		switch (stream_tvf(&rte))
+		{
+			case STREAM_NO:
+				break;
+			case STREAM_YES:
+				refuse_stream_grouping();
+				break;
+			case STREAM_MAYBE:
+				guard_changes_argument((FunctionScan *) plan, &rte);
+				break;
+		}
 	}
 	refuse_unplanned_stream_grouping(plan->lefttree, grouped);
 	refuse_unplanned_stream_grouping(plan->righttree, grouped);

@@ -119,18 +119,27 @@ ptf_tvf_of_rte(RangeTblEntry *rte, PtfTvf *tvf)
 	return true;
 }
 
-Node *
-ptf_tvf_arg(const PtfTvf *tvf, const char *name)
+/* The position of the argument called name among a TVF's, or -1. */
+int
+ptf_tvf_arg_index(const PtfTvf *tvf, const char *name)
 {
 	const char *const *names = tvf->kind == WINDOW_TUMBLE ? tumble_args :
 		tvf->kind == WINDOW_HOP ? hop_args : cumulate_args;
 	int			n = tvf->kind == WINDOW_TUMBLE ? lengthof(tumble_args) : lengthof(hop_args);
 	int			i;
 
-	for (i = 0; i < n && i < list_length(tvf->fe->args); i++)
+	for (i = 0; i < n; i++)
 		if (strcmp(names[i], name) == 0)
-			return (Node *) list_nth(tvf->fe->args, i);
-	return NULL;
+			return i;
+	return -1;
+}
+
+Node *
+ptf_tvf_arg(const PtfTvf *tvf, const char *name)
+{
+	int			i = ptf_tvf_arg_index(tvf, name);
+
+	return i >= 0 && i < list_length(tvf->fe->args) ? (Node *) list_nth(tvf->fe->args, i) : NULL;
 }
 
 /* ---- what expressions read ---- */

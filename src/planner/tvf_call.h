@@ -47,6 +47,7 @@ extern bool ptf_tvf_args_fixed(const PtfTvf *tvf);
 
 /* The argument of the call by name ("uid", "changes", ...), or NULL. */
 extern Node *ptf_tvf_arg(const PtfTvf *tvf, const char *name);
+extern int	ptf_tvf_arg_index(const PtfTvf *tvf, const char *name);
 
 /*
  * What an expression of a query over the TVF's entry rti reads: a set of
