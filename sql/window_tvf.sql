@@ -283,28 +283,47 @@ SELECT count(*) FROM ptf.hop(NULL::near_end, 'ts', '5 minutes', '10 minutes', ui
 SELECT rows_in, rows_out, rows_skipped FROM ptf.state WHERE uid = 'near_end';
 SELECT ptf.drop_state('near_end');
 DROP TABLE near_end;
+-- a window must start within the range too (it begins 4714-11-24 BC): TUMBLE 7 days, whose
+-- grid from 1970 has [11-20, 11-27) BC, passes the first two rows over; HOP 2 days / 1 day
+-- keeps their [11-24, 11-26) and leaves out [11-23, 11-25) (timestamp errors, 22008, before)
+CREATE TABLE near_start (id int, ts timestamp);
+INSERT INTO near_start VALUES (1, '4714-11-24 00:00:00 BC'), (2, '4714-11-24 05:00:00 BC'),
+    (3, '4714-11-30 00:00:00 BC');
+SELECT (data).id, window_start, window_end FROM ptf.tumble(NULL::near_start, 'ts', '7 days');
+SELECT (data).id, window_start, window_end FROM ptf.hop(NULL::near_start, 'ts', '1 day', '2 days')
+ ORDER BY 2, 1;
+SET ptf.inline_window_tvfs = off;
+SELECT (data).id, window_start, window_end FROM ptf.tumble(NULL::near_start, 'ts', '7 days');
+RESET ptf.inline_window_tvfs;
+SELECT window_start, window_end, count(*)
+  FROM ptf.hop(NULL::near_start, 'ts', '1 day', '2 days') GROUP BY 1, 2 ORDER BY 1;
+DROP TABLE near_start;
 -- against a model: the windows of 300 times in the last 40 days of the range (and at
--- 23:59:59.999 and 23:53 of its last day), HOP and CUMULATE of several sizes (up to weeks,
--- past the range's end), as bigint milliseconds (the range ends 9224318016000000 ms after
--- 1970); both ways, rows and counts
+-- 23:59:59.999 and 23:53 of its last day) and of 300 in its first 40 days (from
+-- 4714-11-24 BC), HOP and CUMULATE of several sizes (up to weeks, past the range's ends),
+-- as bigint milliseconds (the range is [-210866803200000, 9224318016000000) ms after 1970);
+-- both ways, rows and counts
 CREATE TABLE near_gen AS
 SELECT i AS id, 9224318016000000 - 1 - (hashint4(i) & 2147483647)::bigint % (40::bigint * 86400000) AS ms
   FROM generate_series(1, 300) i
- UNION ALL VALUES (301, 9224318016000000 - 1), (302, 9224318016000000 - 420000);
+ UNION ALL VALUES (301, 9224318016000000 - 1), (302, 9224318016000000 - 420000)
+ UNION ALL
+SELECT i, -210866803200000 + (hashint4(i) & 2147483647)::bigint % (40::bigint * 86400000)
+  FROM generate_series(303, 602) i;
 CREATE FUNCTION near_model(kind text, step bigint, size bigint, off bigint)
 RETURNS TABLE (id int, window_start bigint, window_end bigint) LANGUAGE sql AS $$
     SELECT g.id, w.s, w.e
       FROM near_gen g,
            LATERAL (SELECT st AS s, st + size AS e
-                      FROM generate_series(((g.ms - size - off) / step + 1) * step + off,
-                                           g.ms, step) st
+                      FROM generate_series((floor((g.ms - size - off)::numeric / step)::bigint + 1)
+                                           * step + off, g.ms, step) st
                      WHERE kind = 'hop'
                     UNION ALL
                     SELECT ps, ps + j * step
-                      FROM (SELECT (g.ms - off) / size * size + off AS ps) p,
+                      FROM (SELECT floor((g.ms - off)::numeric / size)::bigint * size + off AS ps) p,
                            generate_series((g.ms - ps) / step + 1, size / step) j
                      WHERE kind = 'cumulate') w
-     WHERE w.e < 9224318016000000
+     WHERE w.s >= -210866803200000 AND w.e < 9224318016000000
 $$;
 -- the TVF's windows (inlined or not), window_aggregate's counts, and TVF + GROUP BY as planned
 CREATE FUNCTION near_tvf(kind text, step bigint, size bigint, off bigint, inline boolean)

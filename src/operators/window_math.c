@@ -20,11 +20,12 @@
  *	  window_first_end(s)	the end of the first window containing it
  *	  window_last_end(s)	the end of the last one
  *
- * PostgreSQL's timestamps end before 294277-01-01: a window must end
- * before that to have bounds.  A row none of whose windows does is passed
- * over, as a row at infinity is (window_slice_end says no); of a row's
- * windows only those that do are its windows (window_last_end stops at
- * them), whatever the operator.
+ * PostgreSQL's timestamps run from 4714-11-24 BC to before 294277-01-01:
+ * a window must start and end within them to have bounds.  A row none of
+ * whose windows does is passed over, as a row at infinity is
+ * (window_slice_end says no); of a row's windows only those that do are
+ * its windows (window_first_end and window_last_end stop at them),
+ * whatever the operator.
  *
  *-------------------------------------------------------------------------
  */
@@ -160,6 +161,22 @@ first_end_checked(const WindowSpec *w, PtfTime slice_end, PtfTime *first)
 }
 
 /*
+ * The start of the last window holding the slice ending at slice_end (of
+ * the int64 range: its end may be past PostgreSQL's, its start not).
+ */
+static PtfTime
+last_start(const WindowSpec *w, PtfTime slice_end)
+{
+	PtfTime		s = slice_end - w->slice;
+
+	if (w->kind == WINDOW_HOP && w->slice != w->step)
+		(void) window_aligned_start(slice_end - 1, w->step, w->offset, &s);
+	else if (w->kind == WINDOW_CUMULATE)
+		(void) window_aligned_start(slice_end - 1, w->size, w->offset, &s);
+	return s;
+}
+
+/*
  * The end of the slice holding t; false when no window holding it ends
  * within PostgreSQL's timestamps, where it has no bounds to give: its row
  * is passed over, as a row at infinity is.  Its windows that would end
@@ -175,21 +192,37 @@ window_slice_end(const WindowSpec *w, PtfTime t, PtfTime *end)
 	if (!window_aligned_start(t, w->slice, w->offset, &s) ||
 		pg_add_s64_overflow(s, w->slice, end))
 		return false;
-	/* every window holding the slice ends by a size after its start */
-	if (likely(!pg_add_s64_overflow(s, w->size, &bound) && bound < END_TIMESTAMP))
+	/* every window holding the slice ends by a size after its start ... */
+	if (unlikely(pg_add_s64_overflow(s, w->size, &bound) || bound >= END_TIMESTAMP) &&
+		!(first_end_checked(w, *end, &first) && first < END_TIMESTAMP))
+		return false;
+	/* ... and starts at most a size before its end: the last one in range? */
+	if (likely(!pg_sub_s64_overflow(*end, w->size, &bound) && bound >= MIN_TIMESTAMP))
 		return true;
-	return first_end_checked(w, *end, &first) && first < END_TIMESTAMP;
+	return last_start(w, *end) >= MIN_TIMESTAMP;
 }
 
+/*
+ * The end of the first window holding the slice that starts within
+ * PostgreSQL's timestamps (of a slice window_slice_end gave: there is one).
+ */
 PtfTime
 window_first_end(const WindowSpec *w, PtfTime slice_end)
 {
 	PtfTime		first = slice_end;
+	PtfTime		start;
 
-	/* of a slice window_slice_end gave: in range */
+	int64		short_by;
+
 	(void) first_end_checked(w, slice_end, &first);
 	Assert(first < END_TIMESTAMP);
-	return first;
+	/* a TUMBLE's window and a CUMULATE's period start in range (window_slice_end) */
+	if (likely(w->kind != WINDOW_HOP ||
+			   (!pg_sub_s64_overflow(first, w->size, &start) && start >= MIN_TIMESTAMP)))
+		return first;
+	/* a HOP's windows start a size before their ends, a slide apart */
+	short_by = MIN_TIMESTAMP + w->size - first;
+	return first + (short_by / w->step + (short_by % w->step != 0)) * w->step;
 }
 
 /*
