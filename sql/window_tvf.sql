@@ -300,7 +300,9 @@ SELECT window_start, window_end, count(*)
 DROP TABLE near_start;
 -- against a model: the windows of 300 times in the last 40 days of the range (and at
 -- 23:59:59.999 and 23:53 of its last day) and of 300 in its first 40 days (from
--- 4714-11-24 BC), HOP and CUMULATE of several sizes (up to weeks, past the range's ends),
+-- 4714-11-24 BC) and three between (2000, 1 AD, 100000 AD), HOP and CUMULATE of several
+-- sizes (up to weeks, past the range's ends; HOP with gaps between its windows, and of
+-- 250k and 290k years),
 -- as bigint milliseconds (the range is [-210866803200000, 9224318016000000) ms after 1970);
 -- both ways, rows and counts
 CREATE TABLE near_gen AS
@@ -309,7 +311,8 @@ SELECT i AS id, 9224318016000000 - 1 - (hashint4(i) & 2147483647)::bigint % (40:
  UNION ALL VALUES (301, 9224318016000000 - 1), (302, 9224318016000000 - 420000)
  UNION ALL
 SELECT i, -210866803200000 + (hashint4(i) & 2147483647)::bigint % (40::bigint * 86400000)
-  FROM generate_series(303, 602) i;
+  FROM generate_series(303, 602) i
+ UNION ALL VALUES (603, 946684800000), (604, -62135596800000), (605, 3093527980800000);
 CREATE FUNCTION near_model(kind text, step bigint, size bigint, off bigint)
 RETURNS TABLE (id int, window_start bigint, window_end bigint) LANGUAGE sql AS $$
     SELECT g.id, w.s, w.e
@@ -366,7 +369,11 @@ SELECT kind, step / 60000 AS step_min, size / 60000 AS size_min, inline,
             SELECT * FROM near_model(kind, step, size, off))) d) AS tvf_differences
   FROM (VALUES ('hop', 300000::bigint, 600000::bigint, 0::bigint), ('hop', 240000, 600000, 60000),
                ('cumulate', 300000, 1200000, 0), ('cumulate', 900000, 3600000, 420000),
-               ('hop', 604800000, 2592000000, 0), ('cumulate', 345600000, 1728000000, 0)) s(kind, step, size, off),
+               ('hop', 604800000, 2592000000, 0), ('cumulate', 345600000, 1728000000, 0),
+               -- slides larger than the size (rows between windows), and a size of 250k years
+               ('hop', 864000000, 86400000, 0), ('hop', 1382400000, 432000000, 86400000),
+               ('hop', 4000000000000000, 8000000000000000, 0),
+               ('hop', 3600000000000000, 9216000000000000, 0)) s(kind, step, size, off),
        (VALUES (true), (false)) i(inline)
  ORDER BY 1, 2, 4;
 SELECT kind, step / 60000 AS step_min, size / 60000 AS size_min, planned,
@@ -381,7 +388,11 @@ SELECT kind, step / 60000 AS step_min, size / 60000 AS size_min, planned,
        AS count_differences
   FROM (VALUES ('hop', 300000::bigint, 600000::bigint, 0::bigint), ('hop', 240000, 600000, 60000),
                ('cumulate', 300000, 1200000, 0), ('cumulate', 900000, 3600000, 420000),
-               ('hop', 604800000, 2592000000, 0), ('cumulate', 345600000, 1728000000, 0)) s(kind, step, size, off),
+               ('hop', 604800000, 2592000000, 0), ('cumulate', 345600000, 1728000000, 0),
+               -- slides larger than the size (rows between windows), and a size of 250k years
+               ('hop', 864000000, 86400000, 0), ('hop', 1382400000, 432000000, 86400000),
+               ('hop', 4000000000000000, 8000000000000000, 0),
+               ('hop', 3600000000000000, 9216000000000000, 0)) s(kind, step, size, off),
        (VALUES (false), (true)) p(planned)
  ORDER BY 1, 2, 4;
 -- HOP 10 min / 4 min: the last window in range ends at 23:58 (23:53's; 23:59:59.999 has none)

@@ -109,6 +109,21 @@ floor_to(int64 a, int64 b)
 	return r < 0 ? a - r - b : a - r;
 }
 
+/* (t - (epoch + offset)) mod period, in [0, period), without overflow */
+static int64
+past_grid(PtfTime t, int64 period, int64 offset)
+{
+	int64		origin = UNIX_EPOCH_PTF + offset;
+	int64		r = t % period;
+	int64		o = origin % period;
+
+	if (r < 0)
+		r += period;
+	if (o < 0)
+		o += period;
+	return r >= o ? r - o : r + (period - o);
+}
+
 /*
  * The start of the window of length period (aligned to the epoch plus
  * offset) holding t; false when it is below the int64 range.
@@ -118,8 +133,6 @@ window_aligned_start(PtfTime t, int64 period, int64 offset, PtfTime *start)
 {
 	int64		origin = UNIX_EPOCH_PTF + offset;
 	int64		u;
-	int64		r;
-	int64		o;
 
 	if (likely(!pg_sub_s64_overflow(t, origin, &u) && u > PG_INT64_MIN + period))
 		return !pg_add_s64_overflow(floor_to(u, period), origin, start);
@@ -128,36 +141,40 @@ window_aligned_start(PtfTime t, int64 period, int64 offset, PtfTime *start)
 	 * t - origin overflows for times in the last 30 years of PostgreSQL's
 	 * range (times count from 2000, windows from 1970), and floor_to may go
 	 * below the int64 range for huge periods: t's distance past its
-	 * window's start, (t - origin) mod period, from the two remainders.
+	 * window's start from the two remainders.
 	 */
-	r = t % period;
-	if (r < 0)
-		r += period;
-	o = origin % period;
-	if (o < 0)
-		o += period;
-	r = r >= o ? r - o : r + (period - o);
-	return !pg_sub_s64_overflow(t, r, start);
+	return !pg_sub_s64_overflow(t, past_grid(t, period, offset), start);
 }
 
 /*
- * The end of the first window holding the slice ending at slice_end, and
- * whether it is a time at all: false past the int64 range (a HOP whose
- * size and slide reach past it).
+ * The end of the first window of the grid that ends after slice_end - 1
+ * and starts at or after PostgreSQL's first timestamp (a HOP's: a slide
+ * larger than the size leaves slices in no window, whose "first" window
+ * then starts after them); false when it would end past the int64 range.
  */
 static bool
 first_end_checked(const WindowSpec *w, PtfTime slice_end, PtfTime *first)
 {
+	PtfTime		x;
 	PtfTime		s;
+	PtfTime		e;
 
 	if (w->kind != WINDOW_HOP || w->slice == w->step)
 	{
 		*first = slice_end;
 		return true;
 	}
-	/* the first window starts after the last start at or before t - size */
-	return window_aligned_start(slice_end - 1 - w->size, w->step, w->offset, &s) &&
-		!pg_add_s64_overflow(s, w->step, &s) && !pg_add_s64_overflow(s, w->size, first);
+	/*
+	 * The first window starts at the first step after t - size; one that
+	 * starts before the range does not count: after MIN_TIMESTAMP - 1 then.
+	 */
+	if (pg_sub_s64_overflow(slice_end - 1, w->size, &x) || x < MIN_TIMESTAMP - 1)
+		x = MIN_TIMESTAMP - 1;
+	if (pg_add_s64_overflow(x, w->step - past_grid(x, w->step, w->offset), &s) ||
+		pg_add_s64_overflow(s, w->size, &e))
+		return false;
+	*first = e;
+	return true;
 }
 
 /*
@@ -177,58 +194,78 @@ last_start(const WindowSpec *w, PtfTime slice_end)
 }
 
 /*
- * The end of the slice holding t; false when no window holding it ends
- * within PostgreSQL's timestamps, where it has no bounds to give: its row
- * is passed over, as a row at infinity is.  Its windows that would end
- * past them are not (window_last_end stops before them).
+ * Does a window holding the slice start and end within PostgreSQL's
+ * timestamps?  Near either end of them, or for sizes of their order.
+ */
+static bool
+slice_has_window(const WindowSpec *w, PtfTime slice_end)
+{
+	PtfTime		first;
+
+	/* a TUMBLE's one window, a CUMULATE's period: one start for every window */
+	if (w->kind != WINDOW_HOP && last_start(w, slice_end) < MIN_TIMESTAMP)
+		return false;
+	first = window_first_end(w, slice_end);
+	return first < END_TIMESTAMP && first <= window_last_end(w, slice_end);
+}
+
+/*
+ * The end of the slice holding t; false when no window holding it starts
+ * and ends within PostgreSQL's timestamps, where it has no bounds to give:
+ * its row is passed over, as a row at infinity is.  Its windows that do
+ * not are left out (window_first_end and window_last_end stop at them).
  */
 bool
 window_slice_end(const WindowSpec *w, PtfTime t, PtfTime *end)
 {
 	PtfTime		s;
-	PtfTime		bound;
-	PtfTime		first;
+	PtfTime		last_end;
+	PtfTime		first_start;
 
 	if (!window_aligned_start(t, w->slice, w->offset, &s) ||
 		pg_add_s64_overflow(s, w->slice, end))
 		return false;
-	/* every window holding the slice ends by a size after its start ... */
-	if (unlikely(pg_add_s64_overflow(s, w->size, &bound) || bound >= END_TIMESTAMP) &&
-		!(first_end_checked(w, *end, &first) && first < END_TIMESTAMP))
-		return false;
-	/* ... and starts at most a size before its end: the last one in range? */
-	if (likely(!pg_sub_s64_overflow(*end, w->size, &bound) && bound >= MIN_TIMESTAMP))
+	/* every window holding the slice ends by a size after its start, starts a size before its end */
+	if (likely(!pg_add_s64_overflow(s, w->size, &last_end) && last_end < END_TIMESTAMP &&
+			   !pg_sub_s64_overflow(*end, w->size, &first_start) &&
+			   first_start >= MIN_TIMESTAMP))
 		return true;
-	return last_start(w, *end) >= MIN_TIMESTAMP;
+	return slice_has_window(w, *end);
 }
 
 /*
  * The end of the first window holding the slice that starts within
- * PostgreSQL's timestamps (of a slice window_slice_end gave: there is one).
+ * PostgreSQL's timestamps; PG_INT64_MAX, after every window's end, when
+ * there is none in the int64 range.
  */
 PtfTime
 window_first_end(const WindowSpec *w, PtfTime slice_end)
 {
 	PtfTime		first = slice_end;
 	PtfTime		start;
-
 	int64		short_by;
+	int64		add;
 
-	(void) first_end_checked(w, slice_end, &first);
-	Assert(first < END_TIMESTAMP);
+	if (!first_end_checked(w, slice_end, &first))
+		return PG_INT64_MAX;
 	/* a TUMBLE's window and a CUMULATE's period start in range (window_slice_end) */
 	if (likely(w->kind != WINDOW_HOP ||
 			   (!pg_sub_s64_overflow(first, w->size, &start) && start >= MIN_TIMESTAMP)))
 		return first;
 	/* a HOP's windows start a size before their ends, a slide apart */
-	short_by = MIN_TIMESTAMP + w->size - first;
-	return first + (short_by / w->step + (short_by % w->step != 0)) * w->step;
+	short_by = MIN_TIMESTAMP - start;
+	if (pg_mul_s64_overflow(short_by / w->step + (short_by % w->step != 0), w->step, &add) ||
+		pg_add_s64_overflow(first, add, &first))
+		return PG_INT64_MAX;
+	return first;
 }
 
 /*
  * The end of the last window holding the slice that ends within
  * PostgreSQL's timestamps: windows past them are left out, as a row past
- * them is.
+ * them is.  Of a slice window_slice_end gave, unless it lies between a
+ * HOP's windows (a slide larger than the size): then before
+ * window_first_end's.
  */
 PtfTime
 window_last_end(const WindowSpec *w, PtfTime slice_end)
@@ -256,6 +293,8 @@ window_last_end(const WindowSpec *w, PtfTime slice_end)
 		return last;
 	/* the ends step from the first window's: the last of them in range */
 	first = window_first_end(w, slice_end);
+	if (first >= END_TIMESTAMP)
+		return slice_end - 1;	/* before any end a slice's window can have */
 	return first + (END_TIMESTAMP - 1 - first) / w->step * w->step;
 }
 
