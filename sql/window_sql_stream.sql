@@ -202,6 +202,9 @@ SELECT * FROM (SELECT (data).id, rank() OVER (PARTITION BY window_start ORDER BY
   FROM tumble(NULL::wf, 'ts', '10 minutes', changes => true, uid => 'wf_rank')) t WHERE r <= 2;
 SELECT ws, n FROM (SELECT window_start AS ws, count(*) AS n FROM tumble(NULL::wf, 'ts', '10 minutes',
     changes => true, uid => 'wf_sub') GROUP BY 1, (data).v % 2) s;
+-- the same through a CTE kept apart (its scan is what the query groups)
+WITH s AS MATERIALIZED (SELECT * FROM tumble(NULL::wf, 'ts', '10 minutes', changes => true, uid => 'wf_cte'))
+SELECT window_start, count(*) FROM s GROUP BY 1;
 SELECT count(*) FROM state WHERE uid LIKE 'wf\_%' AND uid NOT IN ('wf_where', 'wf_filter', 'wf_top');
 SELECT count(*) FROM tumble(NULL::wf, 'ts', '10 minutes', changes => true, uid => 'wf_count');
 SET ptf.plan_window_sql = off;

@@ -188,8 +188,6 @@ warn_limited_uid_calls(Query *q)
 typedef struct PrepassContext
 {
 	bool		depends_on_role;	/* an inlined scan is under row level security */
-	bool		streams;		/* a grouping or ranking reads a window TVF's
-								 * change stream */
 } PrepassContext;
 
 /* Does a window TVF's call read its change stream? */
@@ -215,24 +213,6 @@ stream_tvf(RangeTblEntry *rte)
 		return STREAM_MAYBE;
 	return !((Const *) changes)->constisnull && DatumGetBool(((Const *) changes)->constvalue) ?
 		STREAM_YES : STREAM_NO;
-}
-
-/* Does q read a window TVF's change stream (or may it), in its FROM or a subquery there? */
-static bool
-groups_stream(Query *q)
-{
-	ListCell   *lc;
-
-	check_stack_depth();
-	foreach(lc, q->rtable)
-	{
-		RangeTblEntry *rte = lfirst_node(RangeTblEntry, lc);
-
-		if ((rte->rtekind == RTE_FUNCTION && stream_tvf(rte) != STREAM_NO) ||
-			(rte->rtekind == RTE_SUBQUERY && groups_stream(rte->subquery)))
-			return true;
-	}
-	return false;
 }
 
 static void
@@ -270,7 +250,7 @@ ptf_refuse_grouped_stream(PG_FUNCTION_ARGS)
  * plan is refused as for true.
  */
 static void
-guard_changes_argument(FunctionScan *scan, RangeTblEntry *rte)
+guard_changes_argument(PlannedStmt *stmt, FunctionScan *scan, RangeTblEntry *rte)
 {
 	RangeTblFunction *rtfunc = linitial_node(RangeTblFunction, scan->functions);
 	FuncExpr   *fe = castNode(FuncExpr, rtfunc->funcexpr);
@@ -278,6 +258,8 @@ guard_changes_argument(FunctionScan *scan, RangeTblEntry *rte)
 	Oid			argtypes[1] = {BOOLOID};
 	Oid			guard;
 	int			i;
+	ListCell   *arg;
+	PlanInvalItem *inval;
 
 	if (!ptf_tvf_of_rte(rte, &tvf))
 		return;
@@ -288,9 +270,17 @@ guard_changes_argument(FunctionScan *scan, RangeTblEntry *rte)
 	if (!OidIsValid(guard) || i < 0 || i >= list_length(fe->args) ||
 		exprType(list_nth(fe->args, i)) != BOOLOID)
 		refuse_stream_grouping();
-	list_nth_cell(fe->args, i)->ptr_value =
-		makeFuncExpr(guard, BOOLOID, list_make1(list_nth(fe->args, i)), InvalidOid, InvalidOid,
-					 COERCE_EXPLICIT_CALL);
+	arg = list_nth_cell(fe->args, i);
+	/* a CTE scanned twice: its call is guarded once */
+	if (IsA(lfirst(arg), FuncExpr) && ((FuncExpr *) lfirst(arg))->funcid == guard)
+		return;
+	lfirst(arg) = makeFuncExpr(guard, BOOLOID, list_make1(lfirst(arg)), InvalidOid, InvalidOid,
+							   COERCE_EXPLICIT_CALL);
+	/* the plan depends on the function, as on any it calls */
+	inval = makeNode(PlanInvalItem);
+	inval->cacheId = PROCOID;
+	inval->hashValue = GetSysCacheHashValue1(PROCOID, ObjectIdGetDatum(guard));
+	stmt->invalItems = lappend(stmt->invalItems, inval);
 }
 
 /*
@@ -303,14 +293,16 @@ guard_changes_argument(FunctionScan *scan, RangeTblEntry *rte)
  * as a pipeline's query is (functions/pipelines.c).
  */
 static void
-refuse_unplanned_stream_grouping(Plan *plan, bool grouped)
+refuse_unplanned_stream_grouping(PlannedStmt *stmt, Plan *plan, bool grouped)
 {
 	ListCell   *lc;
 
 	if (plan == NULL)
 		return;
 	check_stack_depth();
-	if (IsA(plan, Agg) || IsA(plan, Group) || IsA(plan, WindowAgg))
+	/* a plain aggregate (count(*) of a call's rows) groups nothing by windows */
+	if ((IsA(plan, Agg) && ((Agg *) plan)->numCols > 0) || IsA(plan, Group) ||
+		IsA(plan, WindowAgg))
 		grouped = true;
 	if (IsA(plan, FunctionScan) && grouped)
 	{
@@ -329,20 +321,25 @@ refuse_unplanned_stream_grouping(Plan *plan, bool grouped)
 				refuse_stream_grouping();
 				break;
 			case STREAM_MAYBE:
-				guard_changes_argument((FunctionScan *) plan, &rte);
+				guard_changes_argument(stmt, (FunctionScan *) plan, &rte);
 				break;
 		}
 	}
-	refuse_unplanned_stream_grouping(plan->lefttree, grouped);
-	refuse_unplanned_stream_grouping(plan->righttree, grouped);
+	refuse_unplanned_stream_grouping(stmt, plan->lefttree, grouped);
+	refuse_unplanned_stream_grouping(stmt, plan->righttree, grouped);
 	if (IsA(plan, SubqueryScan))
-		refuse_unplanned_stream_grouping(((SubqueryScan *) plan)->subplan, grouped);
+		refuse_unplanned_stream_grouping(stmt, ((SubqueryScan *) plan)->subplan, grouped);
+	/* a CTE's rows are grouped where its scan is */
+	if (IsA(plan, CteScan) && grouped)
+		refuse_unplanned_stream_grouping(stmt, (Plan *) list_nth(stmt->subplans,
+																 ((CteScan *) plan)->ctePlanId - 1),
+										 grouped);
 	if (IsA(plan, Append))
 		foreach(lc, ((Append *) plan)->appendplans)
-			refuse_unplanned_stream_grouping((Plan *) lfirst(lc), grouped);
+			refuse_unplanned_stream_grouping(stmt, (Plan *) lfirst(lc), grouped);
 	if (IsA(plan, MergeAppend))
 		foreach(lc, ((MergeAppend *) plan)->mergeplans)
-			refuse_unplanned_stream_grouping((Plan *) lfirst(lc), grouped);
+			refuse_unplanned_stream_grouping(stmt, (Plan *) lfirst(lc), grouped);
 }
 
 static bool
@@ -356,8 +353,6 @@ prepass_walker(Node *node, PrepassContext *cxt)
 		ListCell   *lc;
 
 		warn_limited_uid_calls(q);
-		if (!cxt->streams && (q->groupClause != NIL || q->hasWindowFuncs))
-			cxt->streams = groups_stream(q);
 		foreach(lc, q->rtable)
 		{
 			RangeTblEntry *rte = lfirst_node(RangeTblEntry, lc);
@@ -380,7 +375,6 @@ ptf_planner(Query *parse, const char *query_string, int cursorOptions,
 	PlannedStmt *stmt;
 
 	cxt.depends_on_role = false;
-	cxt.streams = false;
 	if (parse->commandType != CMD_UTILITY)
 		(void) prepass_walker((Node *) parse, &cxt);
 	if (prev_planner_hook)
@@ -395,13 +389,17 @@ ptf_planner(Query *parse, const char *query_string, int cursorOptions,
 	 */
 	if (cxt.depends_on_role)
 		stmt->dependsOnRole = true;
-	if (cxt.streams && ptf_window_rules_enabled())
+	/*
+	 * Every plan: a stream's call may come from a CTE or an inlined SQL
+	 * function, which the query as analyzed does not show.
+	 */
+	if (ptf_window_rules_enabled())
 	{
 		ListCell   *lc;
 
-		refuse_unplanned_stream_grouping(stmt->planTree, false);
+		refuse_unplanned_stream_grouping(stmt, stmt->planTree, false);
 		foreach(lc, stmt->subplans)
-			refuse_unplanned_stream_grouping((Plan *) lfirst(lc), false);
+			refuse_unplanned_stream_grouping(stmt, (Plan *) lfirst(lc), false);
 	}
 	window_scan_plan_done(stmt);
 	return stmt;
