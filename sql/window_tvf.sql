@@ -357,6 +357,14 @@ BEGIN
                                     aggregates => 'count(*) AS n') w;
     END IF;
 END $$;
+-- the windows tried: slides larger than the size (rows between windows), sizes of 250k and
+-- 290k years among them
+CREATE TABLE near_specs (kind text, step bigint, size bigint, off bigint);
+INSERT INTO near_specs VALUES ('hop', 300000, 600000, 0), ('hop', 240000, 600000, 60000),
+    ('cumulate', 300000, 1200000, 0), ('cumulate', 900000, 3600000, 420000),
+    ('hop', 604800000, 2592000000, 0), ('cumulate', 345600000, 1728000000, 0),
+    ('hop', 864000000, 86400000, 0), ('hop', 1382400000, 432000000, 86400000),
+    ('hop', 4000000000000000, 8000000000000000, 0), ('hop', 3600000000000000, 9216000000000000, 0);
 SELECT kind, step / 60000 AS step_min, size / 60000 AS size_min, inline,
        (SELECT count(*) FROM near_model(kind, step, size, off)) AS windows,
        (SELECT count(*) FROM (
@@ -367,13 +375,7 @@ SELECT kind, step / 60000 AS step_min, size / 60000 AS size_min, inline,
            (SELECT * FROM near_tvf(kind, step, size, off, inline)
             EXCEPT ALL
             SELECT * FROM near_model(kind, step, size, off))) d) AS tvf_differences
-  FROM (VALUES ('hop', 300000::bigint, 600000::bigint, 0::bigint), ('hop', 240000, 600000, 60000),
-               ('cumulate', 300000, 1200000, 0), ('cumulate', 900000, 3600000, 420000),
-               ('hop', 604800000, 2592000000, 0), ('cumulate', 345600000, 1728000000, 0),
-               -- slides larger than the size (rows between windows), and a size of 250k years
-               ('hop', 864000000, 86400000, 0), ('hop', 1382400000, 432000000, 86400000),
-               ('hop', 4000000000000000, 8000000000000000, 0),
-               ('hop', 3600000000000000, 9216000000000000, 0)) s(kind, step, size, off),
+  FROM near_specs s,
        (VALUES (true), (false)) i(inline)
  ORDER BY 1, 2, 4;
 SELECT kind, step / 60000 AS step_min, size / 60000 AS size_min, planned,
@@ -386,13 +388,7 @@ SELECT kind, step / 60000 AS step_min, size / 60000 AS size_min, planned,
             EXCEPT ALL
             SELECT window_start, window_end, count(*) FROM near_model(kind, step, size, off) GROUP BY 1, 2)) d)
        AS count_differences
-  FROM (VALUES ('hop', 300000::bigint, 600000::bigint, 0::bigint), ('hop', 240000, 600000, 60000),
-               ('cumulate', 300000, 1200000, 0), ('cumulate', 900000, 3600000, 420000),
-               ('hop', 604800000, 2592000000, 0), ('cumulate', 345600000, 1728000000, 0),
-               -- slides larger than the size (rows between windows), and a size of 250k years
-               ('hop', 864000000, 86400000, 0), ('hop', 1382400000, 432000000, 86400000),
-               ('hop', 4000000000000000, 8000000000000000, 0),
-               ('hop', 3600000000000000, 9216000000000000, 0)) s(kind, step, size, off),
+  FROM near_specs s,
        (VALUES (false), (true)) p(planned)
  ORDER BY 1, 2, 4;
 -- HOP 10 min / 4 min: the last window in range ends at 23:58 (23:53's; 23:59:59.999 has none)
@@ -400,7 +396,7 @@ SELECT max(window_end) FROM ptf.window_aggregate(NULL::near_gen, NULL::near_n, '
     '4 minutes', aggregates => 'count(*) AS n');
 DROP FUNCTION near_counts, near_tvf, near_model;
 DROP TYPE near_n;
-DROP TABLE near_gen;
+DROP TABLE near_gen, near_specs;
 RESET TimeZone;
 
 -- the window columns are timestamptz; a timestamp column's bounds are its wall clock in the
